@@ -1,0 +1,495 @@
+/*
+ * mlcomm.h - the whole public API of mlcomm.
+ *
+ * mlcomm is collective and point-to-point communication for ML frameworks
+ * and distributed arrays: one API over a built-in shared-memory engine
+ * (`threads`, `shm`), MPI, and NCCL/RCCL. This header is self-contained: it
+ * includes no MPI, CUDA or NCCL header.
+ *
+ * Conventions (see docs/API.md for the long form):
+ *  - Every function that can fail returns mlc_status_t: 0 on success, a
+ *    negative MLC_ERR_* otherwise. mlc_last_error() then returns the calling
+ *    thread's detailed message (what failed, which rank/peer, the value seen).
+ *  - Output arguments come last. Output parameters are written only on success.
+ *  - Every data-moving call takes a trailing `mlc_request_t **req`:
+ *      req == NULL  -> the call blocks until the operation completes;
+ *      req != NULL  -> the call returns at once, *req is set to a request that
+ *                      completes later (mlc_request_wait / mlc_request_test).
+ *    Buffers of an asynchronous operation must stay valid and untouched until
+ *    its request completes.
+ *  - Counts are size_t elements; counts above INT_MAX work on every backend.
+ *  - In-place forms (as NCCL): allreduce/reduce/broadcast/alltoall take
+ *    sendbuf == recvbuf; allgather takes sendbuf == recvbuf + rank*count;
+ *    reduce_scatter takes recvbuf == sendbuf + rank*recvcount. Any other
+ *    overlap of send and receive buffers is MLC_ERR_INVALID_ARG. Buffers only
+ *    the root uses may be NULL on other ranks.
+ *  - allreduce and allgather give bitwise-identical results on every rank.
+ *  - A communicator is used by one thread at a time (as NCCL); different
+ *    communicators may be used from different threads at once;
+ *    mlc_comm_abort() may be called from any thread.
+ *  - Errors are sticky: after MLC_ERR_TIMEOUT, MLC_ERR_PEER_LOST or
+ *    MLC_ERR_ABORTED the communicator is failed and every later call on it
+ *    returns that error at once; only mlc_comm_abort and mlc_comm_free remain.
+ */
+#ifndef MLCOMM_H
+#define MLCOMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(_WIN32)
+#define MLC_API
+#elif defined(MLC_BUILDING_LIBRARY) || defined(MLC_BUILDING_MODULE)
+#define MLC_API __attribute__((visibility("default")))
+#else
+#define MLC_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Version                                                                  */
+/* ------------------------------------------------------------------------ */
+#define MLC_VERSION_MAJOR 0
+#define MLC_VERSION_MINOR 1
+#define MLC_VERSION_PATCH 0
+
+/** "MAJOR.MINOR.PATCH" of the library actually loaded. Never fails. */
+MLC_API const char *mlc_version(void);
+
+/* ------------------------------------------------------------------------ */
+/* Status codes: one list drives the enum, the names and the strings.       */
+/* ------------------------------------------------------------------------ */
+#define MLC_STATUS_LIST(X)                                                        \
+    X(MLC_SUCCESS, 0, "success")                                                  \
+    X(MLC_ERR_INVALID_ARG, -1, "invalid argument")                                \
+    X(MLC_ERR_NO_MEMORY, -2, "out of memory")                                     \
+    X(MLC_ERR_UNSUPPORTED, -3, "operation not supported by this backend")         \
+    X(MLC_ERR_UNAVAILABLE, -4, "backend or feature not available on this system") \
+    X(MLC_ERR_TIMEOUT, -5, "timed out waiting for peers")                         \
+    X(MLC_ERR_PEER_LOST, -6, "a peer rank died or disconnected")                  \
+    X(MLC_ERR_ABORTED, -7, "communicator was aborted")                            \
+    X(MLC_ERR_TRUNCATE, -8, "message longer than the receive buffer")             \
+    X(MLC_ERR_CONFIG, -9, "bad configuration or environment")                     \
+    X(MLC_ERR_MISMATCH, -10, "ranks disagree (configuration or arguments)")       \
+    X(MLC_ERR_BACKEND, -11, "error reported by the backend library")              \
+    X(MLC_ERR_SYSTEM, -12, "operating-system call failed")                        \
+    X(MLC_ERR_BUSY, -13, "object is in use (operation already in flight)")        \
+    X(MLC_ERR_INTERNAL, -14, "internal error (a bug in mlcomm)")
+
+typedef enum mlc_status {
+#define MLC_X_ENUM(name, value, text) name = value,
+    MLC_STATUS_LIST(MLC_X_ENUM)
+#undef MLC_X_ENUM
+} mlc_status_t;
+
+/** Short description of a status code ("timed out waiting for peers"). */
+MLC_API const char *mlc_status_string(mlc_status_t status);
+/** Enumerator name of a status code ("MLC_ERR_TIMEOUT"). */
+MLC_API const char *mlc_status_name(mlc_status_t status);
+/**
+ * The calling thread's detailed message for its last failed call (empty
+ * string if none). Valid until the thread's next mlcomm call.
+ */
+MLC_API const char *mlc_last_error(void);
+
+/* ------------------------------------------------------------------------ */
+/* Data types                                                               */
+/* ------------------------------------------------------------------------ */
+/* X(enumerator, short name, size in bytes) */
+#define MLC_DTYPE_LIST(X)              \
+    X(MLC_INT8, "int8", 1)             \
+    X(MLC_UINT8, "uint8", 1)           \
+    X(MLC_INT32, "int32", 4)           \
+    X(MLC_UINT32, "uint32", 4)         \
+    X(MLC_INT64, "int64", 8)           \
+    X(MLC_UINT64, "uint64", 8)         \
+    X(MLC_FLOAT16, "float16", 2)       \
+    X(MLC_BFLOAT16, "bfloat16", 2)     \
+    X(MLC_FLOAT32, "float32", 4)       \
+    X(MLC_FLOAT64, "float64", 8)
+
+typedef int32_t mlc_dtype_t;
+enum {
+#define MLC_X_ENUM(name, str, size) name,
+    MLC_DTYPE_LIST(MLC_X_ENUM)
+#undef MLC_X_ENUM
+    MLC_DTYPE_COUNT
+};
+/**
+ * An opaque fixed-size record of `n` bytes (1..65535): moved as bytes, and
+ * reduced only by user-defined ops.
+ */
+#define MLC_RECORD(n) ((mlc_dtype_t)(0x10000 | (int32_t)(n)))
+
+/** Size in bytes of one element, or 0 for an unknown dtype. */
+MLC_API size_t mlc_dtype_size(mlc_dtype_t dtype);
+/** Short name ("float32", "record"), or NULL for an unknown dtype. */
+MLC_API const char *mlc_dtype_name(mlc_dtype_t dtype);
+/** Parse a short name ("float32", "bf16", "fp16", "f32", ...). */
+MLC_API mlc_status_t mlc_dtype_from_name(const char *name, mlc_dtype_t *dtype);
+
+/* ------------------------------------------------------------------------ */
+/* Reduction operations                                                     */
+/* ------------------------------------------------------------------------ */
+/*
+ * avg: sum / p. For integer types the division truncates toward zero.
+ * fp16 / bf16: each pairwise operation is computed in fp32, rounded once.
+ */
+#define MLC_OP_LIST(X) \
+    X(MLC_SUM, "sum")  \
+    X(MLC_PROD, "prod") \
+    X(MLC_MAX, "max")  \
+    X(MLC_MIN, "min")  \
+    X(MLC_AVG, "avg")
+
+typedef int32_t mlc_op_t;
+enum {
+#define MLC_X_ENUM(name, str) name,
+    MLC_OP_LIST(MLC_X_ENUM)
+#undef MLC_X_ENUM
+    MLC_OP_BUILTIN_COUNT
+};
+
+/**
+ * A user reduction: combine `count` elements of `in` into `inout`
+ * (inout[i] = in[i] (op) inout[i]); `in` holds the lower rank's data when
+ * the op is non-commutative.
+ */
+typedef void (*mlc_user_fn_t)(const void *in, void *inout, size_t count, mlc_dtype_t dtype,
+                              void *ctx);
+
+/**
+ * Create a user op. Non-commutative ops are applied in rank order. The op is
+ * valid in this process until mlc_op_free; every rank must create its ops in
+ * the same order (as MPI_Op_create). Errors: INVALID_ARG (fn NULL),
+ * NO_MEMORY (op table full).
+ */
+MLC_API mlc_status_t mlc_op_create(mlc_user_fn_t fn, int commutative, void *ctx, mlc_op_t *op);
+/** Free a user op. INVALID_ARG for a built-in or unknown op. */
+MLC_API mlc_status_t mlc_op_free(mlc_op_t op);
+/** Short name of a built-in op ("sum"), "user" for user ops, NULL if unknown. */
+MLC_API const char *mlc_op_name(mlc_op_t op);
+/** Parse "sum", "prod", "max", "min", "avg". */
+MLC_API mlc_status_t mlc_op_from_name(const char *name, mlc_op_t *op);
+/**
+ * Apply `op` locally: inout[i] = in[i] (op) inout[i] for count elements.
+ * MLC_AVG here behaves as MLC_SUM (the division belongs to the collective).
+ */
+MLC_API mlc_status_t mlc_reduce_local(const void *in, void *inout, size_t count, mlc_dtype_t dtype,
+                                      mlc_op_t op);
+
+/* ------------------------------------------------------------------------ */
+/* Collective kinds (used by algorithm selection, profiling, benchmarks)    */
+/* ------------------------------------------------------------------------ */
+/* X(enumerator, short name, env suffix) */
+#define MLC_COLL_LIST(X)                                   \
+    X(MLC_COLL_BROADCAST, "broadcast", "BROADCAST")        \
+    X(MLC_COLL_REDUCE, "reduce", "REDUCE")                 \
+    X(MLC_COLL_ALLREDUCE, "allreduce", "ALLREDUCE")        \
+    X(MLC_COLL_ALLGATHER, "allgather", "ALLGATHER")        \
+    X(MLC_COLL_ALLGATHERV, "allgatherv", "ALLGATHERV")     \
+    X(MLC_COLL_REDUCE_SCATTER, "reduce_scatter", "REDUCE_SCATTER") \
+    X(MLC_COLL_ALLTOALL, "alltoall", "ALLTOALL")           \
+    X(MLC_COLL_ALLTOALLV, "alltoallv", "ALLTOALLV")        \
+    X(MLC_COLL_GATHER, "gather", "GATHER")                 \
+    X(MLC_COLL_GATHERV, "gatherv", "GATHERV")              \
+    X(MLC_COLL_SCATTER, "scatter", "SCATTER")              \
+    X(MLC_COLL_SCATTERV, "scatterv", "SCATTERV")           \
+    X(MLC_COLL_BARRIER, "barrier", "BARRIER")              \
+    X(MLC_COLL_SEND, "send", "SEND")                       \
+    X(MLC_COLL_RECV, "recv", "RECV")                       \
+    X(MLC_COLL_SENDRECV, "sendrecv", "SENDRECV")
+
+typedef int32_t mlc_coll_t;
+enum {
+#define MLC_X_ENUM(name, str, env) name,
+    MLC_COLL_LIST(MLC_X_ENUM)
+#undef MLC_X_ENUM
+    MLC_COLL_COUNT
+};
+MLC_API const char *mlc_coll_name(mlc_coll_t coll);
+
+/* ------------------------------------------------------------------------ */
+/* Configuration                                                            */
+/* ------------------------------------------------------------------------ */
+/* Where communication buffers live. */
+#define MLC_MEMORY_LIST(X)     \
+    X(MLC_MEMORY_HOST, "host") \
+    X(MLC_MEMORY_CUDA, "cuda") \
+    X(MLC_MEMORY_ROCM, "rocm") \
+    X(MLC_MEMORY_AUTO, "auto")
+enum {
+#define MLC_X_ENUM(name, str) name,
+    MLC_MEMORY_LIST(MLC_X_ENUM)
+#undef MLC_X_ENUM
+    MLC_MEMORY_COUNT
+};
+
+#define MLC_LOG_LEVEL_LIST(X) \
+    X(MLC_LOG_ERROR, "error") \
+    X(MLC_LOG_WARN, "warn")   \
+    X(MLC_LOG_INFO, "info")   \
+    X(MLC_LOG_DEBUG, "debug") \
+    X(MLC_LOG_TRACE, "trace")
+enum {
+#define MLC_X_ENUM(name, str) name,
+    MLC_LOG_LEVEL_LIST(MLC_X_ENUM)
+#undef MLC_X_ENUM
+    MLC_LOG_LEVEL_COUNT
+};
+
+#define MLC_CONFIG_MAGIC 0x4d4c4331u /* "MLC1" */
+#define MLC_CONFIG_VERSION 1u
+#define MLC_UNSET (-1)
+
+/**
+ * Communicator configuration. Start from MLC_CONFIG_INIT (every field
+ * "unset"); a field set here beats the matching environment variable, which
+ * beats the default. Strings are copied during mlc_comm_init.
+ */
+typedef struct mlc_config {
+    size_t size;          /* sizeof(mlc_config_t) */
+    uint32_t magic;       /* MLC_CONFIG_MAGIC */
+    uint32_t version;     /* MLC_CONFIG_VERSION */
+    const char *backend;  /* MLC_BACKEND: "auto", "threads", "shm", "mpi", "nccl", "rccl" */
+    int rank;             /* MLC_RANK */
+    int world_size;       /* MLC_WORLD_SIZE */
+    int local_rank;       /* MLC_LOCAL_RANK */
+    int local_size;       /* MLC_LOCAL_SIZE */
+    const char *job_id;   /* MLC_JOB_ID */
+    double timeout_s;     /* MLC_TIMEOUT; < 0 unset; 0 = never */
+    int log_level;        /* MLC_LOG_LEVEL: one of MLC_LOG_* */
+    const char *log_file; /* MLC_LOG_FILE: may hold %h (host) and %p (pid) */
+    const char *profile;  /* MLC_PROFILE: trace file name, %r = rank */
+    int memory;           /* MLC_MEMORY: MLC_MEMORY_* */
+    int mpi_thread_level; /* MLC_MPI_THREAD_LEVEL: 0 single, 1 funneled, 2 serialized, 3 multiple */
+    int cma;              /* MLC_CMA: 1 use single-copy (CMA) where the OS allows, 0 never */
+} mlc_config_t;
+
+#define MLC_CONFIG_INIT                                                                   \
+    {                                                                                     \
+        sizeof(mlc_config_t), MLC_CONFIG_MAGIC, MLC_CONFIG_VERSION, NULL, MLC_UNSET,      \
+            MLC_UNSET, MLC_UNSET, MLC_UNSET, NULL, -1.0, MLC_UNSET, NULL, NULL, MLC_UNSET, \
+            MLC_UNSET, MLC_UNSET                                                          \
+    }
+
+/* ------------------------------------------------------------------------ */
+/* Communicators                                                            */
+/* ------------------------------------------------------------------------ */
+typedef struct mlc_comm mlc_comm_t;
+typedef struct mlc_request mlc_request_t;
+
+/** Opaque token shared by ranks that rendezvous with mlc_comm_init_rank. */
+typedef struct mlc_unique_id {
+    char internal[128];
+} mlc_unique_id_t;
+
+/** Colour for mlc_comm_split meaning "not in any new communicator". */
+#define MLC_UNDEFINED (-32766)
+
+/**
+ * Create this process's communicator for the whole job (collective over the
+ * job). Rank and size come from cfg, else MLC_* variables, else the launcher's
+ * (torchrun, Open MPI, MPICH/Hydra, Slurm); none at all is a one-rank job.
+ * cfg may be NULL (all unset). Errors: CONFIG (malformed environment, partial
+ * rank set; the message names the variable), UNAVAILABLE (backend missing),
+ * MISMATCH (ranks disagree on collective-relevant config), TIMEOUT,
+ * SYSTEM (shared memory could not be created).
+ */
+MLC_API mlc_status_t mlc_comm_init(const mlc_config_t *cfg, mlc_comm_t **comm);
+
+/**
+ * Create n ranks of the `threads` backend in one call (as ncclCommInitAll):
+ * comms[i] is rank i. Each comms[i] is then used by its own thread.
+ */
+MLC_API mlc_status_t mlc_comm_init_all(int n, const mlc_config_t *cfg, mlc_comm_t **comms);
+
+/** Make a fresh unique id (done once, then shared with the other ranks). */
+MLC_API mlc_status_t mlc_get_unique_id(mlc_unique_id_t *id);
+
+/**
+ * Join the communicator named by `id` as `rank` of `nranks` (as
+ * ncclCommInitRank). Collective over the nranks callers. With the `threads`
+ * backend (the default for this call) the callers are threads of this
+ * process; with `shm` they may be processes on this host. Blocks until every
+ * rank has joined or the timeout passes.
+ */
+MLC_API mlc_status_t mlc_comm_init_rank(const mlc_unique_id_t *id, int nranks, int rank,
+                                        const mlc_config_t *cfg, mlc_comm_t **comm);
+
+MLC_API int mlc_comm_rank(const mlc_comm_t *comm);
+MLC_API int mlc_comm_size(const mlc_comm_t *comm);
+/** Name of the backend serving this communicator ("shm"). */
+MLC_API const char *mlc_comm_backend(const mlc_comm_t *comm);
+/** The communicator's sticky error (MLC_SUCCESS while healthy). */
+MLC_API mlc_status_t mlc_comm_status(const mlc_comm_t *comm);
+
+/**
+ * Split as MPI_Comm_split: ranks with the same colour form a new
+ * communicator, ordered by key then by parent rank. color == MLC_UNDEFINED
+ * gives *out = NULL. Collective over comm.
+ */
+MLC_API mlc_status_t mlc_comm_split(mlc_comm_t *comm, int color, int key, mlc_comm_t **out);
+
+/**
+ * Release a communicator. Local: does not wait for peers. Pending requests
+ * are cancelled (their buffers are no longer touched). NULL is a no-op.
+ */
+MLC_API mlc_status_t mlc_comm_free(mlc_comm_t *comm);
+
+/**
+ * Fail the communicator: every pending and later operation on it, on every
+ * rank, returns MLC_ERR_ABORTED. Safe from any thread.
+ */
+MLC_API mlc_status_t mlc_comm_abort(mlc_comm_t *comm);
+
+/** Force an algorithm for one collective ("ring", "tree", ...; "auto" or NULL clears). */
+MLC_API mlc_status_t mlc_comm_set_algo(mlc_comm_t *comm, mlc_coll_t coll, const char *algo);
+/**
+ * The algorithm the selector would run for `coll` with `bytes` bytes per
+ * rank (the same on every rank). *name is static storage.
+ */
+MLC_API mlc_status_t mlc_comm_get_algo(mlc_comm_t *comm, mlc_coll_t coll, size_t bytes,
+                                       const char **name);
+/** GPU backends: the stream (cudaStream_t / hipStream_t) operations are ordered on. */
+MLC_API mlc_status_t mlc_comm_set_stream(mlc_comm_t *comm, void *stream);
+/** Largest tag accepted by point-to-point calls on this communicator. */
+MLC_API int mlc_comm_tag_max(const mlc_comm_t *comm);
+
+/* ------------------------------------------------------------------------ */
+/* Requests                                                                 */
+/* ------------------------------------------------------------------------ */
+/**
+ * Wait until *req completes, release it and set *req = NULL. Returns the
+ * operation's status. Honours the communicator's timeout. *req == NULL is a
+ * no-op returning MLC_SUCCESS.
+ */
+MLC_API mlc_status_t mlc_request_wait(mlc_request_t **req);
+/**
+ * Progress *req without blocking. *done = 1 when it completed, in which case
+ * the request is released, *req = NULL and the operation's status returned.
+ */
+MLC_API mlc_status_t mlc_request_test(mlc_request_t **req, int *done);
+/**
+ * Wait for all n requests; each is released and set to NULL. statuses (may be
+ * NULL) receives each operation's status. Returns the first error met.
+ */
+MLC_API mlc_status_t mlc_request_wait_all(size_t n, mlc_request_t **reqs, mlc_status_t *statuses);
+
+/* ------------------------------------------------------------------------ */
+/* Collectives                                                              */
+/* ------------------------------------------------------------------------ */
+/** Copy `count` elements from root's sendbuf to every rank's recvbuf. */
+MLC_API mlc_status_t mlc_broadcast(const void *sendbuf, void *recvbuf, size_t count,
+                                   mlc_dtype_t dtype, int root, mlc_comm_t *comm,
+                                   mlc_request_t **req);
+/** Reduce every rank's sendbuf into root's recvbuf (recvbuf may be NULL elsewhere). */
+MLC_API mlc_status_t mlc_reduce(const void *sendbuf, void *recvbuf, size_t count,
+                                mlc_dtype_t dtype, mlc_op_t op, int root, mlc_comm_t *comm,
+                                mlc_request_t **req);
+/** Reduce every rank's sendbuf; every rank receives the (identical) result. */
+MLC_API mlc_status_t mlc_allreduce(const void *sendbuf, void *recvbuf, size_t count,
+                                   mlc_dtype_t dtype, mlc_op_t op, mlc_comm_t *comm,
+                                   mlc_request_t **req);
+/** recvbuf[r*count ..] = sendbuf of rank r; recvbuf holds size*count elements. */
+MLC_API mlc_status_t mlc_allgather(const void *sendbuf, void *recvbuf, size_t count,
+                                   mlc_dtype_t dtype, mlc_comm_t *comm, mlc_request_t **req);
+/** recvbuf[displs[r] ..] = sendbuf of rank r (recvcounts[r] elements). */
+MLC_API mlc_status_t mlc_allgatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
+                                    const size_t *recvcounts, const size_t *displs,
+                                    mlc_dtype_t dtype, mlc_comm_t *comm, mlc_request_t **req);
+/** Reduce size*recvcount elements; rank r receives block r. */
+MLC_API mlc_status_t mlc_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                        mlc_dtype_t dtype, mlc_op_t op, mlc_comm_t *comm,
+                                        mlc_request_t **req);
+/** Block j of sendbuf (count elements) goes to rank j, landing at block `rank` there. */
+MLC_API mlc_status_t mlc_alltoall(const void *sendbuf, void *recvbuf, size_t count,
+                                  mlc_dtype_t dtype, mlc_comm_t *comm, mlc_request_t **req);
+MLC_API mlc_status_t mlc_alltoallv(const void *sendbuf, const size_t *sendcounts,
+                                   const size_t *sdispls, void *recvbuf, const size_t *recvcounts,
+                                   const size_t *rdispls, mlc_dtype_t dtype, mlc_comm_t *comm,
+                                   mlc_request_t **req);
+/** root's recvbuf[r*count ..] = sendbuf of rank r. */
+MLC_API mlc_status_t mlc_gather(const void *sendbuf, void *recvbuf, size_t count,
+                                mlc_dtype_t dtype, int root, mlc_comm_t *comm,
+                                mlc_request_t **req);
+MLC_API mlc_status_t mlc_gatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
+                                 const size_t *recvcounts, const size_t *displs,
+                                 mlc_dtype_t dtype, int root, mlc_comm_t *comm,
+                                 mlc_request_t **req);
+/** Rank r's recvbuf = root's sendbuf[r*count ..]. */
+MLC_API mlc_status_t mlc_scatter(const void *sendbuf, void *recvbuf, size_t count,
+                                 mlc_dtype_t dtype, int root, mlc_comm_t *comm,
+                                 mlc_request_t **req);
+MLC_API mlc_status_t mlc_scatterv(const void *sendbuf, const size_t *sendcounts,
+                                  const size_t *displs, void *recvbuf, size_t recvcount,
+                                  mlc_dtype_t dtype, int root, mlc_comm_t *comm,
+                                  mlc_request_t **req);
+MLC_API mlc_status_t mlc_barrier(mlc_comm_t *comm, mlc_request_t **req);
+
+/* ------------------------------------------------------------------------ */
+/* Point-to-point                                                           */
+/* ------------------------------------------------------------------------ */
+#define MLC_ANY_SOURCE (-1)
+#define MLC_ANY_TAG (-1)
+
+/** What arrived: filled when a receive completes, or by probe. */
+typedef struct mlc_msg_status {
+    int source;   /* sender's rank in the communicator */
+    int tag;
+    size_t bytes; /* bytes of the message */
+} mlc_msg_status_t;
+
+/**
+ * Send count elements to `peer` with `tag` (0..mlc_comm_tag_max). Blocking
+ * send returns when the buffer may be reused.
+ */
+MLC_API mlc_status_t mlc_send(const void *buf, size_t count, mlc_dtype_t dtype, int peer, int tag,
+                              mlc_comm_t *comm, mlc_request_t **req);
+/**
+ * Receive up to count elements from `peer` (or MLC_ANY_SOURCE) with `tag` (or
+ * MLC_ANY_TAG). A longer message is consumed and fails with MLC_ERR_TRUNCATE
+ * naming both sizes. status (may be NULL) is filled on completion and must
+ * stay valid until then.
+ */
+MLC_API mlc_status_t mlc_recv(void *buf, size_t count, mlc_dtype_t dtype, int peer, int tag,
+                              mlc_comm_t *comm, mlc_msg_status_t *status, mlc_request_t **req);
+/** Send and receive at once (no deadlock between pairs). */
+MLC_API mlc_status_t mlc_sendrecv(const void *sendbuf, size_t sendcount, int dest, int sendtag,
+                                  void *recvbuf, size_t recvcount, int source, int recvtag,
+                                  mlc_dtype_t dtype, mlc_comm_t *comm, mlc_msg_status_t *status,
+                                  mlc_request_t **req);
+/** Block until a matching message is available; describe it without receiving it. */
+MLC_API mlc_status_t mlc_probe(int source, int tag, mlc_comm_t *comm, mlc_msg_status_t *status);
+/** As mlc_probe but returns at once: *flag = 1 and status filled if a message matches. */
+MLC_API mlc_status_t mlc_iprobe(int source, int tag, mlc_comm_t *comm, int *flag,
+                                mlc_msg_status_t *status);
+
+/* ------------------------------------------------------------------------ */
+/* Profiling                                                                */
+/* ------------------------------------------------------------------------ */
+typedef struct mlc_profile_stat {
+    mlc_coll_t coll;
+    uint64_t count;     /* operations completed */
+    uint64_t bytes;     /* payload bytes per rank, summed */
+    double time_s;      /* summed duration */
+    double min_gbps;    /* algorithmic bandwidth, GB/s (1e9 bytes/s) */
+    double avg_gbps;    /* bytes / time */
+    double max_gbps;
+} mlc_profile_stat_t;
+
+/**
+ * Per-collective totals since the communicator was created (collected whether
+ * or not MLC_PROFILE is set). stats has room for *n entries; on return *n is
+ * the number of kinds with count > 0 (at most MLC_COLL_COUNT).
+ */
+MLC_API mlc_status_t mlc_profile_stats(const mlc_comm_t *comm, mlc_profile_stat_t *stats,
+                                       size_t *n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* MLCOMM_H */

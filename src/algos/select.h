@@ -1,0 +1,24 @@
+/*
+ * The algorithm selector: picks by collective, message size and rank count
+ * from a cost model (alpha latency s, beta s/byte, gamma reduce s/byte).
+ * Every rank must hold the same model so every rank picks the same algorithm.
+ */
+#ifndef MLC_ALGOS_SELECT_H
+#define MLC_ALGOS_SELECT_H
+#pragma GCC visibility push(default) /* modules (libmlcomm-mpi.so) link these */
+#include "sched.h"
+
+typedef struct mlc_cost_model {
+    double alpha, beta, gamma;
+} mlc_cost_model_t;
+
+/* Defaults for a shared-memory host (used until measured values arrive). */
+extern const mlc_cost_model_t mlc_cost_model_default;
+
+/* Predicted time of `algo` for d (bytes = count*esize per rank). */
+double mlc_algo_predict(const mlc_algo_t *algo, const mlc_coll_desc_t *d, const mlc_cost_model_t *m);
+/* Best algorithm for d under m among those that can run it (order-preserving
+ * when the op is not commutative). Never NULL for a supported collective. */
+const mlc_algo_t *mlc_algo_select(const mlc_coll_desc_t *d, const mlc_cost_model_t *m);
+#pragma GCC visibility pop
+#endif

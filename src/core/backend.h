@@ -1,0 +1,101 @@
+/*
+ * The backend interface: one const table of function pointers per backend.
+ * MLC_BACKEND_LIST drives registration, `auto` selection, mlcomm-info and
+ * the test matrix. Slots left NULL in `start` are answered by core with
+ * MLC_ERR_UNSUPPORTED and a message naming backend and operation.
+ *
+ * Division of labour: core validates every argument once, allocates the
+ * request, assigns the sequence number, picks the algorithm name (for
+ * backends running src/algos schedules), runs the wait loop (timeouts,
+ * abort, peer death) and profiles. A backend moves data and reports.
+ */
+#ifndef MLC_CORE_BACKEND_H
+#define MLC_CORE_BACKEND_H
+#pragma GCC visibility push(default) /* modules (libmlcomm-mpi.so) link these */
+#include <stdbool.h>
+#include <stddef.h>
+#include "comm.h"
+
+/* How a new world communicator should be formed (from resolved config). */
+typedef struct mlc_boot {
+    int rank, size;
+    int local_rank, local_size;
+    const char *job_id;       /* shared by all ranks of the job */
+    const mlc_unique_id_t *uid; /* non-NULL for mlc_comm_init_rank */
+} mlc_boot_t;
+
+typedef struct mlc_backend {
+    const char *name;
+    int priority; /* `auto` picks the available backend with the highest priority that accepts the job */
+    /* 1 if usable on this machine; otherwise 0 and `why` names the reason. */
+    int (*available)(char *why, size_t why_len);
+    /* 1 if `auto` should pick this backend for the job described by cfg
+     * (e.g. shm: every rank on this host; mpi: launched by mpirun). NULL = always. */
+    int (*accepts)(const mlc_cfg_t *cfg);
+
+    /* Create the backend state of a new communicator; comm->rank/size/cfg are set. */
+    mlc_status_t (*init)(mlc_comm_t *comm, const mlc_boot_t *boot);
+    /* threads only: create n ranks at once (comms[i]->rank/size/cfg set by core). */
+    mlc_status_t (*init_all)(int n, mlc_comm_t **comms);
+    /*
+     * Create child from parent: `members` lists the parent ranks of the new
+     * communicator in new-rank order (child->rank/size already set); color
+     * and key are the caller's (MPI uses them directly). Collective over
+     * parent (every rank of parent calls it, also those with MLC_UNDEFINED,
+     * which get child == NULL).
+     */
+    mlc_status_t (*split)(mlc_comm_t *parent, int color, int key, const int *members, int nmembers,
+                          mlc_comm_t *child);
+    /* Release backend state; cancel pending requests (their buffers are no longer touched). */
+    void (*destroy)(mlc_comm_t *comm);
+    /* Make every rank's pending and later operations fail with ABORTED; any thread. */
+    void (*abort)(mlc_comm_t *comm);
+
+    /* Begin an operation (req->args validated, req->seq and req->algo set).
+     * Complete it now or later with mlc_request_complete. A non-zero return
+     * means it was not started (req is then released by core). */
+    mlc_status_t (*start[MLC_COLL_COUNT])(mlc_request_t *req);
+    /* Non-blocking probe. */
+    mlc_status_t (*iprobe)(mlc_comm_t *comm, int source, int tag, int *flag, mlc_msg_status_t *st);
+
+    /* Advance pending work without blocking; *progressed = 1 if anything moved. */
+    mlc_status_t (*progress)(mlc_comm_t *comm, int *progressed);
+    /* Sleep until something may have changed for comm, at most max_s seconds
+     * (core passes <= 0.1 s). Must return promptly when a request of comm
+     * completes on another thread or a peer writes to us. NULL = short sleep. */
+    void (*idle)(mlc_comm_t *comm, double max_s);
+    /* Peer death / remote abort check: 0 if healthy, else calls mlc_comm_fail and returns it. */
+    mlc_status_t (*health)(mlc_comm_t *comm);
+    /* Ranks `req` still waits on, e.g. "2, 3" (for timeout messages). Optional. */
+    void (*pending_peers)(const mlc_request_t *req, char *buf, size_t len);
+    /* Optional: block in the backend's own wait (MPI without MLC_TIMEOUT). */
+    mlc_status_t (*wait_native)(mlc_request_t *req);
+    /* Optional: the tag limit (default MLC_TAG_MAX_DEFAULT). */
+    int (*tag_max)(mlc_comm_t *comm);
+    /* Optional: algorithm names this backend can run for coll (NULL-terminated); NULL = native only. */
+    const char *const *(*algos)(mlc_coll_t coll);
+    /* Optional: set a GPU stream. */
+    mlc_status_t (*set_stream)(mlc_comm_t *comm, void *stream);
+} mlc_backend_t;
+
+#define MLC_TAG_MAX_DEFAULT ((1 << 30) - 1)
+
+/* X(identifier) - the order is the listing order of mlcomm-info. */
+#define MLC_BACKEND_LIST(X) \
+    X(threads)              \
+    X(shm)                  \
+    X(mpi)                  \
+    X(nccl)                 \
+    X(rccl)
+
+#define MLC_X_DECL(id) extern const mlc_backend_t mlc_backend_##id;
+MLC_BACKEND_LIST(MLC_X_DECL)
+#undef MLC_X_DECL
+
+/* The registry: every backend in list order, NULL-terminated. */
+extern const mlc_backend_t *const mlc_backends[];
+const mlc_backend_t *mlc_backend_find(const char *name);
+/* Choose the backend for cfg (explicit name or auto). Sets a message on failure. */
+mlc_status_t mlc_backend_select(const mlc_cfg_t *cfg, const mlc_backend_t **out);
+#pragma GCC visibility pop
+#endif

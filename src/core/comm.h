@@ -1,0 +1,105 @@
+/*
+ * The communicator and request objects behind the public handles.
+ * Core owns validation, the wait loop (timeouts, abort, peer death),
+ * sticky errors and profiling; a backend only moves data.
+ */
+#ifndef MLC_CORE_COMM_H
+#define MLC_CORE_COMM_H
+#pragma GCC visibility push(default) /* modules (libmlcomm-mpi.so) link these */
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include "config.h"
+#include "mlcomm.h"
+
+struct mlc_backend;
+struct mlc_profiler;
+
+/* Validated arguments of one operation (what each field means depends on coll). */
+typedef struct mlc_args {
+    const void *sendbuf;
+    void *recvbuf;
+    size_t count;         /* broadcast/reduce/allreduce/alltoall/gather/scatter/p2p: elements;
+                             allgather: per-rank count; reduce_scatter: recvcount;
+                             gatherv/allgatherv: sendcount; scatterv: recvcount;
+                             sendrecv: sendcount */
+    size_t count2;        /* sendrecv: recvcount */
+    const size_t *counts; /* *v: recvcounts (gatherv/allgatherv/alltoallv) or sendcounts (scatterv) */
+    const size_t *displs; /* matching displacements */
+    const size_t *counts2, *displs2; /* alltoallv: recvcounts/rdispls (counts/displs are send side) */
+    mlc_dtype_t dtype;
+    size_t esize;         /* bytes per element */
+    mlc_op_t op;
+    int root;             /* rooted collectives; p2p: the peer (dest for send/sendrecv, source for recv) */
+    int peer2;            /* sendrecv: source */
+    int tag, tag2;        /* p2p tags (sendrecv: sendtag, recvtag) */
+    bool inplace;
+    mlc_msg_status_t *msg_status; /* recv/sendrecv: where to report what arrived (may be NULL) */
+} mlc_args_t;
+
+#define MLC_REQ_PRIV_BYTES 512
+
+struct mlc_request {
+    struct mlc_comm *comm;
+    mlc_coll_t coll;
+    uint64_t seq;          /* per-communicator sequence number of collectives (p2p: 0) */
+    mlc_args_t args;
+    const char *algo;      /* algorithm name chosen (static storage), NULL for native/p2p */
+    size_t bytes;          /* payload bytes per rank, for profiling */
+    atomic_int done;       /* set (release) by mlc_request_complete */
+    mlc_status_t status;
+    char errmsg[384];      /* detailed message when status != 0 */
+    double t_start, t_end;
+    struct mlc_request *next_free;
+    bool in_use;
+    /* Backend-private state: inline storage to keep the small path malloc-free. */
+    _Alignas(16) unsigned char priv[MLC_REQ_PRIV_BYTES];
+    void *priv_ext;        /* backend-owned heap state when priv is too small (freed by the backend) */
+};
+
+struct mlc_comm {
+    const struct mlc_backend *be;
+    void *impl;            /* backend state */
+    int rank, size;
+    mlc_cfg_t cfg;
+    atomic_int failed;     /* sticky mlc_status_t; 0 while healthy */
+    char fail_msg[512];
+    uint64_t coll_seq;     /* next collective sequence number */
+    const char *algo_forced[MLC_COLL_COUNT]; /* from env or mlc_comm_set_algo; NULL = auto */
+    void *stream;          /* GPU stream (cudaStream_t / hipStream_t) */
+    struct mlc_profiler *prof;
+    /* request pool */
+    struct mlc_request *free_reqs;
+    struct mlc_req_chunk *req_chunks;
+    int outstanding;       /* requests handed out and not yet released */
+};
+
+/* --- used by backends ---------------------------------------------------- */
+
+/*
+ * Mark req complete with `st` (and `fmt` as its message when st != 0).
+ * Callable from any thread (a progress thread included); wakes nobody by
+ * itself: a backend whose idle() sleeps must wake it (see backend.h).
+ */
+void mlc_request_complete(mlc_request_t *req, mlc_status_t st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/*
+ * Fail the communicator (sticky): st is TIMEOUT, PEER_LOST or ABORTED. The
+ * first failure wins and its message is kept. Returns the sticky status.
+ */
+mlc_status_t mlc_comm_fail(mlc_comm_t *comm, mlc_status_t st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* --- used inside core ---------------------------------------------------- */
+mlc_request_t *mlc_request_alloc(mlc_comm_t *comm);
+void mlc_request_release(mlc_request_t *req);
+/* Wait for one request; does not release it. Applies timeout/abort/death rules. */
+mlc_status_t mlc_request_wait_internal(mlc_request_t *req);
+/* Return the sticky error with its message set for this thread, or 0. */
+mlc_status_t mlc_comm_check(const mlc_comm_t *comm);
+/* Allocate a bare communicator object (fields zeroed, pool empty). */
+mlc_comm_t *mlc_comm_alloc(void);
+void mlc_comm_release(mlc_comm_t *comm);
+#pragma GCC visibility pop
+#endif

@@ -1,0 +1,26 @@
+/* Thread-local last-error message and the helper that sets it. */
+#ifndef MLC_CORE_ERROR_H
+#define MLC_CORE_ERROR_H
+#pragma GCC visibility push(default) /* modules (libmlcomm-mpi.so) link these */
+#include "mlcomm.h"
+
+#if defined(__GNUC__)
+#define MLC_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define MLC_PRINTF(a, b)
+#endif
+
+/*
+ * Record `fmt` as the calling thread's last error and return `st`, so that
+ * error sites read `return mlc_error(MLC_ERR_INVALID_ARG, "...", ...);`.
+ * The message is also logged at debug level. Use it once, where the error is
+ * decided; callers that only propagate a status do not call it again.
+ */
+mlc_status_t mlc_error(mlc_status_t st, const char *fmt, ...) MLC_PRINTF(2, 3);
+/* Set the thread's message verbatim (used to hand a request's message to its waiter). */
+void mlc_error_set_text(const char *text);
+/* Clear the thread's message (called at the start of every public call that can fail). */
+void mlc_error_clear(void);
+
+#pragma GCC visibility pop
+#endif

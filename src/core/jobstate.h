@@ -1,0 +1,39 @@
+/*
+ * The job state shared by mlcomm-run and its ranks: one memfd created by the
+ * launcher, inherited by every rank, named by MLC_JOB_FD. Nothing of it lives
+ * in /dev/shm, so nothing can be left there.
+ *
+ * The launcher writes dead[r] when rank r ends abnormally (exit != 0 or a
+ * signal) and bumps `epoch`; ranks read it in their slow path (at most every
+ * ~100 ms while waiting) and fail with MLC_ERR_PEER_LOST naming the rank.
+ */
+#ifndef MLC_CORE_JOBSTATE_H
+#define MLC_CORE_JOBSTATE_H
+#include <stdatomic.h>
+#include <stdint.h>
+
+#define MLC_JOBSTATE_MAGIC 0x4d4c434au /* "MLCJ" */
+#define MLC_JOBSTATE_MAX_RANKS 4096
+
+/* dead[r] encoding: 0 alive (or exited 0); 0x100 | code = exited with code; 0x200 | sig = killed by sig */
+#define MLC_JOB_DEAD_EXIT 0x100u
+#define MLC_JOB_DEAD_SIGNAL 0x200u
+
+typedef struct mlc_jobstate {
+    uint32_t magic;
+    uint32_t nranks;
+    atomic_uint epoch;    /* bumped on every change */
+    atomic_uint ndead;
+    atomic_int pid[MLC_JOBSTATE_MAX_RANKS];
+    atomic_uint dead[MLC_JOBSTATE_MAX_RANKS];
+} mlc_jobstate_t;
+
+/* Shared-memory segments of a job are named "/mlc-<job id>-..." so the
+ * launcher can sweep any left by ranks killed before they unlinked them. */
+#define MLC_SHM_PREFIX "/mlc-"
+
+/* Library side: map the job state named by MLC_JOB_FD (NULL when absent). */
+#pragma GCC visibility push(default)
+const mlc_jobstate_t *mlc_jobstate_get(void);
+#pragma GCC visibility pop
+#endif
