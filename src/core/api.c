@@ -189,7 +189,7 @@ mlc_status_t mlc_broadcast(const void *sendbuf, void *recvbuf, size_t count, mlc
     BEGIN(MLC_COLL_BROADCAST);
     TRY(check_dtype(MLC_COLL_BROADCAST, dtype));
     TRY(check_rank(MLC_COLL_BROADCAST, "root", root, comm));
-    size_t n;
+    size_t n = 0;
     TRY(bytes_of(MLC_COLL_BROADCAST, count, mlc_dtype_size(dtype), &n));
     if (comm->rank == root) TRY(check_buf(MLC_COLL_BROADCAST, "sendbuf (root)", sendbuf, count));
     TRY(check_buf(MLC_COLL_BROADCAST, "recvbuf", recvbuf, count));
@@ -207,7 +207,7 @@ mlc_status_t mlc_reduce(const void *sendbuf, void *recvbuf, size_t count, mlc_dt
     TRY(check_dtype(MLC_COLL_REDUCE, dtype));
     TRY(mlc_op_check(dtype, op));
     TRY(check_rank(MLC_COLL_REDUCE, "root", root, comm));
-    size_t n;
+    size_t n = 0;
     TRY(bytes_of(MLC_COLL_REDUCE, count, mlc_dtype_size(dtype), &n));
     TRY(check_buf(MLC_COLL_REDUCE, "sendbuf", sendbuf, count));
     if (comm->rank == root) TRY(check_buf(MLC_COLL_REDUCE, "recvbuf (root)", recvbuf, count));
@@ -225,7 +225,7 @@ mlc_status_t mlc_allreduce(const void *sendbuf, void *recvbuf, size_t count, mlc
     BEGIN(MLC_COLL_ALLREDUCE);
     TRY(check_dtype(MLC_COLL_ALLREDUCE, dtype));
     TRY(mlc_op_check(dtype, op));
-    size_t n;
+    size_t n = 0;
     TRY(bytes_of(MLC_COLL_ALLREDUCE, count, mlc_dtype_size(dtype), &n));
     TRY(check_buf(MLC_COLL_ALLREDUCE, "sendbuf", sendbuf, count));
     TRY(check_buf(MLC_COLL_ALLREDUCE, "recvbuf", recvbuf, count));
@@ -241,7 +241,7 @@ mlc_status_t mlc_allgather(const void *sendbuf, void *recvbuf, size_t count, mlc
 {
     BEGIN(MLC_COLL_ALLGATHER);
     TRY(check_dtype(MLC_COLL_ALLGATHER, dtype));
-    size_t es = mlc_dtype_size(dtype), n, total;
+    size_t es = mlc_dtype_size(dtype), n = 0, total = 0;
     TRY(bytes_of(MLC_COLL_ALLGATHER, count, es, &n));
     TRY(bytes_of(MLC_COLL_ALLGATHER, count * (size_t)comm->size, es, &total));
     TRY(check_buf(MLC_COLL_ALLGATHER, "sendbuf", sendbuf, count));
@@ -261,7 +261,7 @@ mlc_status_t mlc_allgatherv(const void *sendbuf, size_t sendcount, void *recvbuf
     BEGIN(MLC_COLL_ALLGATHERV);
     TRY(check_dtype(MLC_COLL_ALLGATHERV, dtype));
     TRY(check_vector(MLC_COLL_ALLGATHERV, "recvcounts", recvcounts, "displs", displs, comm->size, true));
-    size_t es = mlc_dtype_size(dtype), n;
+    size_t es = mlc_dtype_size(dtype), n = 0;
     CHECK_ARG(recvcounts[comm->rank] == sendcount,
               "mlc_allgatherv: sendcount %zu differs from recvcounts[%d] = %zu", sendcount, comm->rank,
               recvcounts[comm->rank]);
@@ -283,7 +283,7 @@ mlc_status_t mlc_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvc
     BEGIN(MLC_COLL_REDUCE_SCATTER);
     TRY(check_dtype(MLC_COLL_REDUCE_SCATTER, dtype));
     TRY(mlc_op_check(dtype, op));
-    size_t es = mlc_dtype_size(dtype), n, total;
+    size_t es = mlc_dtype_size(dtype), n = 0, total = 0;
     TRY(bytes_of(MLC_COLL_REDUCE_SCATTER, recvcount, es, &n));
     TRY(bytes_of(MLC_COLL_REDUCE_SCATTER, recvcount * (size_t)comm->size, es, &total));
     TRY(check_buf(MLC_COLL_REDUCE_SCATTER, "sendbuf", sendbuf, recvcount));
@@ -307,7 +307,7 @@ mlc_status_t mlc_alltoall(const void *sendbuf, void *recvbuf, size_t count, mlc_
 {
     BEGIN(MLC_COLL_ALLTOALL);
     TRY(check_dtype(MLC_COLL_ALLTOALL, dtype));
-    size_t es = mlc_dtype_size(dtype), n, total;
+    size_t es = mlc_dtype_size(dtype), n = 0, total = 0;
     TRY(bytes_of(MLC_COLL_ALLTOALL, count, es, &n));
     TRY(bytes_of(MLC_COLL_ALLTOALL, count * (size_t)comm->size, es, &total));
     TRY(check_buf(MLC_COLL_ALLTOALL, "sendbuf", sendbuf, count));
@@ -344,7 +344,7 @@ mlc_status_t mlc_gather(const void *sendbuf, void *recvbuf, size_t count, mlc_dt
     BEGIN(MLC_COLL_GATHER);
     TRY(check_dtype(MLC_COLL_GATHER, dtype));
     TRY(check_rank(MLC_COLL_GATHER, "root", root, comm));
-    size_t es = mlc_dtype_size(dtype), n, total;
+    size_t es = mlc_dtype_size(dtype), n = 0, total = 0;
     TRY(bytes_of(MLC_COLL_GATHER, count, es, &n));
     TRY(bytes_of(MLC_COLL_GATHER, count * (size_t)comm->size, es, &total));
     TRY(check_buf(MLC_COLL_GATHER, "sendbuf", sendbuf, count));
@@ -366,7 +366,7 @@ mlc_status_t mlc_gatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
     BEGIN(MLC_COLL_GATHERV);
     TRY(check_dtype(MLC_COLL_GATHERV, dtype));
     TRY(check_rank(MLC_COLL_GATHERV, "root", root, comm));
-    size_t es = mlc_dtype_size(dtype), n;
+    size_t es = mlc_dtype_size(dtype), n = 0;
     TRY(bytes_of(MLC_COLL_GATHERV, sendcount, es, &n));
     TRY(check_buf(MLC_COLL_GATHERV, "sendbuf", sendbuf, sendcount));
     bool inplace = false, am_root = comm->rank == root;
@@ -391,7 +391,7 @@ mlc_status_t mlc_scatter(const void *sendbuf, void *recvbuf, size_t count, mlc_d
     BEGIN(MLC_COLL_SCATTER);
     TRY(check_dtype(MLC_COLL_SCATTER, dtype));
     TRY(check_rank(MLC_COLL_SCATTER, "root", root, comm));
-    size_t es = mlc_dtype_size(dtype), n, total;
+    size_t es = mlc_dtype_size(dtype), n = 0, total = 0;
     TRY(bytes_of(MLC_COLL_SCATTER, count, es, &n));
     TRY(bytes_of(MLC_COLL_SCATTER, count * (size_t)comm->size, es, &total));
     TRY(check_buf(MLC_COLL_SCATTER, "recvbuf", recvbuf, count));
@@ -417,7 +417,7 @@ mlc_status_t mlc_scatterv(const void *sendbuf, const size_t *sendcounts, const s
     BEGIN(MLC_COLL_SCATTERV);
     TRY(check_dtype(MLC_COLL_SCATTERV, dtype));
     TRY(check_rank(MLC_COLL_SCATTERV, "root", root, comm));
-    size_t es = mlc_dtype_size(dtype), n;
+    size_t es = mlc_dtype_size(dtype), n = 0;
     TRY(bytes_of(MLC_COLL_SCATTERV, recvcount, es, &n));
     TRY(check_buf(MLC_COLL_SCATTERV, "recvbuf", recvbuf, recvcount));
     bool inplace = false, am_root = comm->rank == root;
@@ -473,7 +473,7 @@ mlc_status_t mlc_send(const void *buf, size_t count, mlc_dtype_t dtype, int peer
     TRY(check_dtype(MLC_COLL_SEND, dtype));
     TRY(check_peer(MLC_COLL_SEND, "peer", peer, false, comm));
     TRY(check_tag(MLC_COLL_SEND, "tag", tag, false, comm));
-    size_t n;
+    size_t n = 0;
     TRY(bytes_of(MLC_COLL_SEND, count, mlc_dtype_size(dtype), &n));
     TRY(check_buf(MLC_COLL_SEND, "buf", buf, count));
     a = (mlc_args_t){.sendbuf = buf, .count = count, .dtype = dtype, .esize = mlc_dtype_size(dtype),
@@ -488,7 +488,7 @@ mlc_status_t mlc_recv(void *buf, size_t count, mlc_dtype_t dtype, int peer, int 
     TRY(check_dtype(MLC_COLL_RECV, dtype));
     TRY(check_peer(MLC_COLL_RECV, "peer", peer, true, comm));
     TRY(check_tag(MLC_COLL_RECV, "tag", tag, true, comm));
-    size_t n;
+    size_t n = 0;
     TRY(bytes_of(MLC_COLL_RECV, count, mlc_dtype_size(dtype), &n));
     TRY(check_buf(MLC_COLL_RECV, "buf", buf, count));
     a = (mlc_args_t){.recvbuf = buf, .count = count, .dtype = dtype, .esize = mlc_dtype_size(dtype),
@@ -506,7 +506,7 @@ mlc_status_t mlc_sendrecv(const void *sendbuf, size_t sendcount, int dest, int s
     TRY(check_peer(MLC_COLL_SENDRECV, "source", source, true, comm));
     TRY(check_tag(MLC_COLL_SENDRECV, "sendtag", sendtag, false, comm));
     TRY(check_tag(MLC_COLL_SENDRECV, "recvtag", recvtag, true, comm));
-    size_t es = mlc_dtype_size(dtype), sn, rn;
+    size_t es = mlc_dtype_size(dtype), sn = 0, rn = 0;
     TRY(bytes_of(MLC_COLL_SENDRECV, sendcount, es, &sn));
     TRY(bytes_of(MLC_COLL_SENDRECV, recvcount, es, &rn));
     TRY(check_buf(MLC_COLL_SENDRECV, "sendbuf", sendbuf, sendcount));

@@ -122,7 +122,7 @@ static mlc_status_t fail_pending(mlc_request_t *req, mlc_status_t st)
 {
     char what[160];
     describe(req, what, sizeof what);
-    snprintf(req->errmsg, sizeof req->errmsg, "%s: %s", what, req->comm->fail_msg);
+    snprintf(req->errmsg, sizeof req->errmsg, "%.150s: %.220s", what, req->comm->fail_msg);
     req->status = st;
     atomic_store_explicit(&req->done, 1, memory_order_release);
     return finish(req);

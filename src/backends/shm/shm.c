@@ -236,8 +236,8 @@ static mlc_status_t shm_init(mlc_comm_t *comm, const mlc_boot_t *boot)
     /* Peers may read our buffers (single copy) even under Yama ptrace_scope=1. */
     if (comm->cfg.cma) prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
 
-    eng_seg_t *seg;
-    size_t map_bytes;
+    eng_seg_t *seg = NULL;
+    size_t map_bytes = 0;
     mlc_status_t st = me == 0 ? create_segment(name, n, &map_bytes, &seg)
                               : open_segment(name, n, deadline, &map_bytes, &seg);
     if (st != MLC_SUCCESS) return st;
