@@ -379,7 +379,7 @@ static int supervise(launcher_t *L)
 static int start_ranks(launcher_t *L)
 {
     for (int r = 0; r < L->nranks; r++) {
-        mlc_run_rank_env_t env = {r, L->nranks, L->job.id, L->job.fd};
+        mlc_run_rank_env_t env = {r, L->nranks, L->job.id, L->job.fd, &L->job.state->pid[r]};
         pid_t pid;
         int exec_errno = 0;
         int rc = mlc_run_spawn(&env, L->argv, &L->child_mask, &pid, &exec_errno);
@@ -387,7 +387,6 @@ static int start_ranks(launcher_t *L)
             L->ranks[r].pid = pid;
             L->ranks[r].running = true;
             L->nrunning++;
-            mlc_run_job_set_pid(&L->job, r, (int)pid);
             continue;
         }
         int code;

@@ -81,11 +81,6 @@ void mlc_run_job_destroy(mlc_run_job_t *job)
     job->fd = -1;
 }
 
-void mlc_run_job_set_pid(mlc_run_job_t *job, int rank, int pid)
-{
-    atomic_store_explicit(&job->state->pid[rank], pid, memory_order_release);
-}
-
 void mlc_run_job_mark_dead(mlc_run_job_t *job, int rank, int wait_status)
 {
     unsigned code;

@@ -19,9 +19,6 @@ typedef struct mlc_run_job {
 int mlc_run_job_create(int nranks, mlc_run_job_t *job, char *err, size_t errlen);
 void mlc_run_job_destroy(mlc_run_job_t *job);
 
-/* Publish rank r's pid (before anything can fail in it). */
-void mlc_run_job_set_pid(mlc_run_job_t *job, int rank, int pid);
-
 /* Flag rank r dead for its peers from its wait status (exit != 0 or a
  * signal); a clean exit (status 0) flags nothing. */
 void mlc_run_job_mark_dead(mlc_run_job_t *job, int rank, int wait_status);

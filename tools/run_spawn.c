@@ -27,6 +27,9 @@ static void become_rank(const mlc_run_rank_env_t *env, char *const argv[],
     /* The launcher may have died before prctl took effect. */
     if (getppid() != launcher) _exit(128 + SIGKILL);
     if (fcntl(env->job_fd, F_SETFD, 0) != 0) return;
+    /* Published here, not by the launcher after fork returns, so the
+     * program never sees its slot still empty. */
+    atomic_store_explicit(env->pid_slot, (int)getpid(), memory_order_release);
     set_env_int("MLC_RANK", env->rank);
     set_env_int("MLC_WORLD_SIZE", env->nranks);
     set_env_int("MLC_LOCAL_RANK", env->rank);

@@ -2,12 +2,14 @@
 #ifndef MLC_TOOLS_RUN_SPAWN_H
 #define MLC_TOOLS_RUN_SPAWN_H
 #include <signal.h>
+#include <stdatomic.h>
 #include <sys/types.h>
 
 typedef struct mlc_run_rank_env {
     int rank, nranks;
     const char *job_id;
     int job_fd; /* inherited by the rank (close-on-exec cleared in the child only) */
+    atomic_int *pid_slot; /* the job state's pid[rank]: the child fills it before exec */
 } mlc_run_rank_env_t;
 
 /*

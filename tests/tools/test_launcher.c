@@ -285,7 +285,8 @@ static void check_shm_swept(const char *want_code_text, int want_code, const cha
 {
     static result_t r;
     /* Another job's segment with the same prefix shape must survive. */
-    const char *decoy = "/mlc-0000000000000000-decoy-of-test_launcher";
+    char decoy[96];
+    snprintf(decoy, sizeof decoy, "/mlc-0000000000000000-decoy-of-test_launcher-%d", (int)getpid());
     int fd = shm_open(decoy, O_CREAT | O_RDWR, 0600);
     EXPECT(fd >= 0, "shm_open(%s): %s", decoy, strerror(errno));
     if (fd >= 0) close(fd);
