@@ -23,6 +23,7 @@ typedef struct mlc_boot {
     int local_rank, local_size;
     const char *job_id;       /* shared by all ranks of the job */
     const mlc_unique_id_t *uid; /* non-NULL for mlc_comm_init_rank */
+    void *be_arg;             /* backend-specific (mpi: the MPI_Comm handed to mlc_comm_from_mpi) */
 } mlc_boot_t;
 
 typedef struct mlc_backend {
@@ -84,7 +85,8 @@ typedef struct mlc_backend {
 /* X(identifier) - the order is the listing order of mlcomm-info. */
 #define MLC_BACKEND_LIST(X) \
     X(threads)              \
-    X(shm)
+    X(shm)                  \
+    X(mpi)
 
 #define MLC_X_DECL(id) extern const mlc_backend_t mlc_backend_##id;
 MLC_BACKEND_LIST(MLC_X_DECL)
@@ -95,6 +97,16 @@ extern const mlc_backend_t *const mlc_backends[];
 const mlc_backend_t *mlc_backend_find(const char *name);
 /* The collective description of a request (for schedule building). */
 void mlc_request_desc(const mlc_request_t *req, mlc_coll_desc_t *d);
+
+/*
+ * Create a communicator served by `be`, with rank and size from boot rather
+ * than from the environment (mlc_comm_from_mpi uses it): cfg is resolved as
+ * in mlc_comm_init (its backend field is ignored: comm->cfg.backend becomes
+ * be->name), boot->job_id may be NULL (core makes one), be->init(comm, boot)
+ * receives boot->be_arg, then the cross-rank agreement check runs.
+ */
+mlc_status_t mlc_comm_create_with(const mlc_backend_t *be, const mlc_config_t *cfg,
+                                  const mlc_boot_t *boot, mlc_comm_t **out);
 
 /* Choose the backend for cfg (explicit name or auto). Sets a message on failure. */
 mlc_status_t mlc_backend_select(const mlc_cfg_t *cfg, const mlc_backend_t **out);

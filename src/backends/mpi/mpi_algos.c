@@ -1,0 +1,222 @@
+/*
+ * Our own algorithms on MPI: MLC_ALGO_ALLREDUCE=ring (etc.) runs the
+ * src/algos schedule over MPI point-to-point on the hidden communicator, so
+ * its steps never match a user receive. Native (MPI's collective) stays the
+ * default: it is first in every list this backend reports.
+ *
+ * Executor tags are (seq << MLC_SCHED_KEY_BITS) | key; MPI tags are ints up
+ * to MPI_TAG_UB, so the sequence number is taken modulo a window
+ * (MPI_TAG_UB >> MLC_SCHED_KEY_BITS: 2047 operations with Open MPI, 255 with
+ * MPICH) and operations further apart than that never overlap in practice.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include "mpi_impl.h"
+
+struct mlc_mpi_handle {
+    mlc_mpi_handle_t *next_free, *next_all;
+    MPI_Request r;
+    MPI_Datatype type; /* a big type to free, or MPI_DATATYPE_NULL */
+};
+
+int mlc_mpi_hidden_tag(const mlc_mpi_comm_t *c, uint64_t seq, uint32_t key)
+{
+    if (c->seq_window == 0) return -1;
+    return (int)(((seq % c->seq_window) << MLC_SCHED_KEY_BITS) | key);
+}
+
+static mlc_mpi_handle_t *handle_get(mlc_mpi_comm_t *c)
+{
+    mlc_mpi_handle_t *h = c->free_handles;
+    if (h) {
+        c->free_handles = h->next_free;
+    } else {
+        h = calloc(1, sizeof *h);
+        if (!h) return NULL;
+        h->next_all = c->all_handles;
+        c->all_handles = h;
+    }
+    h->r = MPI_REQUEST_NULL;
+    h->type = MPI_DATATYPE_NULL;
+    return h;
+}
+
+static void handle_put(mlc_mpi_comm_t *c, mlc_mpi_handle_t *h)
+{
+    if (h->type != MPI_DATATYPE_NULL) MPI_Type_free(&h->type);
+    h->next_free = c->free_handles;
+    c->free_handles = h;
+}
+
+void mlc_mpi_handles_free(mlc_mpi_comm_t *c)
+{
+    for (mlc_mpi_handle_t *h = c->all_handles, *n; h; h = n) {
+        n = h->next_all;
+        free(h);
+    }
+    c->all_handles = c->free_handles = NULL;
+}
+
+/* ---- the transport the executor drives -------------------------------------------- */
+
+static mlc_status_t tp_post(void *tp, bool send, int peer, uint64_t tag64, void *buf, size_t bytes,
+                            void **handle)
+{
+    mlc_mpi_op_t *op = tp;
+    mlc_request_t *req = op->req;
+    mlc_mpi_comm_t *c = req->comm->impl;
+    uint32_t key = (uint32_t)(tag64 & ((UINT64_C(1) << MLC_SCHED_KEY_BITS) - 1));
+    int tag = mlc_mpi_hidden_tag(c, tag64 >> MLC_SCHED_KEY_BITS, key);
+    mlc_mpi_handle_t *h = handle_get(c);
+    if (!h) return mlc_error(MLC_ERR_NO_MEMORY, "rank %d: out of memory for an algorithm step", req->comm->rank);
+    int rc;
+    if (bytes <= mlc_mpi_limits.count) {
+        rc = send ? MPI_Isend(buf, (int)bytes, MPI_BYTE, peer, tag, c->hidden, &h->r)
+                  : MPI_Irecv(buf, (int)bytes, MPI_BYTE, peer, tag, c->hidden, &h->r);
+#if MLC_MPI_HAS_LARGE_COUNT
+    } else if (mlc_mpi_use_c()) {
+        rc = send ? MPI_Isend_c(buf, (MPI_Count)bytes, MPI_BYTE, peer, tag, c->hidden, &h->r)
+                  : MPI_Irecv_c(buf, (MPI_Count)bytes, MPI_BYTE, peer, tag, c->hidden, &h->r);
+#endif
+    } else {
+        rc = mlc_mpi_big_type(bytes, MPI_BYTE, 1, &h->type);
+        if (rc == MPI_SUCCESS) rc = MPI_Type_commit(&h->type);
+        if (rc == MPI_SUCCESS)
+            rc = send ? MPI_Isend(buf, 1, h->type, peer, tag, c->hidden, &h->r)
+                      : MPI_Irecv(buf, 1, h->type, peer, tag, c->hidden, &h->r);
+    }
+    if (rc != MPI_SUCCESS) {
+        handle_put(c, h);
+        return mlc_mpi_error(rc, "rank %d: %s algorithm '%s': %s of %zu bytes %s rank %d", req->comm->rank,
+                             mlc_coll_name(req->coll), req->algo, send ? "send" : "receive", bytes,
+                             send ? "to" : "from", peer);
+    }
+    *handle = h;
+    return MLC_SUCCESS;
+}
+
+static mlc_status_t tp_isend(void *tp, int peer, uint64_t tag, const void *buf, size_t bytes, void **handle)
+{
+    return tp_post(tp, true, peer, tag, (void *)buf, bytes, handle);
+}
+
+static mlc_status_t tp_irecv(void *tp, int peer, uint64_t tag, void *buf, size_t bytes, void **handle)
+{
+    return tp_post(tp, false, peer, tag, buf, bytes, handle);
+}
+
+static int tp_test(void *tp, void *handle)
+{
+    mlc_mpi_op_t *op = tp;
+    mlc_mpi_comm_t *c = op->req->comm->impl;
+    mlc_mpi_handle_t *h = handle;
+    int flag = 0;
+    int rc = MPI_Test(&h->r, &flag, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) {
+        handle_put(c, h);
+        return mlc_mpi_error(rc, "rank %d: %s algorithm '%s': a step failed", op->req->comm->rank,
+                             mlc_coll_name(op->req->coll), op->req->algo);
+    }
+    if (!flag) return 0;
+    handle_put(c, h);
+    return 1;
+}
+
+/* MPI_Cancel + MPI_Wait returns locally, and the buffer is then free. */
+static void tp_cancel(void *tp, void *handle)
+{
+    mlc_mpi_op_t *op = tp;
+    mlc_mpi_handle_t *h = handle;
+    if (!mlc_mpi_finalized() && h->r != MPI_REQUEST_NULL) {
+        MPI_Cancel(&h->r);
+        MPI_Wait(&h->r, MPI_STATUS_IGNORE);
+    }
+    handle_put(op->req->comm->impl, h);
+}
+
+static const mlc_transport_t mpi_transport = {tp_isend, tp_irecv, tp_test, tp_cancel};
+
+/* ---- operations ----------------------------------------------------------------------- */
+
+mlc_status_t mlc_mpi_start_algo(mlc_request_t *req)
+{
+    const mlc_args_t *a = &req->args;
+    mlc_mpi_comm_t *c = req->comm->impl;
+    mlc_mpi_op_t *op = mlc_mpi_op_init(req);
+    const char *cn = mlc_coll_name(req->coll);
+    if (c->seq_window == 0)
+        return mlc_error(MLC_ERR_UNSUPPORTED, "rank %d: %s algorithm '%s': MPI_TAG_UB %d leaves no room for "
+                         "algorithm tags (use native)", req->comm->rank, cn, req->algo, c->tag_ub);
+    const mlc_algo_t *algo = mlc_algo_find(req->coll, req->algo);
+    if (!algo)
+        return mlc_error(MLC_ERR_INTERNAL, "%s: no algorithm '%s' in src/algos", cn, req->algo);
+    mlc_coll_desc_t d;
+    mlc_request_desc(req, &d);
+    mlc_sched_t s;
+    mlc_status_t st = mlc_algo_build(algo, &d, &s);
+    if (st != MLC_SUCCESS) {
+        mlc_sched_free(&s);
+        if (st == MLC_ERR_UNSUPPORTED)
+            return mlc_error(st, "%s: algorithm '%s' cannot run this call (%s)", cn, algo->name, mlc_last_error());
+        return st;
+    }
+    size_t avg_count = 0;
+    if (a->op == MLC_AVG && a->recvbuf &&
+        (req->coll == MLC_COLL_ALLREDUCE || req->coll == MLC_COLL_REDUCE || req->coll == MLC_COLL_REDUCE_SCATTER))
+        avg_count = a->count;
+    st = mlc_exec_create(&s, a->sendbuf, a->recvbuf, a->dtype, a->op, avg_count, req->comm->size, req->seq,
+                         &op->exec);
+    if (st != MLC_SUCCESS) return st;
+    op->polled = true;
+    return mlc_mpi_op_submit(op);
+}
+
+int mlc_mpi_algo_progress(mlc_mpi_op_t *op, int *moved)
+{
+    int progressed = 0;
+    int r = mlc_exec_progress(op->exec, &mpi_transport, op, &progressed);
+    if (progressed) *moved = 1;
+    if (r != 0) {
+        mlc_exec_destroy(op->exec, &mpi_transport, op);
+        op->exec = NULL;
+    }
+    return r;
+}
+
+void mlc_mpi_algo_abandon(mlc_mpi_op_t *op)
+{
+    mlc_exec_destroy(op->exec, &mpi_transport, op);
+    op->exec = NULL;
+}
+
+void mlc_mpi_algo_pending_peers(const mlc_mpi_op_t *op, char *buf, size_t len)
+{
+    mlc_exec_pending_peers(op->exec, buf, len);
+}
+
+/* ---- the algorithms this backend offers ---------------------------------------------- */
+
+static const char **algo_lists[MLC_COLL_COUNT];
+static pthread_once_t algo_lists_once = PTHREAD_ONCE_INIT;
+
+static void build_algo_lists(void)
+{
+    for (mlc_coll_t k = 0; k < MLC_COLL_COUNT; k++) {
+        const char *const *names = mlc_algo_names(k);
+        size_t n = 0;
+        while (names && names[n]) n++;
+        const char **list = malloc(sizeof *list * (n + 2));
+        if (!list) continue; /* NULL: native only */
+        list[0] = "native";
+        for (size_t i = 0; i < n; i++) list[i + 1] = names[i];
+        list[n + 1] = NULL;
+        algo_lists[k] = list;
+    }
+}
+
+const char *const *mlc_mpi_algos(mlc_coll_t coll)
+{
+    pthread_once(&algo_lists_once, build_algo_lists);
+    return coll >= 0 && coll < MLC_COLL_COUNT ? algo_lists[coll] : NULL;
+}

@@ -1,0 +1,270 @@
+/*
+ * Native collectives with uniform counts, through MPI's own: blocking calls
+ * when the caller waits right away and no timeout is set, MPI-3 nonblocking
+ * collectives otherwise (never a thread running the blocking one).
+ *
+ * Counts above what one MPI call takes (mlc_mpi_limits.count, INT_MAX):
+ * reductions are cut into chunks, one collective each, all started at once
+ * in the same order on every rank; data movement uses MPI-4's large-count
+ * calls where the library has them, else one big datatype per block.
+ */
+#include <limits.h>
+#include <string.h>
+#include "mpi_impl.h"
+
+/* How n elements of the request's dtype travel in one MPI call. */
+typedef struct span {
+    MPI_Datatype type;
+    int count;       /* int-count calls */
+    MPI_Count big;   /* large-count calls (use_c) */
+    bool use_c;
+} span_t;
+
+static mlc_status_t span_of(mlc_mpi_op_t *op, size_t n, span_t *s)
+{
+    const mlc_args_t *a = &op->req->args;
+    bool owned;
+    mlc_status_t st = mlc_mpi_elem_type(a->dtype, &s->type, &owned);
+    if (st != MLC_SUCCESS) return st;
+    if (owned && (st = mlc_mpi_op_keep_type(op, s->type)) != MLC_SUCCESS) return st;
+    s->use_c = false;
+    s->count = (int)(n <= mlc_mpi_limits.count ? n : 1);
+    s->big = (MPI_Count)n;
+    if (n <= mlc_mpi_limits.count) return MLC_SUCCESS;
+    if (mlc_mpi_use_c()) {
+        s->use_c = true;
+        return MLC_SUCCESS;
+    }
+    MPI_Datatype big;
+    int rc = mlc_mpi_big_type(n, s->type, a->esize, &big);
+    if (rc != MPI_SUCCESS) return mlc_mpi_error(rc, "rank %d: building a datatype of %zu elements", op->req->comm->rank, n);
+    s->type = big;
+    return mlc_mpi_op_keep_type(op, big);
+}
+
+/* The request's collectives are issued: record them, then finish or wait. */
+static mlc_status_t issued(mlc_mpi_op_t *op, int rc, const char *call)
+{
+    op->ncoll = op->nreq;
+    if (rc != MPI_SUCCESS) {
+        mlc_request_t *req = op->req;
+        mlc_mpi_op_discard(op);
+        return mlc_mpi_error(rc, "rank %d: %s (%s #%llu, %zu bytes)", req->comm->rank, call,
+                             mlc_coll_name(req->coll), (unsigned long long)req->seq, req->bytes);
+    }
+    return mlc_mpi_op_submit(op);
+}
+
+static mlc_status_t fail_setup(mlc_mpi_op_t *op, mlc_status_t st)
+{
+    mlc_mpi_op_discard(op);
+    return st;
+}
+
+static MPI_Comm comm_of(const mlc_request_t *req) { return ((mlc_mpi_comm_t *)req->comm->impl)->comm; }
+
+/* ---- data movement -------------------------------------------------------------- */
+
+mlc_status_t mlc_mpi_start_broadcast(mlc_request_t *req)
+{
+    const mlc_args_t *a = &req->args;
+    mlc_mpi_op_t *op = mlc_mpi_op_init(req);
+    bool blk = mlc_mpi_blocking(req);
+    span_t s;
+    mlc_status_t st = span_of(op, a->count, &s);
+    if (st != MLC_SUCCESS) return fail_setup(op, st);
+    /* MPI broadcasts one buffer: the root's data starts in its recvbuf. */
+    if (req->comm->rank == a->root && !a->inplace && a->count) memcpy(a->recvbuf, a->sendbuf, a->count * a->esize);
+    int rc = s.use_c ? MLC_MPI_ISSUE_C(blk, op, MPI_Bcast_c, MPI_Ibcast_c, a->recvbuf, s.big, s.type, a->root, comm_of(req))
+                     : MLC_MPI_ISSUE(blk, op, MPI_Bcast, MPI_Ibcast, a->recvbuf, s.count, s.type, a->root, comm_of(req));
+    return issued(op, rc, "MPI_Bcast");
+}
+
+mlc_status_t mlc_mpi_start_allgather(mlc_request_t *req)
+{
+    const mlc_args_t *a = &req->args;
+    mlc_mpi_op_t *op = mlc_mpi_op_init(req);
+    bool blk = mlc_mpi_blocking(req);
+    span_t s;
+    mlc_status_t st = span_of(op, a->count, &s);
+    if (st != MLC_SUCCESS) return fail_setup(op, st);
+    const void *sb = a->inplace ? MPI_IN_PLACE : a->sendbuf;
+    int rc = s.use_c ? MLC_MPI_ISSUE_C(blk, op, MPI_Allgather_c, MPI_Iallgather_c, sb, s.big, s.type, a->recvbuf, s.big,
+                               s.type, comm_of(req))
+                     : MLC_MPI_ISSUE(blk, op, MPI_Allgather, MPI_Iallgather, sb, s.count, s.type, a->recvbuf, s.count,
+                             s.type, comm_of(req));
+    return issued(op, rc, "MPI_Allgather");
+}
+
+mlc_status_t mlc_mpi_start_alltoall(mlc_request_t *req)
+{
+    const mlc_args_t *a = &req->args;
+    mlc_mpi_op_t *op = mlc_mpi_op_init(req);
+    bool blk = mlc_mpi_blocking(req);
+    span_t s;
+    mlc_status_t st = span_of(op, a->count, &s);
+    if (st != MLC_SUCCESS) return fail_setup(op, st);
+    const void *sb = a->inplace ? MPI_IN_PLACE : a->sendbuf;
+    int rc = s.use_c ? MLC_MPI_ISSUE_C(blk, op, MPI_Alltoall_c, MPI_Ialltoall_c, sb, s.big, s.type, a->recvbuf, s.big,
+                               s.type, comm_of(req))
+                     : MLC_MPI_ISSUE(blk, op, MPI_Alltoall, MPI_Ialltoall, sb, s.count, s.type, a->recvbuf, s.count,
+                             s.type, comm_of(req));
+    return issued(op, rc, "MPI_Alltoall");
+}
+
+mlc_status_t mlc_mpi_start_gather(mlc_request_t *req)
+{
+    const mlc_args_t *a = &req->args;
+    mlc_mpi_op_t *op = mlc_mpi_op_init(req);
+    bool blk = mlc_mpi_blocking(req);
+    span_t s;
+    mlc_status_t st = span_of(op, a->count, &s);
+    if (st != MLC_SUCCESS) return fail_setup(op, st);
+    const void *sb = a->inplace ? MPI_IN_PLACE : a->sendbuf;
+    int rc = s.use_c ? MLC_MPI_ISSUE_C(blk, op, MPI_Gather_c, MPI_Igather_c, sb, s.big, s.type, a->recvbuf, s.big, s.type,
+                               a->root, comm_of(req))
+                     : MLC_MPI_ISSUE(blk, op, MPI_Gather, MPI_Igather, sb, s.count, s.type, a->recvbuf, s.count, s.type,
+                             a->root, comm_of(req));
+    return issued(op, rc, "MPI_Gather");
+}
+
+mlc_status_t mlc_mpi_start_scatter(mlc_request_t *req)
+{
+    const mlc_args_t *a = &req->args;
+    mlc_mpi_op_t *op = mlc_mpi_op_init(req);
+    bool blk = mlc_mpi_blocking(req);
+    span_t s;
+    mlc_status_t st = span_of(op, a->count, &s);
+    if (st != MLC_SUCCESS) return fail_setup(op, st);
+    void *rb = a->inplace ? MPI_IN_PLACE : a->recvbuf;
+    int rc = s.use_c ? MLC_MPI_ISSUE_C(blk, op, MPI_Scatter_c, MPI_Iscatter_c, a->sendbuf, s.big, s.type, rb, s.big,
+                               s.type, a->root, comm_of(req))
+                     : MLC_MPI_ISSUE(blk, op, MPI_Scatter, MPI_Iscatter, a->sendbuf, s.count, s.type, rb, s.count, s.type,
+                             a->root, comm_of(req));
+    return issued(op, rc, "MPI_Scatter");
+}
+
+mlc_status_t mlc_mpi_start_barrier(mlc_request_t *req)
+{
+    mlc_mpi_op_t *op = mlc_mpi_op_init(req);
+    int rc = MLC_MPI_ISSUE(mlc_mpi_blocking(req), op, MPI_Barrier, MPI_Ibarrier, comm_of(req));
+    return issued(op, rc, "MPI_Barrier");
+}
+
+/* ---- reductions ---------------------------------------------------------------- */
+
+/* Elements in chunk k of n (chunks of the count limit). */
+static size_t chunk_len(size_t n, size_t k)
+{
+    size_t L = mlc_mpi_limits.count, off = k * L;
+    return n - off < L ? n - off : L;
+}
+
+static size_t nchunks(size_t n)
+{
+    size_t L = mlc_mpi_limits.count;
+    return n == 0 ? 1 : (n + L - 1) / L;
+}
+
+/* Type, op and room for `calls` requests; avg divides `avg_buf` at the end. */
+static mlc_status_t reduce_setup(mlc_mpi_op_t *op, size_t calls, bool blk, void *avg_buf, size_t avg_count,
+                                 MPI_Datatype *type, MPI_Op *mop)
+{
+    const mlc_args_t *a = &op->req->args;
+    mlc_status_t st = mlc_mpi_reduce_type(a->dtype, a->op, type, mop);
+    if (st != MLC_SUCCESS) return st;
+    if (calls > (size_t)INT_MAX / 2)
+        return mlc_error(MLC_ERR_UNSUPPORTED, "rank %d: %s of %zu elements needs %zu MPI calls",
+                         op->req->comm->rank, mlc_coll_name(op->req->coll), a->count, calls);
+    if (!blk && (st = mlc_mpi_op_reserve(op, (int)calls)) != MLC_SUCCESS) return st;
+    if (a->op == MLC_AVG && avg_buf) {
+        op->avg_buf = avg_buf;
+        op->avg_count = avg_count;
+    }
+    return MLC_SUCCESS;
+}
+
+mlc_status_t mlc_mpi_start_allreduce(mlc_request_t *req)
+{
+    const mlc_args_t *a = &req->args;
+    mlc_mpi_op_t *op = mlc_mpi_op_init(req);
+    bool blk = mlc_mpi_blocking(req);
+    size_t n = a->count, k = nchunks(n), es = a->esize;
+    MPI_Datatype t;
+    MPI_Op mop;
+    mlc_status_t st = reduce_setup(op, k, blk, a->recvbuf, n, &t, &mop);
+    if (st != MLC_SUCCESS) return fail_setup(op, st);
+    int rc = MPI_SUCCESS;
+    for (size_t i = 0; i < k && rc == MPI_SUCCESS; i++) {
+        size_t off = i * mlc_mpi_limits.count * es;
+        const void *sb = a->inplace ? MPI_IN_PLACE : mlc_mpi_at(a->sendbuf, off);
+        rc = MLC_MPI_ISSUE(blk, op, MPI_Allreduce, MPI_Iallreduce, sb, mlc_mpi_at(a->recvbuf, off), (int)chunk_len(n, i), t, mop,
+                   comm_of(req));
+    }
+    return issued(op, rc, "MPI_Allreduce");
+}
+
+mlc_status_t mlc_mpi_start_reduce(mlc_request_t *req)
+{
+    const mlc_args_t *a = &req->args;
+    mlc_mpi_op_t *op = mlc_mpi_op_init(req);
+    bool blk = mlc_mpi_blocking(req);
+    bool root = req->comm->rank == a->root;
+    size_t n = a->count, k = nchunks(n), es = a->esize;
+    MPI_Datatype t;
+    MPI_Op mop;
+    mlc_status_t st = reduce_setup(op, k, blk, root ? a->recvbuf : NULL, n, &t, &mop);
+    if (st != MLC_SUCCESS) return fail_setup(op, st);
+    int rc = MPI_SUCCESS;
+    for (size_t i = 0; i < k && rc == MPI_SUCCESS; i++) {
+        size_t off = i * mlc_mpi_limits.count * es;
+        const void *sb = root && a->inplace ? MPI_IN_PLACE : mlc_mpi_at(a->sendbuf, off);
+        rc = MLC_MPI_ISSUE(blk, op, MPI_Reduce, MPI_Ireduce, sb, root ? mlc_mpi_at(a->recvbuf, off) : NULL, (int)chunk_len(n, i),
+                   t, mop, a->root, comm_of(req));
+    }
+    return issued(op, rc, "MPI_Reduce");
+}
+
+/*
+ * reduce_scatter is MPI_Reduce_scatter_block. In place (recvbuf = sendbuf +
+ * rank*recvcount) MPI would leave the result at the start of the buffer, so
+ * it lands in scratch and is copied to recvbuf. Above the count limit: one
+ * chunked MPI_Reduce per block, to the rank that owns it.
+ */
+mlc_status_t mlc_mpi_start_reduce_scatter(mlc_request_t *req)
+{
+    const mlc_args_t *a = &req->args;
+    mlc_mpi_op_t *op = mlc_mpi_op_init(req);
+    bool blk = mlc_mpi_blocking(req);
+    int p = req->comm->size, me = req->comm->rank;
+    size_t n = a->count, es = a->esize, bytes = n * es;
+    bool chunked = n > mlc_mpi_limits.count;
+    size_t k = chunked ? nchunks(n) : 1;
+    MPI_Datatype t;
+    MPI_Op mop;
+    mlc_status_t st = reduce_setup(op, chunked ? k * (size_t)p : 1, blk, a->recvbuf, n, &t, &mop);
+    if (st != MLC_SUCCESS) return fail_setup(op, st);
+    int rc = MPI_SUCCESS;
+    if (!chunked) {
+        void *rb = a->recvbuf;
+        if (a->inplace) {
+            rb = mlc_mpi_op_alloc(op, bytes);
+            if (!rb) return fail_setup(op, MLC_ERR_NO_MEMORY);
+            op->copy_dst = a->recvbuf;
+            op->copy_src = rb;
+            op->copy_bytes = bytes;
+        }
+        rc = MLC_MPI_ISSUE(blk, op, MPI_Reduce_scatter_block, MPI_Ireduce_scatter_block, a->sendbuf, rb, (int)n, t, mop,
+                   comm_of(req));
+        return issued(op, rc, "MPI_Reduce_scatter_block");
+    }
+    for (int r = 0; r < p && rc == MPI_SUCCESS; r++) {
+        for (size_t i = 0; i < k && rc == MPI_SUCCESS; i++) {
+            size_t off = i * mlc_mpi_limits.count * es;
+            const void *sb = r == me && a->inplace ? MPI_IN_PLACE : mlc_mpi_at(a->sendbuf, (size_t)r * bytes + off);
+            rc = MLC_MPI_ISSUE(blk, op, MPI_Reduce, MPI_Ireduce, sb, r == me ? mlc_mpi_at(a->recvbuf, off) : NULL,
+                       (int)chunk_len(n, i), t, mop, r, comm_of(req));
+        }
+    }
+    return issued(op, rc, "MPI_Reduce (reduce_scatter block)");
+}

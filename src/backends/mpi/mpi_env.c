@@ -1,0 +1,132 @@
+/*
+ * The process's MPI: initialized once, by us only if nobody did, at the
+ * thread level the config asks for (MLC_MPI_THREAD_LEVEL, default multiple);
+ * finalized at process exit only if we initialized it, never by
+ * mlc_comm_free. Errors become MLC_ERR_BACKEND with MPI's own text.
+ */
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "mpi_impl.h"
+
+static pthread_mutex_t env_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool env_started;   /* mlc_mpi_env_start succeeded once */
+static bool we_initialized; /* MPI_Init_thread was ours: finalize at exit */
+static int env_level = MPI_THREAD_SINGLE;
+
+static const char *level_name(int level)
+{
+    switch (level) {
+    case MPI_THREAD_SINGLE: return "single";
+    case MPI_THREAD_FUNNELED: return "funneled";
+    case MPI_THREAD_SERIALIZED: return "serialized";
+    case MPI_THREAD_MULTIPLE: return "multiple";
+    default: return "unknown";
+    }
+}
+
+static int mpi_level_of(int cfg_level)
+{
+    static const int levels[] = {MPI_THREAD_SINGLE, MPI_THREAD_FUNNELED, MPI_THREAD_SERIALIZED,
+                                 MPI_THREAD_MULTIPLE};
+    return cfg_level >= 0 && cfg_level <= 3 ? levels[cfg_level] : MPI_THREAD_MULTIPLE;
+}
+
+/* atexit: finalize what we initialized, unless the program already did. */
+static void finalize_at_exit(void)
+{
+    int fin = 1;
+    MPI_Finalized(&fin);
+    if (!fin) {
+        MLC_DEBUG("finalizing MPI (initialized by mlcomm)");
+        MPI_Finalize();
+    }
+}
+
+void mlc_mpi_errtext(int rc, char *buf, size_t len)
+{
+    char s[MPI_MAX_ERROR_STRING + 1];
+    int n = 0;
+    if (MPI_Error_string(rc, s, &n) != MPI_SUCCESS || n <= 0) snprintf(s, sizeof s, "MPI error %d", rc);
+    s[n > 0 && n <= MPI_MAX_ERROR_STRING ? n : MPI_MAX_ERROR_STRING] = '\0';
+    /* MPICH returns a multi-line error stack: keep it on one line. */
+    for (char *p = s; *p; p++)
+        if (*p == '\n') *p = ' ';
+    snprintf(buf, len, "%s", s);
+}
+
+mlc_status_t mlc_mpi_error(int rc, const char *fmt, ...)
+{
+    char what[256], text[MPI_MAX_ERROR_STRING + 1];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    int cls = rc;
+    if (MPI_Error_class(rc, &cls) != MPI_SUCCESS) cls = rc;
+    mlc_mpi_errtext(rc, text, sizeof text);
+    return mlc_error(cls == MPI_ERR_TRUNCATE ? MLC_ERR_TRUNCATE : MLC_ERR_BACKEND, "%s: %s", what, text);
+}
+
+mlc_status_t mlc_mpi_env_start(int cfg_level)
+{
+    mlc_status_t st = MLC_SUCCESS;
+    pthread_mutex_lock(&env_lock);
+    int inited = 0, fin = 0;
+    MPI_Initialized(&inited);
+    MPI_Finalized(&fin);
+    if (fin) {
+        st = mlc_error(MLC_ERR_UNAVAILABLE, "backend 'mpi': MPI has already been finalized in this process");
+        goto out;
+    }
+    if (!inited) {
+        int want = mpi_level_of(cfg_level), got = MPI_THREAD_SINGLE;
+        int rc = MPI_Init_thread(NULL, NULL, want, &got);
+        if (rc != MPI_SUCCESS) {
+            st = mlc_mpi_error(rc, "backend 'mpi': MPI_Init_thread(%s)", level_name(want));
+            goto out;
+        }
+        we_initialized = true;
+        atexit(finalize_at_exit);
+        /* Nobody else uses this MPI: request errors (which MPICH raises on
+         * MPI_COMM_WORLD's handler) must come back as codes, not abort. */
+        MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+        MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
+        env_level = got;
+        char version[MPI_MAX_LIBRARY_VERSION_STRING] = "";
+        int vlen = 0;
+        MPI_Get_library_version(version, &vlen);
+        char *nl = strchr(version, '\n');
+        if (nl) *nl = '\0';
+        if (got < want)
+            MLC_WARN("MPI initialized by mlcomm at thread level %s, below the %s asked for "
+                     "(MLC_MPI_THREAD_LEVEL); mlc_comm_abort from another thread reaches MPI only "
+                     "at the owner's next call (%s)",
+                     level_name(got), level_name(want), version);
+        else
+            MLC_INFO("MPI initialized by mlcomm: thread level %s provided (%s asked for); %s",
+                     level_name(got), level_name(want), version);
+    } else if (!env_started) {
+        MPI_Query_thread(&env_level);
+        MLC_INFO("MPI was initialized by the program: thread level %s; mlcomm will not finalize it",
+                 level_name(env_level));
+    }
+    if (!env_started) {
+        st = mlc_mpi_types_start();
+        if (st == MLC_SUCCESS) env_started = true;
+    }
+out:
+    pthread_mutex_unlock(&env_lock);
+    return st;
+}
+
+int mlc_mpi_thread_level(void) { return env_level; }
+
+bool mlc_mpi_finalized(void)
+{
+    int fin = 1;
+    MPI_Finalized(&fin);
+    return fin != 0;
+}

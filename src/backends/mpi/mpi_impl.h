@@ -1,0 +1,247 @@
+/*
+ * The MPI backend module (libmlcomm-mpi.so): private declarations.
+ *
+ * Each mlcomm communicator owns two duplicates of an MPI communicator:
+ *  - `comm` carries the user's point-to-point messages and MPI's native
+ *    collectives (so nothing of ours can match a program's own MPI traffic);
+ *  - `hidden` carries algorithm steps (MLC_ALGO_*), the point-to-point pieces
+ *    of large v-collectives and control messages (remote abort), so none of
+ *    them can match a user receive (DESIGN.md: hidden context).
+ * An operation's state lives in its request (req->priv, mlc_mpi_op_t).
+ */
+#ifndef MLC_MPI_IMPL_H
+#define MLC_MPI_IMPL_H
+#include <mpi.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include "mpi_core_api.h"
+#include "mpi_core_calls.h"
+
+#define MLC_MPI_EXPORT __attribute__((visibility("default")))
+
+/* MPI-4 large-count calls (MPI_Bcast_c, ...) exist in the library we build against. */
+#if MPI_VERSION >= 4
+#define MLC_MPI_HAS_LARGE_COUNT 1
+#else
+#define MLC_MPI_HAS_LARGE_COUNT 0
+#endif
+
+/* ---- process-wide MPI environment (mpi_env.c) ------------------------------ */
+
+/* Initialize MPI if nobody has (at thread level `level`, 0..3), once per
+ * process; log the level MPI provided. `handed_over`: the program owns MPI. */
+mlc_status_t mlc_mpi_env_start(int level);
+/* The thread level MPI runs at (valid after mlc_mpi_env_start or a program's MPI_Init). */
+int mlc_mpi_thread_level(void);
+/* MPI can no longer be called (finalized by us at exit, or by the program). */
+bool mlc_mpi_finalized(void);
+/* "MPI_ERR_TRUNCATE: message truncated" from an MPI error code, on one line. */
+void mlc_mpi_errtext(int rc, char *buf, size_t len);
+/* Set the thread's error for a failed MPI call: BACKEND (TRUNCATE for
+ * MPI_ERR_TRUNCATE) with MPI's text. `what` names the call and the rank. */
+mlc_status_t mlc_mpi_error(int rc, const char *fmt, ...) MLC_PRINTF(2, 3);
+
+/* ---- limits of one MPI call (mpi_types.c) ----------------------------------- */
+
+typedef struct mlc_mpi_limits {
+    size_t count;           /* most elements one MPI call carries (INT_MAX) */
+    size_t displ;           /* largest displacement one v-call takes (INT_MAX) */
+    bool large_count_calls; /* use the MPI-4 *_c calls when the library has them */
+} mlc_mpi_limits_t;
+extern mlc_mpi_limits_t mlc_mpi_limits;
+/* Internal test knob (tests/mpi): shrink the limits so the large-count paths
+ * run with small buffers. Call it between operations, the same on every rank. */
+MLC_MPI_EXPORT void mlc_mpi_set_limits(size_t count, size_t displ, int large_count_calls);
+/* Large-count calls are on for this operation. */
+static inline bool mlc_mpi_use_c(void)
+{
+    return MLC_MPI_HAS_LARGE_COUNT && mlc_mpi_limits.large_count_calls;
+}
+
+/* ---- datatypes and reduction ops (mpi_types.c) ------------------------------- */
+
+/* Create the module's fixed types and ops (after MPI is initialized). */
+mlc_status_t mlc_mpi_types_start(void);
+/* The MPI type moving one element of dtype. *owned = true when the caller
+ * must free it (records); else a predefined or module-owned type. */
+mlc_status_t mlc_mpi_elem_type(mlc_dtype_t dtype, MPI_Datatype *type, bool *owned);
+/* Type and op reducing (dtype, op): MPI's own where it has them, else a
+ * module type keyed to (dtype, op) reduced by a user-defined MPI_Op that
+ * calls mlc_reduce_apply (fp16, bf16, records, user ops). avg reduces as sum. */
+mlc_status_t mlc_mpi_reduce_type(mlc_dtype_t dtype, mlc_op_t op, MPI_Datatype *type, MPI_Op *mop);
+/* A type of n elements of `elem` (extent es) that one count of 1 carries, for n
+ * above mlc_mpi_limits.count. The caller frees it. */
+int mlc_mpi_big_type(size_t n, MPI_Datatype elem, size_t es, MPI_Datatype *out);
+
+/* ---- communicators (mpi_comm.c) ----------------------------------------------- */
+
+#define MLC_MPI_COMM_MAGIC 0x4d504943u /* "MPIC" */
+
+typedef struct mlc_mpi_handle mlc_mpi_handle_t;
+typedef struct mlc_mpi_op mlc_mpi_op_t;
+
+typedef struct mlc_mpi_comm {
+    uint32_t magic;
+    MPI_Comm comm;           /* user point-to-point and native collectives */
+    MPI_Comm hidden;         /* algorithm steps, large v pieces, control messages */
+    int tag_ub;              /* MPI_TAG_UB of both */
+    int ctrl_tag;            /* on hidden: control messages (= tag_ub) */
+    unsigned seq_window;     /* hidden tags: (seq mod window) << MLC_SCHED_KEY_BITS | key */
+    MPI_Request ctrl;        /* posted receive for a control message */
+    int ctrl_msg[2];         /* {MLC_MPI_CTRL_ABORT, rank} */
+    atomic_int abort_pending; /* mlc_comm_abort called; notices not sent yet */
+    int abort_msg[2];        /* the notice we send: {MLC_MPI_CTRL_ABORT, our rank} */
+    MPI_Request *notices;    /* sends of that notice, one per rank */
+    int nnotices;
+    mlc_mpi_op_t *head, *tail; /* operations in flight, in start order */
+    int npolled;             /* of them, the ones only our polling advances (algorithms) */
+    mlc_mpi_handle_t *free_handles, *all_handles; /* transport handles for algorithms */
+} mlc_mpi_comm_t;
+
+#define MLC_MPI_CTRL_ABORT 1
+
+/* Build the backend state of comm from `base` (duplicated; base stays the caller's). */
+mlc_status_t mlc_mpi_comm_create(mlc_comm_t *comm, MPI_Comm base, bool adopt);
+/* The table's init, split, destroy, abort, health and tag_max slots. */
+mlc_status_t mlc_mpi_init(mlc_comm_t *comm, const mlc_boot_t *boot);
+mlc_status_t mlc_mpi_split(mlc_comm_t *parent, int color, int key, const int *members, int nmembers,
+                           mlc_comm_t *child);
+void mlc_mpi_destroy(mlc_comm_t *comm);
+void mlc_mpi_abort(mlc_comm_t *comm);
+mlc_status_t mlc_mpi_health(mlc_comm_t *comm);
+int mlc_mpi_tag_max(mlc_comm_t *comm);
+/* Send pending abort notices (owner thread, or any thread at MPI_THREAD_MULTIPLE). */
+void mlc_mpi_flush_abort(mlc_mpi_comm_t *c);
+/* Test the control receive: a peer's abort fails comm. Returns comm's sticky status. */
+mlc_status_t mlc_mpi_check_ctrl(mlc_comm_t *comm);
+
+/* ---- operations in flight (mpi_op.c) ------------------------------------------- */
+
+#define MLC_MPI_INLINE_REQS 7
+#define MLC_MPI_MAX_TYPES 4
+
+struct mlc_mpi_op {
+    mlc_request_t *req;
+    mlc_mpi_op_t *prev, *next;
+    bool active;           /* linked in the communicator's list */
+    bool polled;           /* advanced only by our polling (counted in npolled) */
+    bool mpi_owns_heap;    /* a collective still uses heap: never free it (abandoned op) */
+    /* reqs[0] is reserved for the control receive while waiting in MPI_Waitany;
+     * the operation's own requests are reqs[1..nreq]. */
+    int nreq, cap;
+    MPI_Request *reqs;
+    MPI_Request inline_reqs[MLC_MPI_INLINE_REQS + 1];
+    int ncoll;             /* reqs[1..ncoll] are collectives' (never cancelled or freed) */
+    MPI_Datatype types[MLC_MPI_MAX_TYPES];
+    int ntypes;
+    void *heap;            /* arrays and scratch, freed at completion */
+    /* finishing touches once MPI is done */
+    void *copy_dst;
+    const void *copy_src;
+    size_t copy_bytes;
+    void *avg_buf;
+    size_t avg_count;
+    /* receive whose status is reported (recv, sendrecv) */
+    int recv_slot;         /* index in reqs, 0 = none */
+    size_t recv_cap;       /* bytes */
+    MPI_Datatype recv_type;
+    MPI_Status recv_status;
+    bool recv_done;
+    /* algorithms over MPI point-to-point */
+    mlc_exec_t *exec;
+};
+
+_Static_assert(sizeof(mlc_mpi_op_t) <= MLC_REQ_PRIV_BYTES, "mlc_mpi_op_t must fit in req->priv");
+
+static inline mlc_mpi_op_t *mlc_mpi_op_of(const mlc_request_t *req) { return (mlc_mpi_op_t *)req->priv; }
+
+/* Reset the request's op state. */
+mlc_mpi_op_t *mlc_mpi_op_init(mlc_request_t *req);
+/* Room for n more MPI requests; NO_MEMORY on failure. */
+mlc_status_t mlc_mpi_op_reserve(mlc_mpi_op_t *op, int n);
+/* The next request slot (after op_reserve). */
+MPI_Request *mlc_mpi_op_slot(mlc_mpi_op_t *op);
+/* Keep a derived type until the operation ends (committed here). */
+mlc_status_t mlc_mpi_op_keep_type(mlc_mpi_op_t *op, MPI_Datatype type);
+/* Scratch memory freed when the operation ends (one block per operation). */
+void *mlc_mpi_op_alloc(mlc_mpi_op_t *op, size_t bytes);
+/*
+ * The operation has been issued: with no request left it is finished at
+ * once (blocking calls), otherwise it joins the communicator's list.
+ */
+mlc_status_t mlc_mpi_op_submit(mlc_mpi_op_t *op);
+/* Release what the operation holds without completing it (failed start). */
+void mlc_mpi_op_discard(mlc_mpi_op_t *op);
+/* Advance every operation of comm without blocking; *moved = 1 if any did. */
+void mlc_mpi_progress_all(mlc_comm_t *comm, int *moved);
+/* Leave every operation in flight (communicator destroyed). */
+void mlc_mpi_abandon_all(mlc_comm_t *comm);
+/* The table's progress, wait_native, idle and pending_peers slots. */
+mlc_status_t mlc_mpi_progress(mlc_comm_t *comm, int *progressed);
+mlc_status_t mlc_mpi_wait_native(mlc_request_t *req);
+void mlc_mpi_idle(mlc_comm_t *comm, double max_s);
+void mlc_mpi_pending_peers(const mlc_request_t *req, char *buf, size_t len);
+
+/* Blocking MPI calls are used for a call that waits right away, unless a
+ * timeout is set (then everything is nonblocking and waited with a deadline). */
+static inline bool mlc_mpi_blocking(const mlc_request_t *req)
+{
+    return req->blocking && !req->comm->cfg.timeout_set;
+}
+
+/* ---- the start slots ------------------------------------------------------------- */
+
+/* MPI_<Name>(args) when blk, else MPI_I<name>(args, next request slot of op). */
+#define MLC_MPI_ISSUE(blk, op, Name, IName, ...) \
+    ((blk) ? Name(__VA_ARGS__) : IName(__VA_ARGS__, mlc_mpi_op_slot(op)))
+/* The same for MPI-4 large-count calls (only chosen when mlc_mpi_use_c()). */
+#if MLC_MPI_HAS_LARGE_COUNT
+#define MLC_MPI_ISSUE_C(blk, op, Name, IName, ...) MLC_MPI_ISSUE(blk, op, Name, IName, __VA_ARGS__)
+#else
+#define MLC_MPI_ISSUE_C(...) MPI_ERR_INTERN
+#endif
+
+/* buf + bytes, keeping NULL as NULL (buffers only the root uses). */
+static inline void *mlc_mpi_at(const void *buf, size_t bytes) { return buf ? (char *)buf + bytes : NULL; }
+
+/* mpi_coll.c: native collectives (uniform counts) */
+mlc_status_t mlc_mpi_start_broadcast(mlc_request_t *req);
+mlc_status_t mlc_mpi_start_reduce(mlc_request_t *req);
+mlc_status_t mlc_mpi_start_allreduce(mlc_request_t *req);
+mlc_status_t mlc_mpi_start_allgather(mlc_request_t *req);
+mlc_status_t mlc_mpi_start_reduce_scatter(mlc_request_t *req);
+mlc_status_t mlc_mpi_start_alltoall(mlc_request_t *req);
+mlc_status_t mlc_mpi_start_gather(mlc_request_t *req);
+mlc_status_t mlc_mpi_start_scatter(mlc_request_t *req);
+mlc_status_t mlc_mpi_start_barrier(mlc_request_t *req);
+/* mpi_vcoll.c: v-collectives */
+mlc_status_t mlc_mpi_start_allgatherv(mlc_request_t *req);
+mlc_status_t mlc_mpi_start_alltoallv(mlc_request_t *req);
+mlc_status_t mlc_mpi_start_gatherv(mlc_request_t *req);
+mlc_status_t mlc_mpi_start_scatterv(mlc_request_t *req);
+/* mpi_p2p.c */
+mlc_status_t mlc_mpi_start_send(mlc_request_t *req);
+mlc_status_t mlc_mpi_start_recv(mlc_request_t *req);
+mlc_status_t mlc_mpi_start_sendrecv(mlc_request_t *req);
+mlc_status_t mlc_mpi_iprobe(mlc_comm_t *comm, int source, int tag, int *flag, mlc_msg_status_t *st);
+/* Post one point-to-point piece of n bytes (above the count limit: one big
+ * type, or an MPI-4 large-count call); blocking when slot is NULL. */
+int mlc_mpi_isend_bytes(mlc_mpi_op_t *op, const void *buf, size_t n, int peer, int tag, MPI_Comm comm,
+                        MPI_Request *slot);
+int mlc_mpi_irecv_bytes(mlc_mpi_op_t *op, void *buf, size_t n, int peer, int tag, MPI_Comm comm,
+                        MPI_Request *slot, MPI_Datatype *type_used);
+/* Bytes a completed receive brought (from its status and the type it used). */
+size_t mlc_mpi_received_bytes(const MPI_Status *st, MPI_Datatype type);
+
+/* mpi_algos.c: a src/algos schedule over MPI point-to-point on the hidden comm */
+mlc_status_t mlc_mpi_start_algo(mlc_request_t *req);
+const char *const *mlc_mpi_algos(mlc_coll_t coll);
+int mlc_mpi_hidden_tag(const mlc_mpi_comm_t *c, uint64_t seq, uint32_t key);
+/* One round of the executor; returns 1 when done, 0 pending, negative on error. */
+int mlc_mpi_algo_progress(mlc_mpi_op_t *op, int *moved);
+void mlc_mpi_algo_abandon(mlc_mpi_op_t *op);
+void mlc_mpi_algo_pending_peers(const mlc_mpi_op_t *op, char *buf, size_t len);
+void mlc_mpi_handles_free(mlc_mpi_comm_t *c);
+
+#endif

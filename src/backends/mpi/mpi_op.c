@@ -1,0 +1,385 @@
+/*
+ * Operations in flight: the MPI requests an operation issued, what to do
+ * once MPI is done with them (copy out, divide for avg, report what a
+ * receive got), and the ways core drives them: progress (test), wait_native
+ * (block in MPI_Waitany, woken by the control receive), idle (poll, back off).
+ */
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "mpi_impl.h"
+
+typedef struct heap_block {
+    struct heap_block *next;
+    _Alignas(16) unsigned char data[];
+} heap_block_t;
+
+mlc_mpi_op_t *mlc_mpi_op_init(mlc_request_t *req)
+{
+    mlc_mpi_op_t *op = mlc_mpi_op_of(req);
+    memset(op, 0, sizeof *op);
+    op->req = req;
+    op->reqs = op->inline_reqs;
+    op->cap = MLC_MPI_INLINE_REQS;
+    for (int i = 0; i <= MLC_MPI_INLINE_REQS; i++) op->inline_reqs[i] = MPI_REQUEST_NULL;
+    op->recv_type = MPI_BYTE;
+    return op;
+}
+
+mlc_status_t mlc_mpi_op_reserve(mlc_mpi_op_t *op, int n)
+{
+    if (op->nreq + n <= op->cap) return MLC_SUCCESS;
+    int cap = op->nreq + n;
+    MPI_Request *r = malloc(sizeof *r * ((size_t)cap + 1));
+    if (!r)
+        return mlc_error(MLC_ERR_NO_MEMORY, "backend 'mpi': out of memory for %d MPI requests of one %s",
+                         cap, mlc_coll_name(op->req->coll));
+    for (int i = 0; i <= cap; i++) r[i] = i <= op->nreq ? op->reqs[i] : MPI_REQUEST_NULL;
+    if (op->reqs != op->inline_reqs) free(op->reqs);
+    op->reqs = r;
+    op->cap = cap;
+    return MLC_SUCCESS;
+}
+
+MPI_Request *mlc_mpi_op_slot(mlc_mpi_op_t *op) { return &op->reqs[++op->nreq]; }
+
+mlc_status_t mlc_mpi_op_keep_type(mlc_mpi_op_t *op, MPI_Datatype type)
+{
+    if (op->ntypes == MLC_MPI_MAX_TYPES) {
+        MPI_Type_free(&type);
+        return mlc_error(MLC_ERR_INTERNAL, "backend 'mpi': more than %d datatypes for one %s",
+                         MLC_MPI_MAX_TYPES, mlc_coll_name(op->req->coll));
+    }
+    int rc = MPI_Type_commit(&type);
+    op->types[op->ntypes++] = type;
+    if (rc != MPI_SUCCESS) return mlc_mpi_error(rc, "backend 'mpi': MPI_Type_commit");
+    return MLC_SUCCESS;
+}
+
+void *mlc_mpi_op_alloc(mlc_mpi_op_t *op, size_t bytes)
+{
+    heap_block_t *b = malloc(sizeof *b + (bytes ? bytes : 1));
+    if (!b) {
+        mlc_error(MLC_ERR_NO_MEMORY, "backend 'mpi': out of memory for %zu bytes of scratch (%s)", bytes,
+                  mlc_coll_name(op->req->coll));
+        return NULL;
+    }
+    b->next = op->heap;
+    op->heap = b;
+    return b->data;
+}
+
+/* Free what the operation holds; the heap stays if a collective may still use it. */
+static void op_release(mlc_mpi_op_t *op)
+{
+    for (int i = 0; i < op->ntypes; i++) MPI_Type_free(&op->types[i]);
+    op->ntypes = 0;
+    if (!op->mpi_owns_heap) {
+        for (heap_block_t *b = op->heap; b;) {
+            heap_block_t *n = b->next;
+            free(b);
+            b = n;
+        }
+    }
+    op->heap = NULL;
+    if (op->reqs != op->inline_reqs) free(op->reqs);
+    op->reqs = op->inline_reqs;
+    op->nreq = 0;
+}
+
+static void op_unlink(mlc_mpi_op_t *op)
+{
+    if (!op->active) return;
+    mlc_mpi_comm_t *c = op->req->comm->impl;
+    if (op->prev) op->prev->next = op->next;
+    else c->head = op->next;
+    if (op->next) op->next->prev = op->prev;
+    else c->tail = op->prev;
+    op->prev = op->next = NULL;
+    op->active = false;
+    if (op->polled) c->npolled--;
+}
+
+/* What the receive of a recv/sendrecv got: fill the caller's status, or fail on truncation. */
+static mlc_status_t recv_report(mlc_mpi_op_t *op, char *msg, size_t len)
+{
+    const mlc_args_t *a = &op->req->args;
+    const MPI_Status *st = &op->recv_status;
+    size_t got = mlc_mpi_received_bytes(st, op->recv_type);
+    if (st->MPI_ERROR == MPI_ERR_TRUNCATE || got > op->recv_cap) {
+        /* Open MPI reports the sender's size; MPICH only what fitted. */
+        if (got > op->recv_cap)
+            snprintf(msg, len, "rank %d: %s from rank %d (tag %d): the message of %zu bytes is longer than "
+                     "the %zu-byte receive buffer", op->req->comm->rank, mlc_coll_name(op->req->coll),
+                     st->MPI_SOURCE, st->MPI_TAG, got, op->recv_cap);
+        else
+            snprintf(msg, len, "rank %d: %s from rank %d (tag %d): the message is longer than the %zu-byte "
+                     "receive buffer (MPI did not report its size)", op->req->comm->rank,
+                     mlc_coll_name(op->req->coll), st->MPI_SOURCE, st->MPI_TAG, op->recv_cap);
+        return MLC_ERR_TRUNCATE;
+    }
+    if (a->msg_status) *a->msg_status = (mlc_msg_status_t){st->MPI_SOURCE, st->MPI_TAG, got};
+    return MLC_SUCCESS;
+}
+
+/* MPI is done with every request: finishing touches, then complete. */
+static void op_finish(mlc_mpi_op_t *op)
+{
+    mlc_request_t *req = op->req;
+    char msg[384] = "";
+    mlc_status_t st = MLC_SUCCESS;
+    if (op->copy_bytes) memcpy(op->copy_dst, op->copy_src, op->copy_bytes);
+    if (op->avg_count) mlc_reduce_divide(op->avg_buf, op->avg_count, req->args.dtype, req->comm->size);
+    if (op->recv_slot) st = recv_report(op, msg, sizeof msg);
+    op_unlink(op);
+    op_release(op);
+    mlc_request_complete(req, st, "%s", msg);
+}
+
+/* Stop an operation MPI failed or that is abandoned: cancel what can be
+ * cancelled (point-to-point; MPI_Cancel + MPI_Wait is local), leave a
+ * collective's requests to MPI (they can be neither cancelled nor freed). */
+static void op_abandon(mlc_mpi_op_t *op)
+{
+    if (op->exec) mlc_mpi_algo_abandon(op);
+    for (int i = 1; i <= op->nreq; i++) {
+        if (op->reqs[i] == MPI_REQUEST_NULL) continue;
+        if (i <= op->ncoll) {
+            op->mpi_owns_heap = true;
+            continue;
+        }
+        MPI_Cancel(&op->reqs[i]);
+        MPI_Wait(&op->reqs[i], MPI_STATUS_IGNORE);
+    }
+    op_unlink(op);
+    op_release(op);
+}
+
+static void op_fail(mlc_mpi_op_t *op, int rc, const char *what)
+{
+    char text[MPI_MAX_ERROR_STRING + 1];
+    mlc_request_t *req = op->req;
+    mlc_mpi_errtext(rc, text, sizeof text);
+    op_abandon(op);
+    mlc_request_complete(req, MLC_ERR_BACKEND, "rank %d: %s (%s): %s", req->comm->rank, what,
+                         mlc_coll_name(req->coll), text);
+}
+
+void mlc_mpi_op_discard(mlc_mpi_op_t *op) { op_abandon(op); }
+
+mlc_status_t mlc_mpi_op_submit(mlc_mpi_op_t *op)
+{
+    if (op->nreq == 0 && !op->exec) {
+        op_finish(op);
+        return MLC_SUCCESS;
+    }
+    mlc_mpi_comm_t *c = op->req->comm->impl;
+    op->prev = c->tail;
+    op->next = NULL;
+    if (c->tail) c->tail->next = op;
+    else c->head = op;
+    c->tail = op;
+    op->active = true;
+    if (op->polled) c->npolled++;
+    return MLC_SUCCESS;
+}
+
+/* One completed (or failed) request: returns false when the operation failed. */
+static bool request_done(mlc_mpi_op_t *op, int i, int rc, const MPI_Status *st)
+{
+    if (i == op->recv_slot) {
+        op->recv_status = *st;
+        op->recv_status.MPI_ERROR = MPI_SUCCESS; /* single completions leave it unset */
+        op->recv_done = true;
+        int cls = rc;
+        if (rc != MPI_SUCCESS) MPI_Error_class(rc, &cls);
+        if (cls == MPI_ERR_TRUNCATE) {
+            op->recv_status.MPI_ERROR = MPI_ERR_TRUNCATE;
+            op->reqs[i] = MPI_REQUEST_NULL;
+            return true;
+        }
+    }
+    if (rc != MPI_SUCCESS) {
+        op->reqs[i] = MPI_REQUEST_NULL; /* a failed request is complete */
+        op_fail(op, rc, "MPI request failed");
+        return false;
+    }
+    return true;
+}
+
+/* Test every request once; finish when none is left. */
+static void op_advance(mlc_mpi_op_t *op, int *moved)
+{
+    if (op->exec) {
+        int r = mlc_mpi_algo_progress(op, moved);
+        if (r < 0) {
+            mlc_request_t *req = op->req;
+            char msg[384];
+            snprintf(msg, sizeof msg, "%s", mlc_last_error());
+            op_abandon(op);
+            mlc_request_complete(req, (mlc_status_t)r, "%s", msg);
+        } else if (r == 1) {
+            op_finish(op);
+        }
+        return;
+    }
+    bool pending = false;
+    for (int i = 1; i <= op->nreq; i++) {
+        if (op->reqs[i] == MPI_REQUEST_NULL) continue;
+        int flag = 0;
+        MPI_Status st;
+        int rc = MPI_Test(&op->reqs[i], &flag, &st);
+        if (rc != MPI_SUCCESS || flag) {
+            *moved = 1;
+            if (!request_done(op, i, rc, &st)) return;
+        } else {
+            pending = true;
+        }
+    }
+    if (!pending) op_finish(op);
+}
+
+void mlc_mpi_progress_all(mlc_comm_t *comm, int *moved)
+{
+    mlc_mpi_comm_t *c = comm->impl;
+    for (mlc_mpi_op_t *op = c->head, *next; op; op = next) {
+        next = op->next;
+        op_advance(op, moved);
+    }
+}
+
+void mlc_mpi_abandon_all(mlc_comm_t *comm)
+{
+    mlc_mpi_comm_t *c = comm->impl;
+    int left = 0;
+    for (mlc_mpi_op_t *op = c->head, *next; op; op = next) {
+        next = op->next;
+        op_abandon(op);
+        if (op->mpi_owns_heap) left++;
+    }
+    if (left)
+        MLC_WARN("rank %d: %d MPI collective(s) still in flight when the communicator was freed were left "
+                 "to MPI (MPI cannot cancel collectives); their buffers may still be written",
+                 comm->rank, left);
+}
+
+/* ---- core's wait slots -------------------------------------------------------- */
+
+static void backoff(int *spins)
+{
+    if (++*spins < 64) return;
+    if (*spins < 1024) {
+        sched_yield();
+        return;
+    }
+    struct timespec ts = {0, 50000}; /* 50 us: MPI progresses only when called */
+    nanosleep(&ts, NULL);
+}
+
+mlc_status_t mlc_mpi_wait_native(mlc_request_t *req)
+{
+    mlc_comm_t *comm = req->comm;
+    mlc_mpi_comm_t *c = comm->impl;
+    mlc_mpi_op_t *op = mlc_mpi_op_of(req);
+    int spins = 0;
+    while (!atomic_load_explicit(&req->done, memory_order_acquire)) {
+        mlc_mpi_flush_abort(c);
+        mlc_status_t st = mlc_mpi_check_ctrl(comm);
+        if (st != MLC_SUCCESS) return mlc_comm_check(comm);
+        if (c->npolled > 0 || op->exec) {
+            /* Algorithm steps advance only when we call: poll everything. */
+            int moved = 0;
+            mlc_mpi_progress_all(comm, &moved);
+            if (moved) spins = 0;
+            else backoff(&spins);
+            continue;
+        }
+        /* Block in MPI on this operation's requests and the control receive. */
+        op->reqs[0] = c->ctrl;
+        int idx = MPI_UNDEFINED;
+        MPI_Status mst;
+        int rc = MPI_Waitany(op->nreq + 1, op->reqs, &idx, &mst);
+        op->reqs[0] = MPI_REQUEST_NULL;
+        if (idx == 0) {
+            c->ctrl = MPI_REQUEST_NULL;
+            if (rc == MPI_SUCCESS && c->ctrl_msg[0] == MLC_MPI_CTRL_ABORT) {
+                mlc_comm_fail(comm, MLC_ERR_ABORTED, "rank %d aborted the communicator (mlc_comm_abort)",
+                              c->ctrl_msg[1]);
+                return mlc_comm_check(comm);
+            }
+            continue;
+        }
+        int moved = 0;
+        if (idx == MPI_UNDEFINED) {
+            if (rc != MPI_SUCCESS) {
+                op_fail(op, rc, "MPI_Waitany");
+                break;
+            }
+        } else if (!request_done(op, idx, rc, &mst)) {
+            break;
+        }
+        op_advance(op, &moved);
+    }
+    return MLC_SUCCESS;
+}
+
+mlc_status_t mlc_mpi_progress(mlc_comm_t *comm, int *progressed)
+{
+    mlc_mpi_comm_t *c = comm->impl;
+    mlc_mpi_flush_abort(c);
+    mlc_status_t st = mlc_mpi_check_ctrl(comm);
+    if (st != MLC_SUCCESS) return st;
+    int moved = 0;
+    mlc_mpi_progress_all(comm, &moved);
+    *progressed = moved;
+    return MLC_SUCCESS;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* MPI has no timed wait: poll with a growing pause until something moves,
+ * a user message arrives (for probe), a control message comes, or max_s. */
+void mlc_mpi_idle(mlc_comm_t *comm, double max_s)
+{
+    mlc_mpi_comm_t *c = comm->impl;
+    double end = now_s() + max_s;
+    long pause_ns = 2000;
+    for (;;) {
+        int moved = 0, flag = 0;
+        mlc_mpi_flush_abort(c);
+        if (mlc_mpi_check_ctrl(comm) != MLC_SUCCESS) return;
+        mlc_mpi_progress_all(comm, &moved);
+        if (moved) return;
+        MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, c->comm, &flag, MPI_STATUS_IGNORE);
+        if (flag || now_s() >= end) return;
+        struct timespec ts = {0, pause_ns};
+        nanosleep(&ts, NULL);
+        if (pause_ns < 1000000) pause_ns *= 2;
+    }
+}
+
+void mlc_mpi_pending_peers(const mlc_request_t *req, char *buf, size_t len)
+{
+    const mlc_mpi_op_t *op = mlc_mpi_op_of(req);
+    const mlc_args_t *a = &req->args;
+    if (op->exec) {
+        mlc_mpi_algo_pending_peers(op, buf, len);
+    } else if (req->coll == MLC_COLL_SEND) {
+        snprintf(buf, len, "%d", a->root);
+    } else if (req->coll == MLC_COLL_RECV) {
+        if (a->root == MLC_ANY_SOURCE) snprintf(buf, len, "any (MLC_ANY_SOURCE)");
+        else snprintf(buf, len, "%d", a->root);
+    } else if (req->coll == MLC_COLL_SENDRECV) {
+        if (a->peer2 == MLC_ANY_SOURCE) snprintf(buf, len, "%d, any (MLC_ANY_SOURCE)", a->root);
+        else snprintf(buf, len, "%d, %d", a->root, a->peer2);
+    } else {
+        snprintf(buf, len, "not known (inside MPI's collective: MPI does not say which ranks it waits for)");
+    }
+}

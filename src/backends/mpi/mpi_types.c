@@ -1,0 +1,183 @@
+/*
+ * mlcomm dtypes and ops as MPI datatypes and MPI_Ops.
+ *
+ * MPI has the integer and float types and sum/prod/max/min. What it lacks
+ * (float16, bfloat16, records, user ops) is reduced by two user-defined
+ * MPI_Ops (commutative or not) whose function calls mlc_reduce_apply. MPI
+ * hands that function only the datatype, so each (dtype, op) pair gets its
+ * own datatype (a contiguous run of esize bytes), and the function looks the
+ * pair up by datatype handle: no MPI call inside the reduction function.
+ */
+#include <limits.h>
+#include <pthread.h>
+#include <string.h>
+#include "mpi_impl.h"
+
+mlc_mpi_limits_t mlc_mpi_limits = {INT_MAX, INT_MAX, true};
+
+void mlc_mpi_set_limits(size_t count, size_t displ, int large_count_calls)
+{
+    mlc_mpi_limits.count = count >= 1 && count <= INT_MAX ? count : INT_MAX;
+    mlc_mpi_limits.displ = displ >= 1 && displ <= INT_MAX ? displ : INT_MAX;
+    mlc_mpi_limits.large_count_calls = large_count_calls != 0;
+}
+
+/* ---- element types ----------------------------------------------------------- */
+
+/* MPI type per mlcomm dtype, in MLC_DTYPE_LIST order; fp16/bf16 are module
+ * types (2 contiguous bytes), created by mlc_mpi_types_start. */
+static MPI_Datatype dtype_types[MLC_DTYPE_COUNT];
+
+static bool mpi_has_arith(mlc_dtype_t d) { return d >= 0 && d < MLC_DTYPE_COUNT && d != MLC_FLOAT16 && d != MLC_BFLOAT16; }
+
+/* ---- keyed reduction types ------------------------------------------------------ */
+
+#define MLC_MPI_KEYED_MAX 512
+
+typedef struct keyed_type {
+    MPI_Datatype type;
+    mlc_dtype_t dtype;
+    mlc_op_t op;
+} keyed_type_t;
+
+/* Append-only: entries are written before `nkeyed` publishes them, so the
+ * reduction function reads without a lock. */
+static keyed_type_t keyed[MLC_MPI_KEYED_MAX];
+static atomic_int nkeyed;
+static pthread_mutex_t keyed_lock = PTHREAD_MUTEX_INITIALIZER;
+static MPI_Op user_op_commute, user_op_ordered;
+
+static void keyed_reduce(void *in, void *inout, int *len, MPI_Datatype *dt)
+{
+    int n = atomic_load_explicit(&nkeyed, memory_order_acquire);
+    for (int i = 0; i < n; i++) {
+        if (keyed[i].type == *dt) {
+            mlc_reduce_apply(in, inout, (size_t)*len, keyed[i].dtype, keyed[i].op);
+            return;
+        }
+    }
+    /* Unreachable: every type handed to these ops is registered first. */
+    MPI_Abort(MPI_COMM_WORLD, 70);
+}
+
+static mlc_status_t keyed_type(mlc_dtype_t dtype, mlc_op_t op, MPI_Datatype *out)
+{
+    /* avg reduces as sum; the division happens once the reduction is done */
+    if (op == MLC_AVG) op = MLC_SUM;
+    int n = atomic_load_explicit(&nkeyed, memory_order_acquire);
+    for (int i = 0; i < n; i++) {
+        if (keyed[i].dtype == dtype && keyed[i].op == op) {
+            *out = keyed[i].type;
+            return MLC_SUCCESS;
+        }
+    }
+    mlc_status_t st = MLC_SUCCESS;
+    pthread_mutex_lock(&keyed_lock);
+    n = atomic_load_explicit(&nkeyed, memory_order_relaxed);
+    for (int i = 0; i < n; i++) {
+        if (keyed[i].dtype == dtype && keyed[i].op == op) {
+            *out = keyed[i].type;
+            goto out;
+        }
+    }
+    if (n == MLC_MPI_KEYED_MAX) {
+        st = mlc_error(MLC_ERR_NO_MEMORY, "backend 'mpi': more than %d distinct (dtype, op) pairs reduced "
+                       "through user-defined MPI ops", MLC_MPI_KEYED_MAX);
+        goto out;
+    }
+    MPI_Datatype t;
+    int rc = MPI_Type_contiguous((int)mlc_dtype_size(dtype), MPI_BYTE, &t);
+    if (rc == MPI_SUCCESS) rc = MPI_Type_commit(&t);
+    if (rc != MPI_SUCCESS) {
+        st = mlc_mpi_error(rc, "backend 'mpi': MPI_Type_contiguous for %s", mlc_dtype_name(dtype));
+        goto out;
+    }
+    keyed[n] = (keyed_type_t){t, dtype, op};
+    atomic_store_explicit(&nkeyed, n + 1, memory_order_release);
+    *out = t;
+out:
+    pthread_mutex_unlock(&keyed_lock);
+    return st;
+}
+
+/* ---- setup ----------------------------------------------------------------------- */
+
+mlc_status_t mlc_mpi_types_start(void)
+{
+    const MPI_Datatype basic[MLC_DTYPE_COUNT] = {
+        [MLC_INT8] = MPI_INT8_T,     [MLC_UINT8] = MPI_UINT8_T,   [MLC_INT32] = MPI_INT32_T,
+        [MLC_UINT32] = MPI_UINT32_T, [MLC_INT64] = MPI_INT64_T,   [MLC_UINT64] = MPI_UINT64_T,
+        [MLC_FLOAT32] = MPI_FLOAT,   [MLC_FLOAT64] = MPI_DOUBLE,
+    };
+    for (int d = 0; d < MLC_DTYPE_COUNT; d++) dtype_types[d] = basic[d];
+    int rc = MPI_SUCCESS;
+    const mlc_dtype_t halves[] = {MLC_FLOAT16, MLC_BFLOAT16};
+    for (size_t i = 0; i < 2 && rc == MPI_SUCCESS; i++) {
+        rc = MPI_Type_contiguous(2, MPI_BYTE, &dtype_types[halves[i]]);
+        if (rc == MPI_SUCCESS) rc = MPI_Type_commit(&dtype_types[halves[i]]);
+    }
+    if (rc == MPI_SUCCESS) rc = MPI_Op_create(keyed_reduce, 1, &user_op_commute);
+    if (rc == MPI_SUCCESS) rc = MPI_Op_create(keyed_reduce, 0, &user_op_ordered);
+    if (rc != MPI_SUCCESS) return mlc_mpi_error(rc, "backend 'mpi': creating its datatypes and ops");
+    return MLC_SUCCESS;
+}
+
+mlc_status_t mlc_mpi_elem_type(mlc_dtype_t dtype, MPI_Datatype *type, bool *owned)
+{
+    if (dtype >= 0 && dtype < MLC_DTYPE_COUNT) {
+        *type = dtype_types[dtype];
+        *owned = false;
+        return MLC_SUCCESS;
+    }
+    MPI_Datatype t;
+    int rc = MPI_Type_contiguous((int)mlc_dtype_size(dtype), MPI_BYTE, &t);
+    if (rc != MPI_SUCCESS) return mlc_mpi_error(rc, "backend 'mpi': MPI_Type_contiguous for a record");
+    *type = t;
+    *owned = true;
+    return MLC_SUCCESS;
+}
+
+mlc_status_t mlc_mpi_reduce_type(mlc_dtype_t dtype, mlc_op_t op, MPI_Datatype *type, MPI_Op *mop)
+{
+    if (mpi_has_arith(dtype) && op >= 0 && op < MLC_OP_BUILTIN_COUNT) {
+        *type = dtype_types[dtype];
+        switch (op) {
+        case MLC_PROD: *mop = MPI_PROD; break;
+        case MLC_MAX: *mop = MPI_MAX; break;
+        case MLC_MIN: *mop = MPI_MIN; break;
+        default: *mop = MPI_SUM; break; /* sum, avg */
+        }
+        return MLC_SUCCESS;
+    }
+    mlc_status_t st = keyed_type(dtype, op, type);
+    if (st != MLC_SUCCESS) return st;
+    *mop = mlc_op_commutative(op) ? user_op_commute : user_op_ordered;
+    return MLC_SUCCESS;
+}
+
+/* ---- large counts ----------------------------------------------------------------- */
+
+int mlc_mpi_big_type(size_t n, MPI_Datatype elem, size_t es, MPI_Datatype *out)
+{
+    /* n = q * L + r elements: q blocks of an L-element type, then r more. */
+    size_t L = mlc_mpi_limits.count, q = n / L, r = n % L;
+    MPI_Datatype chunk = MPI_DATATYPE_NULL, body = MPI_DATATYPE_NULL, rest = MPI_DATATYPE_NULL,
+                 joined = MPI_DATATYPE_NULL;
+    int rc = MPI_Type_contiguous((int)L, elem, &chunk);
+    if (rc == MPI_SUCCESS) rc = MPI_Type_contiguous((int)q, chunk, &body);
+    if (rc == MPI_SUCCESS && r) {
+        rc = MPI_Type_contiguous((int)r, elem, &rest);
+        int lens[2] = {1, 1};
+        MPI_Aint disp[2] = {0, (MPI_Aint)(q * L * es)};
+        MPI_Datatype parts[2] = {body, rest};
+        if (rc == MPI_SUCCESS) rc = MPI_Type_create_struct(2, lens, disp, parts, &joined);
+    } else if (rc == MPI_SUCCESS) {
+        rc = MPI_Type_dup(body, &joined);
+    }
+    /* The extent is exactly n elements, so block i of an alltoall starts at i*n. */
+    if (rc == MPI_SUCCESS) rc = MPI_Type_create_resized(joined, 0, (MPI_Aint)(n * es), out);
+    MPI_Datatype *tmp[] = {&chunk, &body, &rest, &joined};
+    for (size_t i = 0; i < sizeof tmp / sizeof tmp[0]; i++)
+        if (*tmp[i] != MPI_DATATYPE_NULL) MPI_Type_free(tmp[i]);
+    return rc;
+}
