@@ -1,0 +1,86 @@
+/*
+ * Forced algorithms (MLC_ALGO_ALLREDUCE=ring, ... set by the test) run our
+ * schedules over the backend's point-to-point: on mpi, over MPI on the
+ * hidden communicator. Their messages must never match a user receive
+ * posted for anything (any source, any tag), and results must be right.
+ */
+#include <stdint.h>
+#include <string.h>
+#include "harness.h"
+
+enum { N = 1031 };
+
+static int body(mlc_comm_t *comm)
+{
+    int r = mlc_comm_rank(comm), p = mlc_comm_size(comm);
+    const char *name = NULL;
+    CHECK_OK(mlc_comm_get_algo(comm, MLC_COLL_ALLREDUCE, 4096, &name));
+    CHECK(strcmp(name, "ring") == 0, "allreduce algorithm %s, want ring (MLC_ALGO_ALLREDUCE)", name);
+    CHECK_OK(mlc_comm_get_algo(comm, MLC_COLL_ALLGATHER, 4096, &name));
+    CHECK(strcmp(name, "ring") == 0, "allgather algorithm %s", name);
+
+    /* A receive for anything, posted first: only the user's message may match it. */
+    int32_t box[8] = {0};
+    mlc_msg_status_t st;
+    mlc_request_t *catch_all = NULL;
+    CHECK_OK(mlc_recv(box, 8, MLC_INT32, MLC_ANY_SOURCE, MLC_ANY_TAG, comm, &st, &catch_all));
+
+    int32_t x[N * 4], y[N * 4]; /* per rank: threads ranks share statics */
+    for (int mode = 0; mode < 2; mode++) {
+        mlc_request_t *q = NULL, **qp = mode ? &q : NULL;
+        for (size_t i = 0; i < N; i++) x[i] = r * 3 + (int32_t)i;
+        CHECK_OK(mlc_allreduce(x, y, N, MLC_INT32, MLC_SUM, comm, qp));
+        CHECK_OK(mlc_request_wait(&q));
+        for (size_t i = 0; i < N; i++)
+            CHECK(y[i] == 3 * p * (p - 1) / 2 + p * (int32_t)i, "ring allreduce [%zu] = %d", i, y[i]);
+        CHECK_OK(mlc_allreduce(x, x, N, MLC_INT32, MLC_AVG, comm, qp));
+        CHECK_OK(mlc_request_wait(&q));
+        for (size_t i = 0; i < N; i++)
+            CHECK(x[i] == (3 * p * (p - 1) / 2 + p * (int32_t)i) / p, "ring avg in place [%zu] = %d", i, x[i]);
+
+        for (size_t i = 0; i < N; i++) x[i] = r + 100 * (int32_t)i;
+        CHECK_OK(mlc_allgather(x, y, N, MLC_INT32, comm, qp));
+        CHECK_OK(mlc_request_wait(&q));
+        for (size_t i = 0; i < N * (size_t)p; i++)
+            CHECK(y[i] == (int32_t)(i / N) + 100 * (int32_t)(i % N), "ring allgather [%zu] = %d", i, y[i]);
+
+        int root = p - 1;
+        for (size_t i = 0; i < N; i++) y[i] = r == root ? 5 * (int32_t)i : -1;
+        CHECK_OK(mlc_broadcast(r == root ? y : NULL, y, N, MLC_INT32, root, comm, qp));
+        CHECK_OK(mlc_request_wait(&q));
+        for (size_t i = 0; i < N; i++) CHECK(y[i] == 5 * (int32_t)i, "binomial bcast [%zu] = %d", i, y[i]);
+
+        for (size_t i = 0; i < N * (size_t)p; i++) x[i] = r + (int32_t)i;
+        CHECK_OK(mlc_reduce_scatter(x, y, N, MLC_INT32, MLC_MAX, comm, qp));
+        CHECK_OK(mlc_request_wait(&q));
+        for (size_t i = 0; i < N; i++)
+            CHECK(y[i] == p - 1 + r * N + (int32_t)i, "ring reduce_scatter [%zu] = %d", i, y[i]);
+
+        size_t sc[4], sd[4], rc[4], rd[4];
+        for (int k = 0; k < p; k++) {
+            sc[k] = rc[k] = 7;
+            sd[k] = rd[k] = (size_t)k * 9;
+        }
+        for (size_t i = 0; i < 9 * (size_t)p; i++) x[i] = r * 1000 + (int32_t)i, y[i] = -1;
+        CHECK_OK(mlc_alltoallv(x, sc, sd, y, rc, rd, MLC_INT32, comm, qp));
+        CHECK_OK(mlc_request_wait(&q));
+        for (int k = 0; k < p; k++)
+            for (size_t i = 0; i < 7; i++)
+                CHECK(y[k * 9 + i] == k * 1000 + r * 9 + (int32_t)i, "pairwise alltoallv [%d][%zu]", k, i);
+    }
+
+    /* None of that traffic matched the catch-all receive. Every rank looks
+     * before the barrier and sends its own message only after it. */
+    int done = 0;
+    CHECK_OK(mlc_request_test(&catch_all, &done));
+    CHECK(!done, "an algorithm's message matched a user receive (source %d, tag %d)", st.source, st.tag);
+    CHECK_OK(mlc_barrier(comm, NULL));
+    int32_t msg[2] = {r, 77};
+    CHECK_OK(mlc_send(msg, 2, MLC_INT32, (r + 1) % p, 9, comm, NULL));
+    CHECK_OK(mlc_request_wait(&catch_all));
+    CHECK(st.source == (r + p - 1) % p && st.tag == 9 && box[0] == (r + p - 1) % p && box[1] == 77,
+          "user message: source %d tag %d data %d %d", st.source, st.tag, box[0], box[1]);
+    return mlc_test_any_failed(comm, 0);
+}
+
+int main(int argc, char **argv) { return mlc_test_main(argc, argv, body); }

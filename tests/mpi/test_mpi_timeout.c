@@ -1,0 +1,41 @@
+/*
+ * MLC_TIMEOUT on mpi (the test sets 2 s): a receive nobody answers returns
+ * MLC_ERR_TIMEOUT naming the peer, the communicator stays failed, and the
+ * other ranks, which never touch it, are unaffected. The unmatched receive
+ * is cancelled when the communicator is freed.
+ */
+#include <stdint.h>
+#include <string.h>
+#include "harness.h"
+
+static int body(mlc_comm_t *comm)
+{
+    int r = mlc_comm_rank(comm), p = mlc_comm_size(comm);
+    if (strcmp(mlc_comm_backend(comm), "mpi") != 0 || p < 2) return MLC_TEST_SKIP;
+    /* The others wait for rank 0 on a communicator of their own, without the
+     * 2 s timeout (rank 0 spends 2 s timing out first). */
+    mlc_config_t cfg = MLC_CONFIG_INIT;
+    cfg.timeout_s = 0;
+    mlc_comm_t *side = NULL;
+    CHECK_OK(mlc_comm_init(&cfg, &side));
+    int32_t x[4] = {0}, y = 0;
+    if (r == 0) {
+        CHECK_ERR(mlc_recv(x, 4, MLC_INT32, 1, 5, comm, NULL, NULL), MLC_ERR_TIMEOUT);
+        CHECK(strstr(mlc_last_error(), "recv") != NULL, "timeout message: %s", mlc_last_error());
+        CHECK(mlc_comm_status(comm) == MLC_ERR_TIMEOUT, "status %d", mlc_comm_status(comm));
+        CHECK_ERR(mlc_allreduce(x, &y, 1, MLC_INT32, MLC_SUM, comm, NULL), MLC_ERR_TIMEOUT);
+        /* an asynchronous one on the failed communicator fails at once as well */
+        mlc_request_t *q = NULL;
+        CHECK_ERR(mlc_recv(x, 4, MLC_INT32, 1, 5, comm, NULL, &q), MLC_ERR_TIMEOUT);
+        CHECK(q == NULL, "a request was handed out on a failed communicator");
+    }
+    CHECK(r == 0 || mlc_comm_status(comm) == MLC_SUCCESS, "rank %d's communicator failed", r);
+    /* the side communicator still works for everyone */
+    int32_t one = 1, n = 0;
+    CHECK_OK(mlc_allreduce(&one, &n, 1, MLC_INT32, MLC_SUM, side, NULL));
+    CHECK(n == p, "side allreduce %d", n);
+    CHECK_OK(mlc_comm_free(side));
+    return 0;
+}
+
+int main(int argc, char **argv) { return mlc_test_main(argc, argv, body); }

@@ -1,0 +1,189 @@
+/*
+ * What MPI lacks, through the MPI backend: float16 and bfloat16 (every
+ * built-in op), avg (integers truncate toward zero), user ops (commutative
+ * and not: applied in rank order), records. Run on every backend.
+ */
+#include <stdint.h>
+#include <string.h>
+#include "dtype.h"
+#include "harness.h"
+
+enum { N = 19 };
+
+/* 2x2 integer matrices as a 16-byte record: inout = in x inout (in = lower ranks). */
+static void matmul(const void *in, void *inout, size_t count, mlc_dtype_t dtype, void *ctx)
+{
+    (void)dtype;
+    int *calls = ctx;
+    const int32_t *a = in;
+    int32_t *b = inout;
+    for (size_t k = 0; k < count; k++, a += 4, b += 4) {
+        int32_t c[4] = {a[0] * b[0] + a[1] * b[2], a[0] * b[1] + a[1] * b[3], a[2] * b[0] + a[3] * b[2],
+                        a[2] * b[1] + a[3] * b[3]};
+        memcpy(b, c, sizeof c);
+    }
+    __atomic_add_fetch(calls, 1, __ATOMIC_RELAXED);
+}
+
+/* Commutative: element-wise max on int64, by hand. */
+static void max64(const void *in, void *inout, size_t count, mlc_dtype_t dtype, void *ctx)
+{
+    (void)dtype;
+    (void)ctx;
+    const int64_t *a = in;
+    int64_t *b = inout;
+    for (size_t i = 0; i < count; i++)
+        if (a[i] > b[i]) b[i] = a[i];
+}
+
+static void rank_matrix(int r, size_t k, int32_t m[4])
+{
+    m[0] = 1;
+    m[1] = r + 1 + (int32_t)k % 3;
+    m[2] = r % 2 ? -1 : 2;
+    m[3] = 1;
+}
+
+static void ordered_product(int p, size_t k, int32_t out[4])
+{
+    int32_t acc[4], m[4];
+    rank_matrix(0, k, acc);
+    for (int r = 1; r < p; r++) {
+        rank_matrix(r, k, m);
+        int32_t c[4] = {acc[0] * m[0] + acc[1] * m[2], acc[0] * m[1] + acc[1] * m[3],
+                        acc[2] * m[0] + acc[3] * m[2], acc[2] * m[1] + acc[3] * m[3]};
+        memcpy(acc, c, sizeof c);
+    }
+    memcpy(out, acc, sizeof acc);
+}
+
+static int halves(mlc_comm_t *comm)
+{
+    int r = mlc_comm_rank(comm), p = mlc_comm_size(comm);
+    const mlc_dtype_t types[] = {MLC_FLOAT16, MLC_BFLOAT16};
+    const mlc_op_t ops[] = {MLC_SUM, MLC_PROD, MLC_MAX, MLC_MIN, MLC_AVG};
+    for (size_t t = 0; t < 2; t++) {
+        for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++) {
+            uint16_t x[N], y[N];
+            for (size_t i = 0; i < N; i++) {
+                float v = (float)((r + 1) * (int)(i % 4 + 1)) * (i % 2 ? -1.0f : 1.0f);
+                x[i] = types[t] == MLC_FLOAT16 ? mlc_float_to_half(v) : mlc_float_to_bf16(v);
+            }
+            mlc_request_t *q = NULL;
+            CHECK_OK(mlc_allreduce(x, y, N, types[t], ops[o], comm, o % 2 ? &q : NULL));
+            CHECK_OK(mlc_request_wait(&q));
+            for (size_t i = 0; i < N; i++) {
+                float want = ops[o] == MLC_PROD ? 1.0f : 0.0f;
+                for (int k = 0; k < p; k++) {
+                    float v = (float)((k + 1) * (int)(i % 4 + 1)) * (i % 2 ? -1.0f : 1.0f);
+                    if (ops[o] == MLC_PROD) want *= v;
+                    else if (ops[o] == MLC_MAX) want = k == 0 || v > want ? v : want;
+                    else if (ops[o] == MLC_MIN) want = k == 0 || v < want ? v : want;
+                    else want += v;
+                }
+                if (ops[o] == MLC_AVG) want /= (float)p;
+                float got = types[t] == MLC_FLOAT16 ? mlc_half_to_float(y[i]) : mlc_bf16_to_float(y[i]);
+                CHECK(got == want, "%s %s [%zu] = %g, want %g", mlc_dtype_name(types[t]), mlc_op_name(ops[o]), i,
+                      (double)got, (double)want);
+            }
+        }
+        /* reduce to the last rank, in place there */
+        uint16_t z[N];
+        for (size_t i = 0; i < N; i++) z[i] = types[t] == MLC_FLOAT16 ? mlc_float_to_half(0.5f) : mlc_float_to_bf16(0.5f);
+        CHECK_OK(mlc_reduce(z, r == p - 1 ? z : NULL, N, types[t], MLC_SUM, p - 1, comm, NULL));
+        if (r == p - 1)
+            for (size_t i = 0; i < N; i++) {
+                float got = types[t] == MLC_FLOAT16 ? mlc_half_to_float(z[i]) : mlc_bf16_to_float(z[i]);
+                CHECK(got == 0.5f * (float)p, "%s reduce [%zu] = %g", mlc_dtype_name(types[t]), i, (double)got);
+            }
+    }
+    return 0;
+}
+
+static int averages(mlc_comm_t *comm)
+{
+    int r = mlc_comm_rank(comm), p = mlc_comm_size(comm);
+    int32_t x[N * 4], y[N * 4];
+    for (size_t i = 0; i < N * (size_t)p; i++) x[i] = -(r + 1) * 3 - (int32_t)i;
+    CHECK_OK(mlc_allreduce(x, y, N, MLC_INT32, MLC_AVG, comm, NULL));
+    for (size_t i = 0; i < N; i++) {
+        int32_t sum = 0;
+        for (int k = 0; k < p; k++) sum += -(k + 1) * 3 - (int32_t)i;
+        CHECK(y[i] == sum / p, "int32 avg [%zu] = %d, want %d", i, y[i], sum / p);
+    }
+    /* reduce_scatter avg, in place */
+    CHECK_OK(mlc_reduce_scatter(x, x + (size_t)r * N, N, MLC_INT32, MLC_AVG, comm, NULL));
+    for (size_t i = 0; i < N; i++) {
+        int32_t sum = 0;
+        size_t j = (size_t)r * N + i;
+        for (int k = 0; k < p; k++) sum += -(k + 1) * 3 - (int32_t)j;
+        CHECK(x[j] == sum / p, "reduce_scatter avg [%zu] = %d, want %d", i, x[j], sum / p);
+    }
+    /* reduce avg on uint64 to rank 0 */
+    uint64_t u = (uint64_t)r * 7 + 1, v = 0;
+    CHECK_OK(mlc_reduce(&u, r == 0 ? &v : NULL, 1, MLC_UINT64, MLC_AVG, 0, comm, NULL));
+    uint64_t usum = 0;
+    for (int k = 0; k < p; k++) usum += (uint64_t)k * 7 + 1;
+    if (r == 0) CHECK(v == usum / (uint64_t)p, "uint64 avg = %llu", (unsigned long long)v);
+    return 0;
+}
+
+static int user_ops(mlc_comm_t *comm)
+{
+    int r = mlc_comm_rank(comm), p = mlc_comm_size(comm);
+    int calls = 0;
+    mlc_op_t mm, mx;
+    CHECK_OK(mlc_op_create(matmul, 0, &calls, &mm));
+    CHECK_OK(mlc_op_create(max64, 1, NULL, &mx));
+    const mlc_dtype_t rec = MLC_RECORD(16);
+    int32_t m[N][4], out[N][4], want[4];
+    for (size_t k = 0; k < N; k++) rank_matrix(r, k, m[k]);
+    for (int mode = 0; mode < 2; mode++) {
+        mlc_request_t *q = NULL;
+        CHECK_OK(mlc_allreduce(m, out, N, rec, mm, comm, mode ? &q : NULL));
+        CHECK_OK(mlc_request_wait(&q));
+        for (size_t k = 0; k < N; k++) {
+            ordered_product(p, k, want);
+            CHECK(memcmp(out[k], want, sizeof want) == 0, "non-commutative allreduce [%zu]: %d %d %d %d", k,
+                  out[k][0], out[k][1], out[k][2], out[k][3]);
+        }
+    }
+    memset(out, 0, sizeof out);
+    CHECK_OK(mlc_reduce(m, r == 0 ? out : NULL, N, rec, mm, 0, comm, NULL));
+    if (r == 0)
+        for (size_t k = 0; k < N; k++) {
+            ordered_product(p, k, want);
+            CHECK(memcmp(out[k], want, sizeof want) == 0, "non-commutative reduce [%zu]", k);
+        }
+    /* reduce_scatter: one record per rank */
+    int32_t blocks[4][4], mine[4];
+    for (int k = 0; k < p; k++) rank_matrix(r, (size_t)k, blocks[k]);
+    CHECK_OK(mlc_reduce_scatter(blocks, mine, 1, rec, mm, comm, NULL));
+    ordered_product(p, (size_t)r, want);
+    CHECK(memcmp(mine, want, sizeof want) == 0, "non-commutative reduce_scatter");
+    if (p > 1) CHECK(calls > 0, "the user function was never called");
+
+    int64_t a[N], b[N];
+    for (size_t i = 0; i < N; i++) a[i] = (int64_t)((r * 7 + (int)i) % 5) - 2;
+    CHECK_OK(mlc_allreduce(a, b, N, MLC_INT64, mx, comm, NULL));
+    for (size_t i = 0; i < N; i++) {
+        int64_t w = INT64_MIN;
+        for (int k = 0; k < p; k++) {
+            int64_t v = (int64_t)((k * 7 + (int)i) % 5) - 2;
+            if (v > w) w = v;
+        }
+        CHECK(b[i] == w, "user max [%zu] = %lld", i, (long long)b[i]);
+    }
+    CHECK_OK(mlc_op_free(mm));
+    CHECK_OK(mlc_op_free(mx));
+    return 0;
+}
+
+static int body(mlc_comm_t *comm)
+{
+    if (mlc_comm_size(comm) > 4) return MLC_TEST_SKIP;
+    if (halves(comm) || averages(comm) || user_ops(comm)) return 1;
+    return mlc_test_any_failed(comm, 0);
+}
+
+int main(int argc, char **argv) { return mlc_test_main(argc, argv, body); }
