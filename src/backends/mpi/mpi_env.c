@@ -3,6 +3,10 @@
  * thread level the config asks for (MLC_MPI_THREAD_LEVEL, default multiple);
  * finalized at process exit only if we initialized it, never by
  * mlc_comm_free. Errors become MLC_ERR_BACKEND with MPI's own text.
+ *
+ * A process that exits with a failure status is not finalized: MPI_Finalize
+ * would wait for ranks that may be stuck waiting for this one, whereas an
+ * exit without it makes the launcher end the whole job at once.
  */
 #include <pthread.h>
 #include <stdarg.h>
@@ -34,15 +38,19 @@ static int mpi_level_of(int cfg_level)
     return cfg_level >= 0 && cfg_level <= 3 ? levels[cfg_level] : MPI_THREAD_MULTIPLE;
 }
 
-/* atexit: finalize what we initialized, unless the program already did. */
-static void finalize_at_exit(void)
+/* on_exit: finalize what we initialized, unless the program already did. */
+static void finalize_at_exit(int status, void *arg)
 {
+    (void)arg;
     int fin = 1;
     MPI_Finalized(&fin);
-    if (!fin) {
-        MLC_DEBUG("finalizing MPI (initialized by mlcomm)");
-        MPI_Finalize();
+    if (fin) return;
+    if (status != 0) {
+        MLC_DEBUG("exit status %d: leaving MPI unfinalized so the launcher ends the job", status);
+        return;
     }
+    MLC_DEBUG("finalizing MPI (initialized by mlcomm)");
+    MPI_Finalize();
 }
 
 void mlc_mpi_errtext(int rc, char *buf, size_t len)
@@ -89,7 +97,7 @@ mlc_status_t mlc_mpi_env_start(int cfg_level)
             goto out;
         }
         we_initialized = true;
-        atexit(finalize_at_exit);
+        on_exit(finalize_at_exit, NULL);
         /* Nobody else uses this MPI: request errors (which MPICH raises on
          * MPI_COMM_WORLD's handler) must come back as codes, not abort. */
         MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
