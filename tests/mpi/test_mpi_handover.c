@@ -85,17 +85,22 @@ int main(int argc, char **argv)
     MPI_Barrier(mine); /* everyone has looked before anyone sends its own message */
     /* The program's own message, same tag, completes its receive. */
     int32_t prog_msg = 7000 + r;
-    MPI_Send(&prog_msg, 1, MPI_INT32_T, next, 7, mine);
+    MPI_Request preq;
+    MPI_Isend(&prog_msg, 1, MPI_INT32_T, next, 7, mine, &preq);
     MPI_Wait(&prog_req, MPI_STATUS_IGNORE);
+    MPI_Wait(&preq, MPI_STATUS_IGNORE);
     EXPECT(prog_box == 7000 + prev, "the program's receive got %d", prog_box);
-    /* and mlcomm's receive does not see the program's messages either */
-    MPI_Send(&prog_msg, 1, MPI_INT32_T, next, 8, mine);
-    int mflag = 1;
+    /* and mlcomm's receive does not see the program's messages either
+     * (nonblocking: with one rank, next is this rank) */
+    MPI_Request sreq;
+    MPI_Isend(&prog_msg, 1, MPI_INT32_T, next, 8, mine, &sreq);
+    int mflag = 1, pflag = 0;
     mlc_msg_status_t ps;
-    MPI_Barrier(mine);
+    while (!pflag) MPI_Iprobe(prev, 8, mine, &pflag, MPI_STATUS_IGNORE);
     EXPECT(mlc_iprobe(MLC_ANY_SOURCE, MLC_ANY_TAG, comm, &mflag, &ps) == MLC_SUCCESS && !mflag,
            "mlcomm sees the program's message");
     MPI_Recv(&prog_box, 1, MPI_INT32_T, prev, 8, mine, MPI_STATUS_IGNORE);
+    MPI_Wait(&sreq, MPI_STATUS_IGNORE);
 
     /* Split on the handed-over communicator: MPI_Comm_split underneath. */
     mlc_comm_t *half = NULL;

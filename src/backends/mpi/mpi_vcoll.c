@@ -167,6 +167,17 @@ fail:
     return st;
 }
 
+/*
+ * One rank: a local copy. (MPICH 4.0 ignores the displacement of a
+ * single-rank allgatherv and writes at the start of the buffer.)
+ */
+static mlc_status_t single_rank(mlc_request_t *req, void *dst, const void *src, size_t count)
+{
+    mlc_mpi_op_t *op = mlc_mpi_op_init(req);
+    if (dst != src && count) memcpy(dst, src, count * req->args.esize);
+    return mlc_mpi_op_submit(op);
+}
+
 static mlc_status_t setup_fail(vplan_t *v, mlc_status_t st)
 {
     mlc_mpi_op_discard(v->op);
@@ -208,6 +219,7 @@ mlc_status_t mlc_mpi_start_allgatherv(mlc_request_t *req)
     const mlc_args_t *a = &req->args;
     vplan_t v;
     vjob_t j = {allgatherv_native, allgatherv_pieces, a, {0}, {0}};
+    if (req->comm->size == 1) return single_rank(req, mlc_mpi_at(a->recvbuf, a->displs[0] * a->esize), a->sendbuf, a->count);
     mlc_status_t st = plan_start(req, &v);
     if (st == MLC_SUCCESS) st = side_build(&v, a->counts, a->displs, &j.recv);
     if (st != MLC_SUCCESS) return setup_fail(&v, st);
@@ -253,6 +265,7 @@ mlc_status_t mlc_mpi_start_gatherv(mlc_request_t *req)
     const mlc_args_t *a = &req->args;
     vplan_t v;
     vjob_t j = {gatherv_native, gatherv_pieces, a, {0}, {0}};
+    if (req->comm->size == 1) return single_rank(req, mlc_mpi_at(a->recvbuf, a->displs[0] * a->esize), a->sendbuf, a->count);
     mlc_status_t st = plan_start(req, &v);
     bool root = req->comm->rank == a->root;
     if (st == MLC_SUCCESS && root) st = side_build(&v, a->counts, a->displs, &j.recv);
@@ -301,6 +314,7 @@ mlc_status_t mlc_mpi_start_scatterv(mlc_request_t *req)
     const mlc_args_t *a = &req->args;
     vplan_t v;
     vjob_t j = {scatterv_native, scatterv_pieces, a, {0}, {0}};
+    if (req->comm->size == 1) return single_rank(req, a->recvbuf, mlc_mpi_at(a->sendbuf, a->displs[0] * a->esize), a->count);
     mlc_status_t st = plan_start(req, &v);
     bool root = req->comm->rank == a->root;
     if (st == MLC_SUCCESS && root) st = side_build(&v, a->counts, a->displs, &j.send);
@@ -350,6 +364,9 @@ mlc_status_t mlc_mpi_start_alltoallv(mlc_request_t *req)
     const mlc_args_t *a = &req->args;
     vplan_t v;
     vjob_t j = {alltoallv_native, alltoallv_pieces, a, {0}, {0}};
+    if (req->comm->size == 1)
+        return single_rank(req, mlc_mpi_at(a->recvbuf, a->displs2[0] * a->esize),
+                           mlc_mpi_at(a->sendbuf, a->displs[0] * a->esize), a->counts[0]);
     mlc_status_t st = plan_start(req, &v);
     if (st == MLC_SUCCESS) st = side_build(&v, a->counts, a->displs, &j.send);
     if (st == MLC_SUCCESS) st = side_build(&v, a->counts2, a->displs2, &j.recv);
