@@ -71,10 +71,10 @@ static void mlc_model_switches(FILE *f, mlc_coll_t coll, int p, const mlc_cost_m
 void mlc_algo_print_model(FILE *f, const mlc_cost_model_t *m, mlc_coll_t coll)
 {
     if (!m) m = &mlc_cost_model_default;
-    const char *cn = mlc_coll_name(coll);
+    const char *cn = mlc_algos_coll_name(coll);
     const char *const *names = mlc_algo_names(coll);
     if (!names[0]) {
-        fprintf(f, "# %s: no algorithms (point-to-point)\n", cn ? cn : "?");
+        fprintf(f, "# %s: no algorithms (point-to-point)\n", cn);
         return;
     }
     fprintf(f,
