@@ -9,8 +9,9 @@
 #include "sched.h"
 
 /* The point-to-point operations a backend lends to the executor. Tags are
- * unique per (operation sequence number, step index) and are carried in the
- * backend's hidden internal context, so they never match user receives. */
+ * unique per (operation sequence number, message between two ranks) - see
+ * mlc_exec_tag - and are carried in the backend's hidden internal context,
+ * so they never match user receives. */
 typedef struct mlc_transport {
     mlc_status_t (*isend)(void *tp, int peer, uint64_t tag, const void *buf, size_t bytes,
                           void **handle);
