@@ -5,8 +5,12 @@
  * fail with MLC_ERR_PEER_LOST (not TIMEOUT) promptly and print it as
  *   rank R: MLC_ERR_PEER_LOST after S s in iteration I: <message>
  * and the error must be sticky. Rank 0 prints the job id (jobid=...) so the
- * driver (kill_test.sh) can check /dev/shm afterwards.
+ * driver (kill_test.sh) can check /dev/shm afterwards, and after the first
+ * allreduce lists what /dev/shm holds of the job (segments are unlinked as
+ * soon as every rank has attached, so nothing survives even a SIGKILL of
+ * the whole job, launcher included).
  */
+#include <dirent.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -18,6 +22,24 @@
 #define PROMPT_S 20.0 /* far below MLC_TIMEOUT=120: peer death, not a timeout */
 
 static atomic_int in_call;
+
+/* Print every /dev/shm entry named mlc-<job id>-*; returns how many. */
+static int list_job_segments(const char *job)
+{
+    char prefix[160];
+    int n = 0;
+    snprintf(prefix, sizeof prefix, "mlc-%s-", job);
+    DIR *d = opendir("/dev/shm");
+    if (!d) return 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        if (strncmp(e->d_name, prefix, strlen(prefix)) == 0) {
+            printf("rank 0: IN /dev/shm DURING THE RUN: %s\n", e->d_name);
+            n++;
+        }
+    }
+    closedir(d);
+    return n;
+}
 
 static void *killer(void *arg)
 {
@@ -68,6 +90,9 @@ int main(void)
             printf("rank %d: WRONG RESULT %g in iteration %d\n", r, recv[7], it);
             return 1;
         }
+        if (r == 0 && it == 0 && getenv("MLC_JOB_ID"))
+            printf("rank 0: %d job segments in /dev/shm after the first allreduce\n",
+                   list_job_segments(getenv("MLC_JOB_ID")));
     }
     printf("rank %d: completed all iterations\n", r);
     mlc_comm_free(comm);

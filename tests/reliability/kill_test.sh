@@ -24,7 +24,7 @@ for r in 0 2; do
     grep -q "^rank $r: MLC_ERR_PEER_LOST after" "$out" || fail "rank $r did not report MLC_ERR_PEER_LOST"
 done
 if grep -q "MLC_ERR_TIMEOUT" "$out"; then fail "a rank reported MLC_ERR_TIMEOUT"; fi
-if grep -q "NOT STICKY\|TOO SLOW\|WRONG RESULT\|completed all iterations" "$out"; then
+if grep -q "NOT STICKY\|TOO SLOW\|WRONG RESULT\|IN /dev/shm DURING\|completed all iterations" "$out"; then
     fail "see the rank output above"
 fi
 jobid=$(sed -n 's/^jobid=//p' "$out" | head -n 1)
