@@ -193,7 +193,7 @@ static int bad_config_requests_ops(mlc_comm_t *comm)
     CHECK_ERR(mlc_comm_init(&cfg, &c), MLC_ERR_INVALID_ARG);
     CHECK_ERR(mlc_comm_init_all(2, &cfg, cs), MLC_ERR_INVALID_ARG);
     cfg.magic = MLC_CONFIG_MAGIC;
-    cfg.version = 99;
+    cfg.version = 0; /* older than any library (newer versions may be accepted) */
     CHECK_ERR(mlc_comm_init(&cfg, &c), MLC_ERR_INVALID_ARG);
     CHECK_ERR(mlc_comm_init_all(2, &cfg, cs), MLC_ERR_INVALID_ARG);
     CHECK(c == NULL && cs[0] == NULL && cs[1] == NULL, "a failed init wrote its output");
@@ -376,6 +376,26 @@ static int abort_from_thread(mlc_comm_t *comm)
     return 0;
 }
 
+/* Every rank aborts several communicators at the same moment: each abort
+ * must stick to its own communicator (with the threads backend all of this
+ * happens in one process, concurrently). */
+static int many_aborts_at_once(mlc_comm_t *comm)
+{
+    enum { K = 8 };
+    mlc_comm_t *subs[K];
+    for (int k = 0; k < K; k++) CHECK_OK(mlc_comm_split(comm, 0, 0, &subs[k]));
+    CHECK_OK(mlc_barrier(comm, NULL));
+    for (int k = 0; k < K; k++) CHECK_OK(mlc_comm_abort(subs[k]));
+    for (int k = 0; k < K; k++) {
+        CHECK(mlc_comm_status(subs[k]) == MLC_ERR_ABORTED,
+              "communicator %d: mlc_comm_status is %s right after mlc_comm_abort returned", k,
+              mlc_status_name(mlc_comm_status(subs[k])));
+        CHECK_ERR(mlc_barrier(subs[k], NULL), MLC_ERR_ABORTED);
+    }
+    for (int k = 0; k < K; k++) CHECK_OK(mlc_comm_free(subs[k]));
+    return 0;
+}
+
 static int body(mlc_comm_t *comm)
 {
     int p = mlc_comm_size(comm);
@@ -401,6 +421,7 @@ static int body(mlc_comm_t *comm)
 
     CHECK_RUN(abort_seen_by_peers(comm));
     CHECK_RUN(abort_from_thread(comm));
+    CHECK_RUN(many_aborts_at_once(comm));
     CHECK(mlc_comm_free(NULL) == MLC_SUCCESS, "mlc_comm_free(NULL)");
     mlc_test_free(a);
     mlc_test_free(b);
