@@ -25,11 +25,13 @@
  * untouched until its request completes, and a request must be completed
  * before its communicator is freed.
  *
- * Every tensor collective first exchanges a small description of each
- * rank's arguments (one blocking all-gather of ~200 bytes), so that every
- * rank reaches the same verdict and either all ranks start the operation or
- * all fail with an error; a call therefore returns only once every member of
- * the communicator has made the matching call. See docs/TENSOR.md.
+ * By default every tensor collective first exchanges a small description
+ * of each rank's arguments (one blocking all-gather of 160 bytes per rank),
+ * so that every rank reaches the same verdict and either all ranks start
+ * the operation or all fail with an error; a call therefore returns only
+ * once every member of the communicator has made the matching call.
+ * mlc_tensor_set_checks(comm, MLC_TENSOR_CHECKS_LOCAL) drops the exchange
+ * where that latency matters. See docs/TENSOR.md.
  */
 #ifndef MLCOMM_TENSOR_H
 #define MLCOMM_TENSOR_H
@@ -155,6 +157,41 @@ MLC_API mlc_status_t mlc_tensor_broadcast(mlc_tensor_t *t, int root, mlc_comm_t 
 
 /** Barrier with a tensor request (mlc_barrier with the same request type). */
 MLC_API mlc_status_t mlc_tensor_barrier(mlc_comm_t *comm, mlc_tensor_request_t **req);
+
+/*
+ * How much the tensor collectives of a communicator check across ranks.
+ *  full  (default) one small all-gather of every rank's arguments before
+ *        the data moves; any disagreement fails on every rank, naming the
+ *        ranks and shapes. Costs one small-message latency per call.
+ *  local no exchange: each rank checks only its own arguments, and shards
+ *        (all-gather) and parts (reduce-scatter) must follow
+ *        mlc_tensor_split. Ranks that disagree are not detected (as with
+ *        NCCL or MPI): the operation may move wrong data or wait until the
+ *        communicator's timeout. For latency-bound calls whose arguments
+ *        are known to agree.
+ */
+#define MLC_TENSOR_CHECKS_LIST(X)       \
+    X(MLC_TENSOR_CHECKS_FULL, "full")   \
+    X(MLC_TENSOR_CHECKS_LOCAL, "local")
+
+typedef int32_t mlc_tensor_checks_t;
+enum {
+#define MLC_X_ENUM(name, str) name,
+    MLC_TENSOR_CHECKS_LIST(MLC_X_ENUM)
+#undef MLC_X_ENUM
+    MLC_TENSOR_CHECKS_COUNT
+};
+
+/**
+ * Set the check level of comm's tensor collectives. Collective over comm
+ * (every rank must pass the same level: MISMATCH naming the ranks
+ * otherwise, and the level is left as it was). A communicator made by
+ * mlc_comm_split starts at full. Errors: INVALID_ARG (NULL comm, unknown
+ * level), MISMATCH, the communicator's errors.
+ */
+MLC_API mlc_status_t mlc_tensor_set_checks(mlc_comm_t *comm, mlc_tensor_checks_t level);
+/** The check level of comm (MLC_TENSOR_CHECKS_FULL for NULL). */
+MLC_API mlc_tensor_checks_t mlc_tensor_get_checks(const mlc_comm_t *comm);
 
 /* ------------------------------------------------------------------------ */
 /* Device meshes (process groups)                                           */

@@ -30,6 +30,9 @@ static mlc_status_t allgather_local(mlc_tcall_t *c, const mlc_tensor_t *shard,
         return st;
     if ((st = mlc_tdim_normalize(dim, shard->ndim, c->fn, &g->dim))) return st;
     if ((st = mlc_tpair_check(shard, out, g->dim, c->fn, "shard", "out"))) return st;
+    if (c->trusted &&
+        (st = mlc_tcall_check_split(c, shard->shape[g->dim], out->shape[g->dim], g->dim, "shard")))
+        return st;
     g->outer = mlc_tshape_prod(shard->shape, 0, g->dim);
     g->inner = mlc_tshape_prod(shard->shape, g->dim + 1, shard->ndim);
     g->esize = mlc_dtype_size(shard->dtype);
@@ -97,7 +100,7 @@ static mlc_status_t allgather_start(mlc_tcall_t *c, const mlc_tensor_t *shard, m
     size_t *block_off = r->vec + 3 * (size_t)p; /* bytes; displs stay read by the collective */
     bool even = true;
     for (int q = 0; q < p; q++) {
-        d[q] = (size_t)c->all[q].shape[g->dim];
+        d[q] = mlc_tcall_part(c, q, g->dim, false, out->shape[g->dim]);
         counts[q] = g->outer * d[q] * g->inner;
         displs[q] = q ? displs[q - 1] + counts[q - 1] : 0;
         if (d[q] != d[0]) even = false;
@@ -140,7 +143,7 @@ MLC_API mlc_status_t mlc_tensor_allgather(const mlc_tensor_t *shard, mlc_tensor_
     mlc_tmeta_shapes(&c.mine, shard, out);
     st = mlc_tcall_agree(&c, local);
     uint64_t total = 0;
-    if (st == MLC_SUCCESS) st = allgather_global(&c, g.dim, &total);
+    if (st == MLC_SUCCESS && !c.trusted) st = allgather_global(&c, g.dim, &total);
     if (st == MLC_SUCCESS) st = allgather_start(&c, shard, out, &g);
     return mlc_tcall_end(&c, st, req);
 }

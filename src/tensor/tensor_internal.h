@@ -172,6 +172,7 @@ typedef struct mlc_tcall {
     mlc_tmeta_t *heap_all;
     mlc_tensor_request_t stack;
     mlc_tensor_request_t *r;
+    bool trusted;     /* MLC_TENSOR_CHECKS_LOCAL: no exchange, all == NULL */
 } mlc_tcall_t;
 
 /*
@@ -181,12 +182,21 @@ typedef struct mlc_tcall {
  */
 mlc_status_t mlc_tcall_begin(mlc_tcall_t *c, int kind, mlc_comm_t *comm, bool async,
                              mlc_status_t *local);
-/* The exchange and common verdict (see mlc_tmeta_agree). */
+/* The exchange and common verdict (see mlc_tmeta_agree); trusted: only `local`. */
 mlc_status_t mlc_tcall_agree(mlc_tcall_t *c, mlc_status_t local);
 /* End the call with start status st (see mlc_treq_end) and free the table. */
 mlc_status_t mlc_tcall_end(mlc_tcall_t *c, mlc_status_t st, mlc_tensor_request_t **req);
 /* Are shapes a and b (ndim entries) equal, ignoring dimension `skip` (-1: none)? */
 bool mlc_tshape_equal(const uint64_t *a, const uint64_t *b, int ndim, int skip);
+/*
+ * Length along dim of rank q's part: from the exchanged table (`out_side`:
+ * the outputs' shapes), or, trusted, rank q's part of `total` by
+ * mlc_tensor_split.
+ */
+size_t mlc_tcall_part(const mlc_tcall_t *c, int q, int dim, bool out_side, size_t total);
+/* Trusted calls: this rank's length along dim must be its mlc_tensor_split part of total. */
+mlc_status_t mlc_tcall_check_split(const mlc_tcall_t *c, size_t mine, size_t total, int dim,
+                                   const char *what);
 /* Check that in and out have the same dtype and shape except along `skip` (-1: none). */
 mlc_status_t mlc_tpair_check(const mlc_tensor_t *in, const mlc_tensor_t *out, int skip,
                              const char *fn, const char *in_name, const char *out_name);

@@ -34,6 +34,9 @@ static mlc_status_t reduce_scatter_local(mlc_tcall_t *c, const mlc_tensor_t *in,
         return st;
     if ((st = mlc_tdim_normalize(dim, in->ndim, c->fn, &g->dim))) return st;
     if ((st = mlc_tpair_check(in, out, g->dim, c->fn, "in", "out"))) return st;
+    if (c->trusted &&
+        (st = mlc_tcall_check_split(c, out->shape[g->dim], in->shape[g->dim], g->dim, "out")))
+        return st;
     if ((st = mlc_op_check(in->dtype, op))) return st;
     g->outer = mlc_tshape_prod(in->shape, 0, g->dim);
     g->inner = mlc_tshape_prod(in->shape, g->dim + 1, in->ndim);
@@ -102,7 +105,7 @@ static mlc_status_t reduce_scatter_start(mlc_tcall_t *c, const mlc_tensor_t *in,
     size_t *block_off = r->vec + 3 * (size_t)p;
     bool even = true;
     for (int q = 0; q < p; q++) {
-        d[q] = (size_t)c->all[q].out_shape[g->dim];
+        d[q] = mlc_tcall_part(c, q, g->dim, true, in->shape[g->dim]);
         counts[q] = g->outer * d[q] * g->inner;
         displs[q] = q ? displs[q - 1] + counts[q - 1] : 0;
         block_off[q] = displs[q] * g->esize;
@@ -150,7 +153,7 @@ MLC_API mlc_status_t mlc_tensor_reduce_scatter(const mlc_tensor_t *in, mlc_tenso
     c.mine.arg = op;
     mlc_tmeta_shapes(&c.mine, in, out);
     st = mlc_tcall_agree(&c, local);
-    if (st == MLC_SUCCESS) st = reduce_scatter_global(&c, g.dim);
+    if (st == MLC_SUCCESS && !c.trusted) st = reduce_scatter_global(&c, g.dim);
     if (st == MLC_SUCCESS) st = reduce_scatter_start(&c, in, out, op, &g);
     return mlc_tcall_end(&c, st, req);
 }

@@ -154,9 +154,35 @@ static int cross_rank_errors(mlc_comm_t *comm)
     return still_works(comm);
 }
 
+/* The check level: set together or not at all; "local" refuses shards
+ * that do not follow mlc_tensor_split (on every rank here). */
+static int check_levels(mlc_comm_t *comm)
+{
+    int p = mlc_comm_size(comm), r = mlc_comm_rank(comm);
+    CHECK(mlc_tensor_get_checks(comm) == MLC_TENSOR_CHECKS_FULL, "default level");
+    CHECK_ERR(mlc_tensor_set_checks(NULL, MLC_TENSOR_CHECKS_LOCAL), MLC_ERR_INVALID_ARG);
+    CHECK_FAIL(mlc_tensor_set_checks(comm, 7), MLC_ERR_INVALID_ARG, "level 7");
+    if (p >= 2) {
+        mlc_tensor_checks_t mine = r == p - 1 ? MLC_TENSOR_CHECKS_LOCAL : MLC_TENSOR_CHECKS_FULL;
+        CHECK_FAIL(mlc_tensor_set_checks(comm, mine), MLC_ERR_MISMATCH, "\"local\"");
+        CHECK(mlc_tensor_get_checks(comm) == MLC_TENSOR_CHECKS_FULL, "level changed on a mismatch");
+    }
+    CHECK_OK(mlc_tensor_set_checks(comm, MLC_TENSOR_CHECKS_LOCAL));
+    mlc_tensor_t shard = f32(buf_a, 2, 1, 3, 0), out = f32(buf_b, 2, 2 * (size_t)p, 3, 0);
+    CHECK_FAIL(mlc_tensor_allgather(&shard, &out, 0, comm, NULL), MLC_ERR_INVALID_ARG,
+               "mlc_tensor_split");
+    mlc_tensor_t in = f32(buf_a, 2, 2 * (size_t)p, 3, 0), part = f32(buf_b, 2, 3, 3, 0);
+    CHECK_FAIL(mlc_tensor_reduce_scatter(&in, &part, 0, MLC_SUM, comm, NULL), MLC_ERR_INVALID_ARG,
+               "mlc_tensor_split");
+    if (still_works(comm)) return 1;
+    CHECK_OK(mlc_tensor_set_checks(comm, MLC_TENSOR_CHECKS_FULL));
+    return 0;
+}
+
 static int body(mlc_comm_t *comm)
 {
     int failed = local_errors(comm);
+    if (!failed) failed = check_levels(comm);
     if (!failed && mlc_comm_size(comm) >= 2) failed = cross_rank_errors(comm);
     return mlc_test_any_failed(comm, failed);
 }

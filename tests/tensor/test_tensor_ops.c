@@ -31,6 +31,7 @@ typedef struct ctx {
     mlc_comm_t *world;
     int failures;
     int cases;
+    int local_checks; /* MLC_TENSOR_CHECKS_LOCAL: uneven shards follow mlc_tensor_split */
 } ctx_t;
 
 #define EXPECT(c, cond, ...)                                                              \
@@ -108,7 +109,9 @@ static void case_allgather(ctx_t *c, const layout_t *L, mlc_dtype_t dt, int dim,
     int gp = mlc_comm_size(L->comm), g = mlc_comm_rank(L->comm);
     size_t d[64], off[64], total = 0;
     for (int q = 0; q < gp; q++) {
-        d[q] = uneven ? (size_t)(q % 2) + 1 : 2;
+        size_t split_off;
+        d[q] = uneven ? (size_t)(q % 2) + 1 : 2; /* any lengths, when the ranks compare */
+        if (uneven && c->local_checks) mlc_tensor_split(2 * (size_t)gp + 1, gp, q, &split_off, &d[q]);
         off[q] = total;
         total += d[q];
     }
@@ -344,6 +347,33 @@ static void run_layout(ctx_t *c, const layout_t *L)
         case_reduce_scatter(c, L, MLC_FLOAT32, dim, dim == 2, MLC_SUM, dim % 2, 1);
 }
 
+/* The same operations with checks "local" (no argument exchange). */
+static void run_layout_local_checks(ctx_t *c, const layout_t *L)
+{
+    mlc_status_t st = mlc_tensor_set_checks(L->comm, MLC_TENSOR_CHECKS_LOCAL);
+    EXPECT(c, st == MLC_SUCCESS, "set_checks local on %s: %s", L->name, mlc_last_error());
+    if (st != MLC_SUCCESS) return;
+    EXPECT(c, mlc_tensor_get_checks(L->comm) == MLC_TENSOR_CHECKS_LOCAL, "get_checks");
+    c->local_checks = 1;
+    static const mlc_dtype_t types[] = {MLC_INT8, MLC_BFLOAT16, MLC_FLOAT32, MLC_UINT64};
+    int gp = mlc_comm_size(L->comm);
+    for (int t = 0; t < 4; t++)
+        for (int async = 0; async <= 1; async++) {
+            for (int dim = 0; dim < NDIM; dim++)
+                for (int uneven = 0; uneven <= 1; uneven++) {
+                    case_allgather(c, L, types[t], dim, uneven, async, 0);
+                    case_reduce_scatter(c, L, types[t], dim, uneven, MLC_SUM, async, dim == 1);
+                }
+            case_allgather_in_place(c, L, types[t], async);
+            case_reduce_scatter_in_place(c, L, types[t], async);
+            case_allreduce(c, L, types[t], MLC_MAX, async, async);
+            case_broadcast(c, L, types[t], gp - 1, async);
+        }
+    c->local_checks = 0;
+    st = mlc_tensor_set_checks(L->comm, MLC_TENSOR_CHECKS_FULL);
+    EXPECT(c, st == MLC_SUCCESS, "set_checks full on %s: %s", L->name, mlc_last_error());
+}
+
 /* ---- layouts ------------------------------------------------------------------ */
 static int add_split_layout(ctx_t *c, mlc_comm_t *world, layout_t *L)
 {
@@ -392,7 +422,10 @@ static int body(mlc_comm_t *world)
             for (int g = 0; g < 2; g++) L->members[g] = g * 2 + tp;
         }
     }
-    for (int i = 0; i < n; i++) run_layout(&c, &layouts[i]);
+    for (int i = 0; i < n; i++) {
+        run_layout(&c, &layouts[i]);
+        run_layout_local_checks(&c, &layouts[i]);
+    }
     for (int i = 0; i < n; i++)
         if (layouts[i].owned) mlc_comm_free(layouts[i].comm);
     mlc_mesh_free(mesh);
