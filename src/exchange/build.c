@@ -6,6 +6,7 @@
  * before every communication step, so a rank that fails never leaves the
  * others waiting.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "core/error.h"
@@ -19,8 +20,14 @@ mlc_status_t mlc_xagree(mlc_comm_t *comm, mlc_status_t mine, const char *what)
     int64_t key = ((int64_t)(mine == MLC_SUCCESS) << 62) | ((int64_t)me << 8) |
                   (int64_t)(uint8_t)(-(int)mine);
     int64_t first = key;
+    char msg[1024] = "";
+    if (mine) snprintf(msg, sizeof msg, "%s", mlc_last_error());
     mlc_status_t st = mlc_allreduce(&key, &first, 1, MLC_INT64, MLC_MIN, comm, NULL);
-    if (mine) return mine; /* keep this rank's own message */
+    if (mine) {
+        /* The allreduce cleared this rank's own message: put it back. */
+        mlc_error_set_text(msg);
+        return mine;
+    }
     if (st) return st;
     if ((first >> 62) & 1) return MLC_SUCCESS;
     int rank = (int)((first >> 8) & 0x3fffffff);
@@ -195,9 +202,13 @@ static mlc_status_t route_requests(mlc_exchange_t *ex, int p, build_tmp_t *t)
         off += n;
     }
     if (st) {
-        /* Cannot finish the routing with the others: make them fail too. */
+        /* Cannot finish the routing with the others: make them fail too
+         * (keeping the cause, which those calls would clear). */
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", mlc_last_error());
         mlc_comm_abort(c);
         mlc_request_wait_all(nreq, t->reqs, NULL);
+        mlc_error_set_text(msg);
         return st;
     }
     return mlc_request_wait_all(nreq, t->reqs, NULL);

@@ -5,6 +5,7 @@
  * it (in rank order for non-commutative ops); larger values are all-gathered
  * and folded in rank order on every rank (same bits everywhere).
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "core/error.h"
@@ -36,7 +37,11 @@ static mlc_status_t combine_allreduce(const void *value, void *result, size_t co
     mlc_status_t st = mlc_op_create(combine_records, commutative, c, &op);
     if (st) return st;
     st = mlc_allreduce(value, result, count, MLC_RECORD((int)c->value_bytes), op, comm, NULL);
+    /* mlc_op_free clears the thread's message: keep the allreduce's. */
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", mlc_last_error());
     mlc_op_free(op);
+    if (st) mlc_error_set_text(msg);
     return st;
 }
 
