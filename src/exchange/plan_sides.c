@@ -38,18 +38,21 @@ mlc_status_t mlc_xplan_recv_side(mlc_xplan_t *plan, const mlc_xgeom_t *g, int me
     size_t nlocal = 0, nremote = 0;
     int npeers = 0;
     const size_t rl = mlc_xreq_len(g->ndim);
-    for (int r = 0; r < nranks; r++) req_counts[r] = 0;
     for (size_t i = 0; i < nm; i++) {
-        if (m[i].rank < 0 || m[i].rank >= nranks || m[i].need_id < 0 || m[i].need_id >= nneeds)
-            return mlc_error(MLC_ERR_INTERNAL, "exchange plan: match %zu names rank %d need %d", i,
-                             m[i].rank, m[i].need_id);
+        if (m[i].rank < 0 || m[i].rank >= nranks || m[i].need_id < 0 || m[i].need_id >= nneeds ||
+            (i > 0 && m[i].rank < m[i - 1].rank))
+            return mlc_error(MLC_ERR_INTERNAL,
+                             "exchange plan: match %zu names rank %d need %d (out of range or "
+                             "not grouped by rank)",
+                             i, m[i].rank, m[i].need_id);
         if (m[i].rank == me) {
             if (m[i].prov_id < 0 || m[i].prov_id >= nprovs)
                 return mlc_error(MLC_ERR_INTERNAL, "exchange plan: local match names provide %d of %d",
                                  m[i].prov_id, nprovs);
             nlocal++;
         } else {
-            if (req_counts[m[i].rank]++ == 0) npeers++;
+            /* Matches come grouped by rank: a new rank starts a new peer. */
+            if (i == 0 || m[i - 1].rank != m[i].rank) npeers++;
             nremote++;
         }
     }
@@ -104,6 +107,8 @@ mlc_status_t mlc_xplan_recv_side(mlc_xplan_t *plan, const mlc_xgeom_t *g, int me
         ns++;
     }
     if (np >= 0) arena = align_up(peers[np].offset + peers[np].bytes);
+    for (int r = 0; r < nranks; r++) req_counts[r] = 0;
+    for (int i = 0; i < npeers; i++) req_counts[peers[i].rank] = peers[i].nseg;
     plan->esize = g->esize;
     plan->recv = peers;
     plan->nrecv = npeers;
