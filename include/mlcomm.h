@@ -6,7 +6,7 @@
  * (`threads`, `shm`), MPI, and NCCL/RCCL. This header is self-contained: it
  * includes no MPI, CUDA or NCCL header.
  *
- * Conventions (see docs/API.md for the long form):
+ * Conventions (README.md and docs/ have the long form):
  *  - Every function that can fail returns mlc_status_t: 0 on success, a
  *    negative MLC_ERR_* otherwise. mlc_last_error() then returns the calling
  *    thread's detailed message (what failed, which rank/peer, the value seen).
@@ -482,9 +482,10 @@ typedef struct mlc_profile_stat {
 } mlc_profile_stat_t;
 
 /**
- * Per-collective totals since the communicator was created (collected whether
- * or not MLC_PROFILE is set). stats has room for *n entries; on return *n is
- * the number of kinds with count > 0 (at most MLC_COLL_COUNT).
+ * Per-collective totals since the communicator was created. Collected while
+ * profiling is on: MLC_PROFILE (or cfg.profile) names a trace file, or is
+ * "stats" for statistics without a file; otherwise *n = 0. stats has room for
+ * *n entries; on return *n is the number of kinds with count > 0.
  */
 MLC_API mlc_status_t mlc_profile_stats(const mlc_comm_t *comm, mlc_profile_stat_t *stats,
                                        size_t *n);

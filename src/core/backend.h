@@ -14,6 +14,7 @@
 #pragma GCC visibility push(default) /* modules (libmlcomm-mpi.so) link these */
 #include <stdbool.h>
 #include <stddef.h>
+#include "algos/sched.h"
 #include "comm.h"
 
 /* How a new world communicator should be formed (from resolved config). */
@@ -95,6 +96,9 @@ MLC_BACKEND_LIST(MLC_X_DECL)
 /* The registry: every backend in list order, NULL-terminated. */
 extern const mlc_backend_t *const mlc_backends[];
 const mlc_backend_t *mlc_backend_find(const char *name);
+/* The collective description of a request (for schedule building). */
+void mlc_request_desc(const mlc_request_t *req, mlc_coll_desc_t *d);
+
 /* Choose the backend for cfg (explicit name or auto). Sets a message on failure. */
 mlc_status_t mlc_backend_select(const mlc_cfg_t *cfg, const mlc_backend_t **out);
 #pragma GCC visibility pop

@@ -52,6 +52,7 @@ struct mlc_request {
     double t_start, t_end;
     struct mlc_request *next_free;
     bool in_use;
+    bool blocking;         /* the caller waits right away (no request handed out) */
     /* Backend-private state: inline storage to keep the small path malloc-free. */
     _Alignas(16) unsigned char priv[MLC_REQ_PRIV_BYTES];
     void *priv_ext;        /* backend-owned heap state when priv is too small (freed by the backend) */

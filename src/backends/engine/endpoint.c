@@ -1,0 +1,176 @@
+/*
+ * Endpoint: one rank's view of a segment, its queues, its doorbell and its
+ * progress thread. The progress thread exists only once an asynchronous
+ * operation was started, and it sleeps on the doorbell futex (woken by peers'
+ * writes) instead of spinning: it never steals a core.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+#include "engine.h"
+#include "error.h"
+#include "log.h"
+
+static void futex_wake_all(atomic_uint *addr)
+{
+    syscall(SYS_futex, (void *)addr, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+static void futex_wait(atomic_uint *addr, unsigned expected, double max_s)
+{
+    struct timespec ts;
+    ts.tv_sec = (time_t)max_s;
+    ts.tv_nsec = (long)((max_s - (double)ts.tv_sec) * 1e9);
+    syscall(SYS_futex, (void *)addr, FUTEX_WAIT, expected, &ts, NULL, 0);
+}
+
+void eng_wake(eng_ep_t *ep, int r)
+{
+    eng_ctl_t *c = eng_ctl(ep, r);
+    /* Pairs with the fence in eng_sleep: either the sleeper sees our data or we see it waiting. */
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&c->waiters, memory_order_relaxed) == 0) return;
+    atomic_fetch_add(&c->doorbell, 1);
+    futex_wake_all(&c->doorbell);
+}
+
+/* Sleep on our doorbell unless a progress pass finds work first. Lock NOT held. */
+void eng_sleep(eng_ep_t *ep, double max_s)
+{
+    eng_ctl_t *c = eng_ctl(ep, ep->wrank);
+    atomic_fetch_add(&c->waiters, 1);
+    atomic_thread_fence(memory_order_seq_cst);
+    unsigned v = atomic_load(&c->doorbell);
+    pthread_mutex_lock(&ep->lock);
+    int progressed = eng_progress_locked(ep);
+    pthread_mutex_unlock(&ep->lock);
+    if (!progressed) futex_wait(&c->doorbell, v, max_s);
+    atomic_fetch_sub(&c->waiters, 1);
+}
+
+static void *progress_main(void *arg)
+{
+    eng_ep_t *ep = arg;
+    pthread_mutex_lock(&ep->lock);
+    while (!ep->thread_stop) {
+        if (ep->async_pending == 0) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += 100000000;
+            if (ts.tv_nsec >= 1000000000) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000;
+            }
+            pthread_cond_timedwait(&ep->cond, &ep->lock, &ts);
+            continue;
+        }
+        /* Drive work while it moves; then sleep until a peer writes to us. */
+        if (eng_progress_locked(ep)) continue;
+        pthread_mutex_unlock(&ep->lock);
+        eng_sleep(ep, 0.05);
+        pthread_mutex_lock(&ep->lock);
+    }
+    pthread_mutex_unlock(&ep->lock);
+    return NULL;
+}
+
+/* Caller holds the lock. */
+mlc_status_t eng_async_begin(eng_ep_t *ep)
+{
+    ep->async_pending++;
+    if (!ep->thread_started) {
+        int rc = pthread_create(&ep->thread, NULL, progress_main, ep);
+        if (rc != 0) {
+            ep->async_pending--;
+            return mlc_error(MLC_ERR_SYSTEM, "cannot start the progress thread: %s", strerror(rc));
+        }
+        ep->thread_started = true;
+    }
+    pthread_cond_signal(&ep->cond);
+    return MLC_SUCCESS;
+}
+
+mlc_status_t eng_ep_create(eng_seg_t *seg, int wrank, bool threads, eng_ep_t **out)
+{
+    int n = (int)seg->nranks;
+    eng_ep_t *ep = calloc(1, sizeof *ep);
+    if (!ep) return mlc_error(MLC_ERR_NO_MEMORY, "engine: out of memory");
+    ep->seg = seg;
+    ep->base = (char *)seg;
+    ep->wrank = wrank;
+    ep->wsize = n;
+    ep->threads = threads;
+    ep->cma_ok = (const uint8_t *)ep->base + seg->cma_off;
+    ep->sendq_head = calloc((size_t)n, sizeof *ep->sendq_head);
+    ep->sendq_tail = calloc((size_t)n, sizeof *ep->sendq_tail);
+    ep->in = calloc((size_t)n, sizeof *ep->in);
+    ep->pids = calloc((size_t)n, sizeof *ep->pids);
+    if (!ep->sendq_head || !ep->sendq_tail || !ep->in || !ep->pids) {
+        free(ep->sendq_head);
+        free(ep->sendq_tail);
+        free(ep->in);
+        free(ep->pids);
+        free(ep);
+        return mlc_error(MLC_ERR_NO_MEMORY, "engine: out of memory");
+    }
+    /* Rendezvous above this size when the pair allows single-copy; the ring must
+     * hold several eager messages. */
+    ep->eager_max = seg->ring_bytes / 8 < 16384 ? seg->ring_bytes / 8 : 16384;
+    pthread_mutex_init(&ep->lock, NULL);
+    pthread_cond_init(&ep->cond, NULL);
+    atomic_store(&ep->ctx_next, 1); /* context pair 0 is the world communicator */
+    *out = ep;
+    return MLC_SUCCESS;
+}
+
+void eng_ep_unref(eng_ep_t *ep)
+{
+    pthread_mutex_lock(&ep->lock);
+    int left = --ep->refs;
+    if (left == 0) ep->thread_stop = true;
+    pthread_cond_signal(&ep->cond);
+    pthread_mutex_unlock(&ep->lock);
+    if (left > 0) return;
+    if (ep->thread_started) {
+        eng_ctl_t *c = eng_ctl(ep, ep->wrank);
+        atomic_fetch_add(&c->doorbell, 1);
+        futex_wake_all(&c->doorbell);
+        pthread_join(ep->thread, NULL);
+    }
+    while (ep->free_ops) {
+        eng_op_t *o = ep->free_ops;
+        ep->free_ops = o->next;
+        free(o);
+    }
+    while (ep->ux_head) {
+        eng_unexp_t *u = ep->ux_head;
+        ep->ux_head = u->next;
+        free(u->data);
+        free(u);
+    }
+    while (ep->acks) {
+        eng_ack_t *a = ep->acks;
+        ep->acks = a->next;
+        free(a);
+    }
+    /* Sends still queued (their communicators were freed): drop them. */
+    for (int d = 0; d < ep->wsize; d++)
+        while (ep->sendq_head[d]) {
+            eng_op_t *o = ep->sendq_head[d];
+            ep->sendq_head[d] = o->next;
+            free(o);
+        }
+    free(ep->sendq_head);
+    free(ep->sendq_tail);
+    free(ep->in);
+    free(ep->pids);
+    pthread_mutex_destroy(&ep->lock);
+    pthread_cond_destroy(&ep->cond);
+    if (ep->release) ep->release(ep);
+    free(ep);
+}

@@ -1,0 +1,241 @@
+/*
+ * The shared-memory engine behind the `threads` and `shm` backends.
+ *
+ * A segment (heap memory for threads, a POSIX shared-memory object for shm)
+ * holds, for every ordered pair of world ranks, a single-producer
+ * single-consumer byte ring, plus one control block per rank (doorbell futex,
+ * waiter count, pid). Messages are framed records in the rings:
+ *   EAGER  header + payload, streamed through the ring (any size);
+ *   RNDV   header naming the sender's buffer: the receiver copies it directly
+ *          (memcpy for threads, process_vm_readv for shm) and answers ACK;
+ *   ACK    completes a RNDV send.
+ * Matching follows MPI: per (context, source, tag), non-overtaking, with an
+ * unexpected queue, any-source and any-tag. Each communicator has two
+ * contexts (user p2p, internal collective traffic), so internal traffic never
+ * matches a user's receive.
+ *
+ * One endpoint per rank (per process for shm, per thread-rank for threads)
+ * serves every communicator of that rank; its mutex serialises progress.
+ */
+#ifndef MLC_ENGINE_H
+#define MLC_ENGINE_H
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include "algos/exec.h"
+#include "comm.h"
+
+#define ENG_MAGIC 0x4d4c4353u /* "MLCS" */
+#define ENG_LINE 64
+#define ENG_MAX_ABORTS 64
+#define ENG_ANY (-1)
+
+typedef struct eng_ctl {
+    _Alignas(ENG_LINE) atomic_uint doorbell; /* futex word; bumped by writers when waiters > 0 */
+    atomic_uint waiters;                     /* threads of this rank sleeping on doorbell */
+    atomic_int pid;
+    atomic_uint attached;
+    uint64_t cma_probe;                      /* a value peers read with process_vm_readv */
+    uint64_t cma_probe_addr;                 /* its address in this rank's process */
+} eng_ctl_t;
+
+typedef struct eng_ring_hdr {
+    _Alignas(ENG_LINE) atomic_uint_fast64_t head; /* bytes produced */
+    _Alignas(ENG_LINE) atomic_uint_fast64_t tail; /* bytes consumed */
+} eng_ring_hdr_t;
+
+typedef struct eng_seg {
+    atomic_uint magic; /* published last by the creator */
+    uint32_t nranks;
+    uint64_t ring_bytes;   /* power of two */
+    uint64_t total_bytes;
+    uint64_t ctl_off, ring_hdr_off, ring_data_off, cma_off;
+    atomic_uint nattached;
+    atomic_uint nreleased;
+    atomic_uint aborted[ENG_MAX_ABORTS]; /* contexts aborted by mlc_comm_abort (0 = free slot) */
+} eng_seg_t;
+
+/* Record header in a ring (8-byte aligned). */
+enum { ENG_EAGER = 1, ENG_RNDV = 2, ENG_ACK = 3 };
+typedef struct eng_hdr {
+    uint32_t kind, ctx;
+    uint64_t tag;
+    uint64_t bytes;
+    uint64_t addr;   /* RNDV: sender's buffer */
+    uint64_t cookie; /* RNDV/ACK: the sender's op */
+} eng_hdr_t;
+
+typedef struct eng_op eng_op_t;
+typedef struct eng_ep eng_ep_t;
+
+/* One point-to-point operation (user send/recv or a collective step). */
+struct eng_op {
+    eng_op_t *next;
+    bool is_send, done, cancelled;
+    mlc_status_t status;
+    char err[160];
+    uint32_t ctx;
+    int peer;         /* world rank; ENG_ANY for any-source */
+    uint64_t tag;     /* ENG_TAG_ANY for any-tag */
+    bool any_tag;
+    const void *sbuf; /* send */
+    void *rbuf;       /* recv */
+    size_t bytes;     /* send size / recv capacity */
+    size_t got;       /* recv: message size; send: bytes pushed */
+    int src_world;    /* recv: who sent it */
+    uint64_t rtag;    /* recv: tag of the message */
+    bool hdr_written; /* send: header in the ring */
+    bool rndv;        /* send: uses rendezvous */
+    mlc_request_t *req; /* user operation to complete, or NULL (collective step) */
+    struct eng_comm *comm;
+};
+
+/* A message that arrived before its receive was posted. */
+typedef struct eng_unexp {
+    struct eng_unexp *next;
+    uint32_t ctx;
+    int src;
+    uint64_t tag;
+    uint64_t bytes;
+    bool rndv, complete;
+    uint64_t addr, cookie; /* rndv */
+    char *data;            /* eager: malloc'd copy (complete when received == bytes) */
+    uint64_t received;
+} eng_unexp_t;
+
+/* Consumer state of one inbound ring. */
+typedef struct eng_inbound {
+    eng_hdr_t hdr;
+    bool in_msg;        /* a payload is streaming */
+    uint64_t remaining; /* payload bytes still to consume */
+    char *dst;          /* where they go (NULL = discard) */
+    uint64_t dst_room;  /* bytes still accepted at dst */
+    eng_op_t *op;       /* matched receive, completes at the end */
+    eng_unexp_t *ux;    /* or the unexpected entry being filled */
+} eng_inbound_t;
+
+/* An ACK waiting for ring space. */
+typedef struct eng_ack {
+    struct eng_ack *next;
+    int dst;
+    uint64_t cookie;
+} eng_ack_t;
+
+struct eng_ep {
+    pthread_mutex_t lock;
+    eng_seg_t *seg;
+    char *base;
+    int wrank, wsize;
+    bool threads;          /* ranks are threads of this process (memcpy rendezvous) */
+    bool cma;              /* shm: single-copy allowed by config */
+    const uint8_t *cma_ok; /* [reader * n + writer]: reader can process_vm_readv writer */
+    pid_t *pids;           /* world rank -> pid (shm) */
+    size_t eager_max;      /* larger messages use rendezvous when the pair allows it */
+    /* queues */
+    eng_op_t **sendq_head, **sendq_tail; /* per destination world rank */
+    eng_inbound_t *in;                   /* per source world rank */
+    eng_op_t *posted_head, *posted_tail;
+    eng_unexp_t *ux_head, *ux_tail;
+    eng_ack_t *acks;
+    eng_op_t *free_ops;
+    /* active collectives of every communicator on this endpoint */
+    struct eng_coll *colls;
+    int refs;              /* communicators using this endpoint */
+    atomic_uint ctx_next;  /* next context pair to hand out */
+    /* progress thread (asynchronous operations progress while the caller computes) */
+    pthread_t thread;
+    bool thread_started, thread_stop;
+    pthread_cond_t cond;
+    int async_pending;     /* async requests not yet complete */
+    atomic_int user_waiting;
+    /* liveness */
+    int (*peer_dead)(eng_ep_t *ep, int wrank, char *why, size_t len); /* backend hook */
+    void (*release)(eng_ep_t *ep);                                     /* backend hook */
+    void *backend_data;
+};
+
+/* Per-communicator engine state (comm->impl). */
+typedef struct eng_comm {
+    eng_ep_t *ep;
+    mlc_comm_t *comm;
+    uint32_t ctx;       /* user context; ctx + 1 carries collective traffic */
+    int *world_of;      /* comm rank -> world rank */
+    int *comm_of;       /* world rank -> comm rank or -1 */
+} eng_comm_t;
+
+/* An active collective (schedule executor) or a user request being driven. */
+typedef struct eng_coll {
+    struct eng_coll *next;
+    mlc_request_t *req;
+    mlc_exec_t *exec;
+    eng_comm_t *ec;
+} eng_coll_t;
+
+/* --- segment layout ------------------------------------------------------ */
+size_t eng_seg_size(int nranks, size_t *ring_bytes);
+void eng_seg_format(eng_seg_t *seg, int nranks, size_t ring_bytes, size_t total);
+static inline eng_ctl_t *eng_ctl(eng_ep_t *ep, int r)
+{
+    return (eng_ctl_t *)(ep->base + ep->seg->ctl_off) + r;
+}
+
+/* --- endpoint ------------------------------------------------------------ */
+mlc_status_t eng_ep_create(eng_seg_t *seg, int wrank, bool threads, eng_ep_t **out);
+void eng_ep_unref(eng_ep_t *ep);
+/* Wake rank r if it sleeps. */
+void eng_wake(eng_ep_t *ep, int r);
+/* One progress pass over rings, queues and collectives; caller holds ep->lock. */
+int eng_progress_locked(eng_ep_t *ep);
+/* Sleep on this rank's doorbell up to max_s (returns early when woken). */
+void eng_sleep(eng_ep_t *ep, double max_s);
+
+/* --- point-to-point (caller holds ep->lock) ------------------------------- */
+eng_op_t *eng_op_get(eng_ep_t *ep);
+void eng_op_put(eng_ep_t *ep, eng_op_t *op);
+mlc_status_t eng_isend(eng_comm_t *ec, uint32_t ctx, int peer, uint64_t tag, const void *buf,
+                       size_t bytes, mlc_request_t *req, eng_op_t **out);
+mlc_status_t eng_irecv(eng_comm_t *ec, uint32_t ctx, int peer, uint64_t tag, bool any_tag, void *buf,
+                       size_t cap, mlc_request_t *req, eng_op_t **out);
+/* Probe the unexpected queue (after a progress pass). */
+bool eng_probe(eng_comm_t *ec, int peer, int tag, mlc_msg_status_t *st);
+/* Drop every queued operation of ec (comm free). */
+void eng_cancel_comm(eng_comm_t *ec);
+/* Copy `bytes` from the sender's buffer (rendezvous). */
+mlc_status_t eng_rndv_copy(eng_ep_t *ep, int src, uint64_t addr, void *dst, size_t bytes);
+
+/* --- the backend table slots shared by threads and shm -------------------- */
+mlc_status_t eng_comm_create(mlc_comm_t *comm, eng_ep_t *ep, uint32_t ctx, const int *world_of);
+void eng_be_destroy(mlc_comm_t *comm);
+void eng_be_abort(mlc_comm_t *comm);
+mlc_status_t eng_be_split(mlc_comm_t *parent, int color, int key, const int *members, int n,
+                          mlc_comm_t *child);
+mlc_status_t eng_be_progress(mlc_comm_t *comm, int *progressed);
+void eng_be_idle(mlc_comm_t *comm, double max_s);
+mlc_status_t eng_be_health(mlc_comm_t *comm);
+void eng_be_pending_peers(const mlc_request_t *req, char *buf, size_t len);
+mlc_status_t eng_be_iprobe(mlc_comm_t *comm, int source, int tag, int *flag, mlc_msg_status_t *st);
+const char *const *eng_be_algos(mlc_coll_t coll);
+mlc_status_t eng_start_coll(mlc_request_t *req);
+mlc_status_t eng_start_send(mlc_request_t *req);
+mlc_status_t eng_start_recv(mlc_request_t *req);
+mlc_status_t eng_start_sendrecv(mlc_request_t *req);
+
+/* Designated initializers of the start slots every engine backend shares. */
+#define ENG_START_SLOTS                                                                      \
+    [MLC_COLL_BROADCAST] = eng_start_coll, [MLC_COLL_REDUCE] = eng_start_coll,               \
+    [MLC_COLL_ALLREDUCE] = eng_start_coll, [MLC_COLL_ALLGATHER] = eng_start_coll,            \
+    [MLC_COLL_ALLGATHERV] = eng_start_coll, [MLC_COLL_REDUCE_SCATTER] = eng_start_coll,      \
+    [MLC_COLL_ALLTOALL] = eng_start_coll, [MLC_COLL_ALLTOALLV] = eng_start_coll,             \
+    [MLC_COLL_GATHER] = eng_start_coll, [MLC_COLL_GATHERV] = eng_start_coll,                 \
+    [MLC_COLL_SCATTER] = eng_start_coll, [MLC_COLL_SCATTERV] = eng_start_coll,               \
+    [MLC_COLL_BARRIER] = eng_start_coll, [MLC_COLL_SEND] = eng_start_send,                   \
+    [MLC_COLL_RECV] = eng_start_recv, [MLC_COLL_SENDRECV] = eng_start_sendrecv
+
+#define ENG_COMMON_SLOTS                                                                     \
+    .split = eng_be_split, .destroy = eng_be_destroy, .abort = eng_be_abort,                 \
+    .start = {ENG_START_SLOTS}, .iprobe = eng_be_iprobe, .progress = eng_be_progress,        \
+    .idle = eng_be_idle, .health = eng_be_health, .pending_peers = eng_be_pending_peers,     \
+    .algos = eng_be_algos
+#endif

@@ -1,0 +1,573 @@
+/*
+ * Point-to-point over the rings: framing, matching (posted and unexpected
+ * queues), eager streaming, rendezvous and ACKs. Every function here runs
+ * with the endpoint lock held.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include "engine.h"
+#include "error.h"
+#include "log.h"
+
+/* ---- rings ---------------------------------------------------------------- */
+
+static inline eng_ring_hdr_t *ring_hdr(eng_ep_t *ep, int src, int dst)
+{
+    return (eng_ring_hdr_t *)(ep->base + ep->seg->ring_hdr_off) + (size_t)src * (size_t)ep->wsize + (size_t)dst;
+}
+
+static inline char *ring_data(eng_ep_t *ep, int src, int dst)
+{
+    return ep->base + ep->seg->ring_data_off +
+           ((size_t)src * (size_t)ep->wsize + (size_t)dst) * ep->seg->ring_bytes;
+}
+
+/* Copy len bytes into the ring at stream position pos (wrapping). */
+static void ring_put(char *data, size_t r, uint64_t pos, const void *src, size_t len)
+{
+    size_t at = (size_t)(pos & (r - 1)), first = r - at < len ? r - at : len;
+    if (src) {
+        memcpy(data + at, src, first);
+        memcpy(data, (const char *)src + first, len - first);
+    } else { /* a cancelled send: its remainder is sent as zeros */
+        memset(data + at, 0, first);
+        memset(data, 0, len - first);
+    }
+}
+
+static void ring_get(const char *data, size_t r, uint64_t pos, void *dst, size_t len)
+{
+    size_t at = (size_t)(pos & (r - 1)), first = r - at < len ? r - at : len;
+    memcpy(dst, data + at, first);
+    memcpy((char *)dst + first, data, len - first);
+}
+
+/* ---- ops ---------------------------------------------------------------- */
+
+eng_op_t *eng_op_get(eng_ep_t *ep)
+{
+    eng_op_t *op = ep->free_ops;
+    if (op)
+        ep->free_ops = op->next;
+    else if (!(op = malloc(sizeof *op)))
+        return NULL;
+    memset(op, 0, sizeof *op);
+    return op;
+}
+
+void eng_op_put(eng_ep_t *ep, eng_op_t *op)
+{
+    op->next = ep->free_ops;
+    ep->free_ops = op;
+}
+
+static void op_done(eng_op_t *op, mlc_status_t st)
+{
+    op->status = st;
+    op->done = true;
+}
+
+static void op_fail(eng_op_t *op, mlc_status_t st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void op_fail(eng_op_t *op, mlc_status_t st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(op->err, sizeof op->err, fmt, ap);
+    va_end(ap);
+    op_done(op, st);
+}
+
+static void recv_finish(eng_ep_t *ep, eng_op_t *op, int src, uint64_t tag, uint64_t bytes)
+{
+    op->src_world = src;
+    op->rtag = tag;
+    op->got = bytes;
+    if (op->cancelled) {
+        eng_op_put(ep, op);
+        return;
+    }
+    if (bytes > op->bytes)
+        op_fail(op, MLC_ERR_TRUNCATE,
+                "message of %llu bytes from rank %d (tag %llu) is longer than the receive buffer of %zu bytes",
+                (unsigned long long)bytes, op->comm ? op->comm->comm_of[src] : src, (unsigned long long)tag,
+                op->bytes);
+    else
+        op_done(op, MLC_SUCCESS);
+}
+
+/* ---- ACKs ----------------------------------------------------------------- */
+
+static bool push_ack(eng_ep_t *ep, int dst, uint64_t cookie)
+{
+    eng_ring_hdr_t *h = ring_hdr(ep, ep->wrank, dst);
+    size_t r = ep->seg->ring_bytes;
+    uint64_t head = atomic_load_explicit(&h->head, memory_order_relaxed);
+    uint64_t tail = atomic_load_explicit(&h->tail, memory_order_acquire);
+    if (r - (head - tail) < sizeof(eng_hdr_t)) return false;
+    eng_hdr_t hdr = {.kind = ENG_ACK, .cookie = cookie};
+    ring_put(ring_data(ep, ep->wrank, dst), r, head, &hdr, sizeof hdr);
+    atomic_store_explicit(&h->head, head + sizeof hdr, memory_order_release);
+    eng_wake(ep, dst);
+    return true;
+}
+
+/* An ACK may enter the ring only between records, never inside an eager
+ * payload that is still streaming to dst. Their mutual order does not matter. */
+static bool between_records(const eng_ep_t *ep, int dst)
+{
+    return !ep->sendq_head[dst] || !ep->sendq_head[dst]->hdr_written;
+}
+
+static void send_ack(eng_ep_t *ep, int dst, uint64_t cookie)
+{
+    if (between_records(ep, dst) && push_ack(ep, dst, cookie)) return;
+    eng_ack_t *a = malloc(sizeof *a);
+    if (!a) {
+        MLC_WARN("engine: out of memory queueing an acknowledgement to rank %d", dst);
+        return;
+    }
+    a->dst = dst;
+    a->cookie = cookie;
+    a->next = ep->acks;
+    ep->acks = a;
+}
+
+static int flush_acks(eng_ep_t *ep)
+{
+    int moved = 0;
+    eng_ack_t **pp = &ep->acks;
+    while (*pp) {
+        eng_ack_t *a = *pp;
+        if (between_records(ep, a->dst) && push_ack(ep, a->dst, a->cookie)) {
+            *pp = a->next;
+            free(a);
+            moved = 1;
+        } else {
+            pp = &a->next;
+        }
+    }
+    return moved;
+}
+
+/* ---- rendezvous copy ------------------------------------------------------ */
+
+mlc_status_t eng_rndv_copy(eng_ep_t *ep, int src, uint64_t addr, void *dst, size_t bytes)
+{
+    if (bytes == 0) return MLC_SUCCESS;
+    if (ep->threads || src == ep->wrank) {
+        memcpy(dst, (const void *)(uintptr_t)addr, bytes);
+        return MLC_SUCCESS;
+    }
+    size_t done = 0;
+    while (done < bytes) {
+        struct iovec l = {(char *)dst + done, bytes - done};
+        struct iovec r = {(void *)(uintptr_t)(addr + done), bytes - done};
+        ssize_t n = process_vm_readv(ep->pids[src], &l, 1, &r, 1, 0);
+        if (n <= 0) {
+            if (n < 0 && errno == EINTR) continue;
+            return mlc_error(errno == ESRCH ? MLC_ERR_PEER_LOST : MLC_ERR_SYSTEM,
+                             "single-copy read of %zu bytes from rank %d (pid %d) failed: %s", bytes - done, src,
+                             (int)ep->pids[src], n < 0 ? strerror(errno) : "no progress");
+        }
+        done += (size_t)n;
+    }
+    return MLC_SUCCESS;
+}
+
+/* Deliver a rendezvous message to a matched receive. */
+static void rndv_deliver(eng_ep_t *ep, eng_op_t *op, int src, uint64_t tag, uint64_t bytes, uint64_t addr,
+                         uint64_t cookie)
+{
+    size_t n = bytes < op->bytes ? (size_t)bytes : op->bytes;
+    mlc_status_t st = op->cancelled ? MLC_SUCCESS : eng_rndv_copy(ep, src, addr, op->rbuf, n);
+    send_ack(ep, src, cookie);
+    if (st != MLC_SUCCESS) {
+        op->src_world = src;
+        op->rtag = tag;
+        op_fail(op, st, "%s", mlc_last_error());
+        return;
+    }
+    recv_finish(ep, op, src, tag, bytes);
+}
+
+/* ---- matching --------------------------------------------------------------- */
+
+static bool matches(const eng_op_t *op, uint32_t ctx, int src, uint64_t tag)
+{
+    return op->ctx == ctx && (op->peer == ENG_ANY || op->peer == src) && (op->any_tag || op->tag == tag);
+}
+
+static eng_op_t *take_posted(eng_ep_t *ep, uint32_t ctx, int src, uint64_t tag)
+{
+    eng_op_t *prev = NULL;
+    for (eng_op_t *op = ep->posted_head; op; prev = op, op = op->next) {
+        if (!matches(op, ctx, src, tag)) continue;
+        if (prev)
+            prev->next = op->next;
+        else
+            ep->posted_head = op->next;
+        if (ep->posted_tail == op) ep->posted_tail = prev;
+        op->next = NULL;
+        return op;
+    }
+    return NULL;
+}
+
+static void ux_append(eng_ep_t *ep, eng_unexp_t *u)
+{
+    u->next = NULL;
+    if (ep->ux_tail)
+        ep->ux_tail->next = u;
+    else
+        ep->ux_head = u;
+    ep->ux_tail = u;
+}
+
+static void ux_remove(eng_ep_t *ep, eng_unexp_t *u, eng_unexp_t *prev)
+{
+    if (prev)
+        prev->next = u->next;
+    else
+        ep->ux_head = u->next;
+    if (ep->ux_tail == u) ep->ux_tail = prev;
+}
+
+/* ---- inbound ---------------------------------------------------------------- */
+
+static void start_eager(eng_ep_t *ep, int src, const eng_hdr_t *h)
+{
+    eng_inbound_t *in = &ep->in[src];
+    in->hdr = *h;
+    in->remaining = h->bytes;
+    in->op = take_posted(ep, h->ctx, src, h->tag);
+    in->ux = NULL;
+    if (in->op) {
+        in->dst = in->op->cancelled ? NULL : in->op->rbuf;
+        in->dst_room = h->bytes < in->op->bytes ? h->bytes : in->op->bytes;
+    } else {
+        eng_unexp_t *u = calloc(1, sizeof *u);
+        if (u && h->bytes) u->data = malloc(h->bytes);
+        if (!u || (h->bytes && !u->data)) {
+            /* Nothing can hold it: drop it and fail loudly rather than corrupt the stream. */
+            MLC_WARN("engine: out of memory buffering a %llu-byte message from rank %d; it is dropped",
+                     (unsigned long long)h->bytes, src);
+            if (u) free(u);
+            in->dst = NULL;
+            in->dst_room = 0;
+        } else {
+            u->ctx = h->ctx;
+            u->src = src;
+            u->tag = h->tag;
+            u->bytes = h->bytes;
+            ux_append(ep, u);
+            in->ux = u;
+            in->dst = u->data;
+            in->dst_room = h->bytes;
+        }
+    }
+    in->in_msg = true;
+}
+
+static void finish_eager(eng_ep_t *ep, int src)
+{
+    eng_inbound_t *in = &ep->in[src];
+    in->in_msg = false;
+    if (in->op) recv_finish(ep, in->op, src, in->hdr.tag, in->hdr.bytes);
+    if (in->ux) in->ux->complete = true;
+    in->op = NULL;
+    in->ux = NULL;
+}
+
+static void on_rndv(eng_ep_t *ep, int src, const eng_hdr_t *h)
+{
+    eng_op_t *op = take_posted(ep, h->ctx, src, h->tag);
+    if (op) {
+        rndv_deliver(ep, op, src, h->tag, h->bytes, h->addr, h->cookie);
+        return;
+    }
+    eng_unexp_t *u = calloc(1, sizeof *u);
+    if (!u) {
+        MLC_WARN("engine: out of memory queueing a message from rank %d", src);
+        return;
+    }
+    *u = (eng_unexp_t){.ctx = h->ctx, .src = src, .tag = h->tag, .bytes = h->bytes, .rndv = true,
+                       .complete = true, .addr = h->addr, .cookie = h->cookie};
+    ux_append(ep, u);
+}
+
+static void on_ack(eng_ep_t *ep, uint64_t cookie)
+{
+    eng_op_t *op = (eng_op_t *)(uintptr_t)cookie;
+    if (op->cancelled) {
+        eng_op_put(ep, op);
+        return;
+    }
+    op->got = op->bytes;
+    op_done(op, MLC_SUCCESS);
+}
+
+/* Consume what rank src has written to us. Returns 1 if anything moved. */
+static int poll_inbound(eng_ep_t *ep, int src)
+{
+    eng_ring_hdr_t *h = ring_hdr(ep, src, ep->wrank);
+    uint64_t tail = atomic_load_explicit(&h->tail, memory_order_relaxed);
+    uint64_t head = atomic_load_explicit(&h->head, memory_order_acquire);
+    if (head == tail) return 0;
+    const char *data = ring_data(ep, src, ep->wrank);
+    size_t r = ep->seg->ring_bytes;
+    eng_inbound_t *in = &ep->in[src];
+    while (head != tail) {
+        if (!in->in_msg) {
+            if (head - tail < sizeof(eng_hdr_t)) break;
+            eng_hdr_t hdr;
+            ring_get(data, r, tail, &hdr, sizeof hdr);
+            tail += sizeof hdr;
+            if (hdr.kind == ENG_ACK) {
+                on_ack(ep, hdr.cookie);
+            } else if (hdr.kind == ENG_RNDV) {
+                on_rndv(ep, src, &hdr);
+            } else {
+                start_eager(ep, src, &hdr);
+                if (hdr.bytes == 0) finish_eager(ep, src);
+            }
+            continue;
+        }
+        uint64_t n = head - tail < in->remaining ? head - tail : in->remaining;
+        if (in->dst && in->dst_room) {
+            uint64_t c = n < in->dst_room ? n : in->dst_room;
+            ring_get(data, r, tail, in->dst, (size_t)c);
+            in->dst += c;
+            in->dst_room -= c;
+        }
+        if (in->ux) in->ux->received += n;
+        tail += n;
+        in->remaining -= n;
+        if (in->remaining == 0) finish_eager(ep, src);
+        /* Hand space back at once so a streaming sender keeps going. */
+        atomic_store_explicit(&h->tail, tail, memory_order_release);
+    }
+    atomic_store_explicit(&h->tail, tail, memory_order_release);
+    eng_wake(ep, src);
+    return 1;
+}
+
+/* ---- outbound --------------------------------------------------------------- */
+
+static void sendq_pop(eng_ep_t *ep, int dst)
+{
+    eng_op_t *op = ep->sendq_head[dst];
+    ep->sendq_head[dst] = op->next;
+    if (!ep->sendq_head[dst]) ep->sendq_tail[dst] = NULL;
+    op->next = NULL;
+}
+
+/* Push queued sends to dst as far as ring space allows. Returns 1 if anything moved. */
+static int push_sends(eng_ep_t *ep, int dst)
+{
+    eng_ring_hdr_t *h = ring_hdr(ep, ep->wrank, dst);
+    char *data = ring_data(ep, ep->wrank, dst);
+    size_t r = ep->seg->ring_bytes;
+    uint64_t head = atomic_load_explicit(&h->head, memory_order_relaxed);
+    uint64_t tail = atomic_load_explicit(&h->tail, memory_order_acquire);
+    int moved = 0;
+    eng_op_t *op;
+    while ((op = ep->sendq_head[dst])) {
+        uint64_t space = r - (head - tail);
+        if (!op->hdr_written) {
+            if (space < sizeof(eng_hdr_t)) break;
+            eng_hdr_t hdr = {.kind = op->rndv ? ENG_RNDV : ENG_EAGER, .ctx = op->ctx, .tag = op->tag,
+                             .bytes = op->bytes, .addr = (uint64_t)(uintptr_t)op->sbuf,
+                             .cookie = (uint64_t)(uintptr_t)op};
+            ring_put(data, r, head, &hdr, sizeof hdr);
+            head += sizeof hdr;
+            space -= sizeof hdr;
+            op->hdr_written = true;
+            moved = 1;
+            if (op->rndv) { /* completes on the receiver's ACK */
+                sendq_pop(ep, dst);
+                continue;
+            }
+        }
+        uint64_t n = op->bytes - op->got < space ? op->bytes - op->got : space;
+        if (n) {
+            ring_put(data, r, head, op->cancelled ? NULL : (const char *)op->sbuf + op->got, (size_t)n);
+            head += n;
+            op->got += n;
+            moved = 1;
+            atomic_store_explicit(&h->head, head, memory_order_release);
+        }
+        if (op->got < op->bytes) break;
+        sendq_pop(ep, dst);
+        if (op->cancelled)
+            eng_op_put(ep, op);
+        else
+            op_done(op, MLC_SUCCESS);
+    }
+    if (moved) {
+        atomic_store_explicit(&h->head, head, memory_order_release);
+        eng_wake(ep, dst);
+    }
+    return moved;
+}
+
+mlc_status_t eng_isend(eng_comm_t *ec, uint32_t ctx, int peer, uint64_t tag, const void *buf, size_t bytes,
+                       mlc_request_t *req, eng_op_t **out)
+{
+    eng_ep_t *ep = ec->ep;
+    int w = ec->world_of[peer];
+    eng_op_t *op = eng_op_get(ep);
+    if (!op) return mlc_error(MLC_ERR_NO_MEMORY, "engine: out of memory for a send");
+    *op = (eng_op_t){.is_send = true, .ctx = ctx, .peer = w, .tag = tag, .sbuf = buf, .bytes = bytes,
+                     .req = req, .comm = ec};
+    *out = op;
+    if (w == ep->wrank) {
+        /* To self: hand it to a posted receive, or keep a copy (the send completes at once). */
+        eng_op_t *r = take_posted(ep, ctx, w, tag);
+        if (r) {
+            if (!r->cancelled && bytes) memcpy(r->rbuf, buf, bytes < r->bytes ? bytes : r->bytes);
+            recv_finish(ep, r, w, tag, bytes);
+        } else {
+            eng_unexp_t *u = calloc(1, sizeof *u);
+            if (!u || (bytes && !(u->data = malloc(bytes)))) {
+                free(u);
+                eng_op_put(ep, op);
+                return mlc_error(MLC_ERR_NO_MEMORY, "engine: out of memory buffering a %zu-byte send to self",
+                                 bytes);
+            }
+            if (bytes) memcpy(u->data, buf, bytes);
+            u->ctx = ctx;
+            u->src = w;
+            u->tag = tag;
+            u->bytes = u->received = bytes;
+            u->complete = true;
+            ux_append(ep, u);
+        }
+        op->got = bytes;
+        op_done(op, MLC_SUCCESS);
+        return MLC_SUCCESS;
+    }
+    op->rndv = bytes > ep->eager_max &&
+               (ep->threads || (ep->cma && ep->cma_ok[(size_t)w * (size_t)ep->wsize + (size_t)ep->wrank]));
+    if (ep->sendq_tail[w])
+        ep->sendq_tail[w]->next = op;
+    else
+        ep->sendq_head[w] = op;
+    ep->sendq_tail[w] = op;
+    push_sends(ep, w);
+    return MLC_SUCCESS;
+}
+
+mlc_status_t eng_irecv(eng_comm_t *ec, uint32_t ctx, int peer, uint64_t tag, bool any_tag, void *buf, size_t cap,
+                       mlc_request_t *req, eng_op_t **out)
+{
+    eng_ep_t *ep = ec->ep;
+    eng_op_t *op = eng_op_get(ep);
+    if (!op) return mlc_error(MLC_ERR_NO_MEMORY, "engine: out of memory for a receive");
+    *op = (eng_op_t){.ctx = ctx, .peer = peer == ENG_ANY ? ENG_ANY : ec->world_of[peer], .tag = tag,
+                     .any_tag = any_tag, .rbuf = buf, .bytes = cap, .req = req, .comm = ec};
+    *out = op;
+    eng_unexp_t *prev = NULL;
+    for (eng_unexp_t *u = ep->ux_head; u; prev = u, u = u->next) {
+        if (!matches(op, u->ctx, u->src, u->tag)) continue;
+        ux_remove(ep, u, prev);
+        if (u->rndv) {
+            rndv_deliver(ep, op, u->src, u->tag, u->bytes, u->addr, u->cookie);
+        } else if (u->complete) {
+            size_t n = u->bytes < cap ? (size_t)u->bytes : cap;
+            if (n) memcpy(buf, u->data, n);
+            recv_finish(ep, op, u->src, u->tag, u->bytes);
+        } else {
+            /* Still streaming in: take over the stream. */
+            eng_inbound_t *in = &ep->in[u->src];
+            size_t have = u->received < cap ? (size_t)u->received : cap;
+            if (have) memcpy(buf, u->data, have);
+            in->op = op;
+            in->ux = NULL;
+            in->dst = (char *)buf + have;
+            in->dst_room = (u->bytes < cap ? u->bytes : cap) - have;
+        }
+        free(u->data);
+        free(u);
+        return MLC_SUCCESS;
+    }
+    if (ep->posted_tail)
+        ep->posted_tail->next = op;
+    else
+        ep->posted_head = op;
+    ep->posted_tail = op;
+    return MLC_SUCCESS;
+}
+
+bool eng_probe(eng_comm_t *ec, int peer, int tag, mlc_msg_status_t *st)
+{
+    eng_ep_t *ep = ec->ep;
+    int w = peer == MLC_ANY_SOURCE ? ENG_ANY : ec->world_of[peer];
+    for (eng_unexp_t *u = ep->ux_head; u; u = u->next) {
+        if (u->ctx != ec->ctx || (w != ENG_ANY && u->src != w) || (tag != MLC_ANY_TAG && u->tag != (uint64_t)tag))
+            continue;
+        st->source = ec->comm_of[u->src];
+        st->tag = (int)u->tag;
+        st->bytes = (size_t)u->bytes;
+        return true;
+    }
+    return false;
+}
+
+/* Forget op wherever it is queued; ops the peer may still touch are only marked. */
+void eng_op_cancel(eng_ep_t *ep, eng_op_t *op)
+{
+    if (op->done) {
+        eng_op_put(ep, op);
+        return;
+    }
+    op->cancelled = true;
+    op->req = NULL;
+    if (op->is_send) {
+        eng_op_t **pp = &ep->sendq_head[op->peer], *prev = NULL;
+        while (*pp && *pp != op) {
+            prev = *pp;
+            pp = &(*pp)->next;
+        }
+        if (*pp && !op->hdr_written) { /* nothing of it sent yet */
+            *pp = op->next;
+            if (ep->sendq_tail[op->peer] == op) ep->sendq_tail[op->peer] = prev;
+            eng_op_put(ep, op);
+        }
+        /* else: streaming (finishes with zeros) or awaiting an ACK (freed then) */
+        return;
+    }
+    eng_op_t *prev = NULL;
+    for (eng_op_t *p = ep->posted_head; p; prev = p, p = p->next)
+        if (p == op) {
+            if (prev)
+                prev->next = op->next;
+            else
+                ep->posted_head = op->next;
+            if (ep->posted_tail == op) ep->posted_tail = prev;
+            eng_op_put(ep, op);
+            return;
+        }
+    for (int s = 0; s < ep->wsize; s++)
+        if (ep->in[s].op == op) { /* matched and streaming: discard the rest */
+            ep->in[s].op = NULL;
+            ep->in[s].dst = NULL;
+            ep->in[s].dst_room = 0;
+            eng_op_put(ep, op);
+            return;
+        }
+}
+
+int eng_p2p_progress(eng_ep_t *ep)
+{
+    int moved = 0;
+    for (int s = 0; s < ep->wsize; s++)
+        if (s != ep->wrank) moved |= poll_inbound(ep, s);
+    for (int d = 0; d < ep->wsize; d++)
+        if (ep->sendq_head[d]) moved |= push_sends(ep, d);
+    if (ep->acks) moved |= flush_acks(ep);
+    return moved;
+}

@@ -1,0 +1,48 @@
+/* Segment layout: header, per-rank control blocks, ring headers, CMA matrix, ring data. */
+#include <string.h>
+#include "engine.h"
+
+#define ALIGN_UP(x, a) (((x) + (a)-1) / (a) * (a))
+
+/* Ring size per ordered pair: large rings for few ranks (the streaming path
+ * carries whole messages when single-copy is unavailable), smaller as the
+ * number of pairs grows so the segment stays bounded. */
+static size_t ring_size_for(int n)
+{
+    size_t pairs = (size_t)n * (size_t)n;
+    size_t r = (size_t)1 << 20; /* 1 MiB */
+    while (r > ((size_t)16 << 10) && pairs * r > ((size_t)256 << 20)) r >>= 1;
+    return r;
+}
+
+size_t eng_seg_size(int n, size_t *ring_bytes)
+{
+    size_t r = ring_size_for(n);
+    size_t off = ALIGN_UP(sizeof(eng_seg_t), 4096);
+    off += ALIGN_UP(sizeof(eng_ctl_t) * (size_t)n, 4096);
+    off += ALIGN_UP(sizeof(eng_ring_hdr_t) * (size_t)n * (size_t)n, 4096);
+    off += ALIGN_UP((size_t)n * (size_t)n, 4096);
+    off += r * (size_t)n * (size_t)n;
+    *ring_bytes = r;
+    return off;
+}
+
+void eng_seg_format(eng_seg_t *seg, int n, size_t r, size_t total)
+{
+    memset(seg, 0, sizeof *seg);
+    seg->nranks = (uint32_t)n;
+    seg->ring_bytes = r;
+    seg->total_bytes = total;
+    size_t off = ALIGN_UP(sizeof(eng_seg_t), 4096);
+    seg->ctl_off = off;
+    off += ALIGN_UP(sizeof(eng_ctl_t) * (size_t)n, 4096);
+    seg->ring_hdr_off = off;
+    off += ALIGN_UP(sizeof(eng_ring_hdr_t) * (size_t)n * (size_t)n, 4096);
+    seg->cma_off = off;
+    off += ALIGN_UP((size_t)n * (size_t)n, 4096);
+    seg->ring_data_off = off;
+    /* ctl blocks, ring headers and the CMA matrix start zeroed (fresh memory). */
+    atomic_store_explicit(&seg->nattached, 0, memory_order_relaxed);
+    /* Publish the magic last: attachers wait for it. */
+    atomic_store_explicit(&seg->magic, ENG_MAGIC, memory_order_release);
+}

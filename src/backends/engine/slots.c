@@ -1,0 +1,443 @@
+/*
+ * The backend-table slots shared by `threads` and `shm`: communicators over
+ * an endpoint, operations as active entries advanced by the progress pass,
+ * collectives as src/algos schedules over the engine's point-to-point.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "algos/select.h"
+#include "backend.h"
+#include "dtype.h"
+#include "engine.h"
+#include "error.h"
+#include "log.h"
+
+mlc_status_t eng_async_begin(eng_ep_t *ep);          /* endpoint.c */
+void eng_op_cancel(eng_ep_t *ep, eng_op_t *op);      /* p2p.c */
+int eng_p2p_progress(eng_ep_t *ep);                  /* p2p.c */
+
+/* Per-request engine state, kept in req->priv (no malloc on the small path). */
+typedef struct eng_req {
+    eng_coll_t entry;
+    eng_op_t *ops[2];
+    int nops;
+} eng_req_t;
+
+_Static_assert(sizeof(eng_req_t) <= MLC_REQ_PRIV_BYTES, "engine request state must fit in req->priv");
+
+static eng_req_t *req_state(const mlc_request_t *req)
+{
+    return (eng_req_t *)(void *)req->priv;
+}
+
+/* ---- the executor's transport: the communicator's internal context -------- */
+
+static mlc_status_t t_isend(void *tp, int peer, uint64_t tag, const void *buf, size_t bytes, void **h)
+{
+    eng_comm_t *ec = tp;
+    return eng_isend(ec, ec->ctx + 1, peer, tag, buf, bytes, NULL, (eng_op_t **)h);
+}
+
+static mlc_status_t t_irecv(void *tp, int peer, uint64_t tag, void *buf, size_t bytes, void **h)
+{
+    eng_comm_t *ec = tp;
+    return eng_irecv(ec, ec->ctx + 1, peer, tag, false, buf, bytes, NULL, (eng_op_t **)h);
+}
+
+static int t_test(void *tp, void *h)
+{
+    eng_comm_t *ec = tp;
+    eng_op_t *op = h;
+    if (!op->done) return 0;
+    mlc_status_t st = op->status;
+    if (st != MLC_SUCCESS) mlc_error(st, "%s", op->err);
+    eng_op_put(ec->ep, op);
+    return st == MLC_SUCCESS ? 1 : st;
+}
+
+static void t_cancel(void *tp, void *h)
+{
+    eng_comm_t *ec = tp;
+    eng_op_cancel(ec->ep, h);
+}
+
+static const mlc_transport_t eng_transport = {t_isend, t_irecv, t_test, t_cancel};
+
+/* ---- active entries --------------------------------------------------------- */
+
+static void entry_add(eng_ep_t *ep, eng_coll_t *e)
+{
+    e->next = ep->colls;
+    ep->colls = e;
+}
+
+static void entry_remove(eng_ep_t *ep, eng_coll_t *e)
+{
+    for (eng_coll_t **pp = &ep->colls; *pp; pp = &(*pp)->next)
+        if (*pp == e) {
+            *pp = e->next;
+            return;
+        }
+}
+
+static void report_msg_status(mlc_request_t *req, eng_comm_t *ec, const eng_op_t *op)
+{
+    mlc_msg_status_t *ms = req->args.msg_status;
+    if (!ms) return;
+    ms->source = ec->comm_of[op->src_world];
+    ms->tag = (int)op->rtag;
+    ms->bytes = op->got;
+}
+
+static void complete(eng_ep_t *ep, mlc_request_t *req, mlc_status_t st, const char *msg)
+{
+    if (!req->blocking) ep->async_pending--;
+    if (st == MLC_SUCCESS)
+        mlc_request_complete(req, st, NULL);
+    else
+        mlc_request_complete(req, st, "rank %d: %s #%llu: %s", req->comm->rank, mlc_coll_name(req->coll),
+                             (unsigned long long)req->seq, msg);
+    eng_wake(ep, ep->wrank); /* a user thread may sleep on our doorbell waiting for this */
+}
+
+/* Advance one entry; 1 if it moved. Removes it when complete. */
+static int entry_progress(eng_ep_t *ep, eng_coll_t *e)
+{
+    mlc_request_t *req = e->req;
+    eng_req_t *rs = req_state(req);
+    if (e->exec) {
+        int progressed = 0;
+        int rc = mlc_exec_progress(e->exec, &eng_transport, e->ec, &progressed);
+        if (rc == 0) return progressed;
+        char msg[384];
+        snprintf(msg, sizeof msg, "%s", rc < 0 ? mlc_last_error() : "");
+        mlc_exec_destroy(e->exec, &eng_transport, e->ec);
+        e->exec = NULL;
+        entry_remove(ep, e);
+        complete(ep, req, rc < 0 ? (mlc_status_t)rc : MLC_SUCCESS, msg);
+        return 1;
+    }
+    for (int i = 0; i < rs->nops; i++)
+        if (!rs->ops[i]->done) return 0;
+    mlc_status_t st = MLC_SUCCESS;
+    char msg[192] = "";
+    for (int i = 0; i < rs->nops; i++) {
+        eng_op_t *op = rs->ops[i];
+        if (!op->is_send) report_msg_status(req, e->ec, op);
+        if (op->status != MLC_SUCCESS && st == MLC_SUCCESS) {
+            st = op->status;
+            snprintf(msg, sizeof msg, "%s", op->err);
+        }
+        eng_op_put(ep, op);
+    }
+    rs->nops = 0;
+    entry_remove(ep, e);
+    complete(ep, req, st, msg);
+    return 1;
+}
+
+int eng_progress_locked(eng_ep_t *ep)
+{
+    int moved = eng_p2p_progress(ep);
+    eng_coll_t *e = ep->colls;
+    while (e) {
+        eng_coll_t *next = e->next; /* e may be removed */
+        moved |= entry_progress(ep, e);
+        e = next;
+    }
+    return moved;
+}
+
+/* Register a started request and give it a first push. Lock held. */
+static mlc_status_t activate(eng_ep_t *ep, mlc_request_t *req)
+{
+    eng_req_t *rs = req_state(req);
+    if (!req->blocking) {
+        mlc_status_t st = eng_async_begin(ep);
+        if (st != MLC_SUCCESS) return st;
+    }
+    entry_add(ep, &rs->entry);
+    entry_progress(ep, &rs->entry);
+    return MLC_SUCCESS;
+}
+
+/* ---- start slots -------------------------------------------------------------- */
+
+mlc_status_t eng_start_coll(mlc_request_t *req)
+{
+    eng_comm_t *ec = req->comm->impl;
+    eng_ep_t *ep = ec->ep;
+    eng_req_t *rs = req_state(req);
+    const mlc_algo_t *algo = mlc_algo_find(req->coll, req->algo);
+    if (!algo)
+        return mlc_error(MLC_ERR_INTERNAL, "%s: no algorithm '%s' in src/algos", mlc_coll_name(req->coll),
+                         req->algo ? req->algo : "(none)");
+    mlc_coll_desc_t d;
+    mlc_request_desc(req, &d);
+    mlc_sched_t s;
+    mlc_sched_init(&s);
+    mlc_status_t st = algo->build(&d, &s);
+    if (st != MLC_SUCCESS) {
+        mlc_sched_free(&s);
+        if (st == MLC_ERR_UNSUPPORTED)
+            return mlc_error(st, "%s: algorithm '%s' cannot run this call (%s)", mlc_coll_name(req->coll),
+                             algo->name, mlc_last_error());
+        return st;
+    }
+    const mlc_args_t *a = &req->args;
+    size_t avg_count = 0;
+    if (a->op == MLC_AVG && a->recvbuf &&
+        (req->coll == MLC_COLL_ALLREDUCE || req->coll == MLC_COLL_REDUCE || req->coll == MLC_COLL_REDUCE_SCATTER))
+        avg_count = a->count;
+    memset(rs, 0, sizeof *rs);
+    rs->entry.req = req;
+    rs->entry.ec = ec;
+    st = mlc_exec_create(&s, a->sendbuf, a->recvbuf, a->dtype, a->op, avg_count, req->comm->size, req->seq,
+                         &rs->entry.exec);
+    if (st != MLC_SUCCESS) return st;
+    pthread_mutex_lock(&ep->lock);
+    st = activate(ep, req);
+    pthread_mutex_unlock(&ep->lock);
+    if (st != MLC_SUCCESS) mlc_exec_destroy(rs->entry.exec, &eng_transport, ec);
+    return st;
+}
+
+static mlc_status_t start_p2p(mlc_request_t *req, bool send, bool recv)
+{
+    eng_comm_t *ec = req->comm->impl;
+    eng_ep_t *ep = ec->ep;
+    eng_req_t *rs = req_state(req);
+    const mlc_args_t *a = &req->args;
+    memset(rs, 0, sizeof *rs);
+    rs->entry.req = req;
+    rs->entry.ec = ec;
+    mlc_status_t st = MLC_SUCCESS;
+    pthread_mutex_lock(&ep->lock);
+    if (recv) {
+        int src = send ? a->peer2 : a->root;
+        int tag = send ? a->tag2 : a->tag;
+        size_t cap = (send ? a->count2 : a->count) * a->esize;
+        st = eng_irecv(ec, ec->ctx, src == MLC_ANY_SOURCE ? ENG_ANY : src, (uint64_t)(tag < 0 ? 0 : tag),
+                       tag == MLC_ANY_TAG, a->recvbuf, cap, req, &rs->ops[rs->nops]);
+        if (st == MLC_SUCCESS) rs->nops++;
+    }
+    if (send && st == MLC_SUCCESS) {
+        st = eng_isend(ec, ec->ctx, a->root, (uint64_t)a->tag, a->sendbuf, a->count * a->esize, req,
+                       &rs->ops[rs->nops]);
+        if (st == MLC_SUCCESS) rs->nops++;
+    }
+    if (st == MLC_SUCCESS) st = activate(ep, req);
+    if (st != MLC_SUCCESS) {
+        for (int i = 0; i < rs->nops; i++) eng_op_cancel(ep, rs->ops[i]);
+        rs->nops = 0;
+    }
+    pthread_mutex_unlock(&ep->lock);
+    return st;
+}
+
+mlc_status_t eng_start_send(mlc_request_t *req) { return start_p2p(req, true, false); }
+mlc_status_t eng_start_recv(mlc_request_t *req) { return start_p2p(req, false, true); }
+mlc_status_t eng_start_sendrecv(mlc_request_t *req) { return start_p2p(req, true, true); }
+
+/* ---- communicators -------------------------------------------------------------- */
+
+mlc_status_t eng_comm_create(mlc_comm_t *comm, eng_ep_t *ep, uint32_t ctx, const int *world_of)
+{
+    eng_comm_t *ec = calloc(1, sizeof *ec);
+    if (!ec) return mlc_error(MLC_ERR_NO_MEMORY, "engine: out of memory");
+    ec->world_of = malloc(sizeof(int) * (size_t)comm->size);
+    ec->comm_of = malloc(sizeof(int) * (size_t)ep->wsize);
+    if (!ec->world_of || !ec->comm_of) {
+        free(ec->world_of);
+        free(ec->comm_of);
+        free(ec);
+        return mlc_error(MLC_ERR_NO_MEMORY, "engine: out of memory");
+    }
+    for (int w = 0; w < ep->wsize; w++) ec->comm_of[w] = -1;
+    for (int r = 0; r < comm->size; r++) {
+        ec->world_of[r] = world_of ? world_of[r] : r;
+        ec->comm_of[ec->world_of[r]] = r;
+    }
+    ec->ep = ep;
+    ec->comm = comm;
+    ec->ctx = ctx;
+    pthread_mutex_lock(&ep->lock);
+    ep->refs++;
+    pthread_mutex_unlock(&ep->lock);
+    comm->impl = ec;
+    return MLC_SUCCESS;
+}
+
+void eng_be_destroy(mlc_comm_t *comm)
+{
+    eng_comm_t *ec = comm->impl;
+    if (!ec) return;
+    eng_ep_t *ep = ec->ep;
+    pthread_mutex_lock(&ep->lock);
+    /* Cancel this communicator's pending operations: their buffers are no longer touched. */
+    eng_coll_t *e = ep->colls;
+    while (e) {
+        eng_coll_t *next = e->next;
+        if (e->ec == ec) {
+            eng_req_t *rs = req_state(e->req);
+            if (e->exec) mlc_exec_destroy(e->exec, &eng_transport, ec);
+            e->exec = NULL;
+            for (int i = 0; i < rs->nops; i++) eng_op_cancel(ep, rs->ops[i]);
+            rs->nops = 0;
+            if (!e->req->blocking) ep->async_pending--;
+            entry_remove(ep, e);
+        }
+        e = next;
+    }
+    /* Unexpected messages of its contexts can never be received now. */
+    eng_unexp_t *prev = NULL, *u = ep->ux_head;
+    while (u) {
+        eng_unexp_t *next = u->next;
+        if ((u->ctx == ec->ctx || u->ctx == ec->ctx + 1) && u->complete) {
+            if (prev)
+                prev->next = next;
+            else
+                ep->ux_head = next;
+            if (ep->ux_tail == u) ep->ux_tail = prev;
+            free(u->data);
+            free(u);
+        } else {
+            prev = u;
+        }
+        u = next;
+    }
+    pthread_mutex_unlock(&ep->lock);
+    free(ec->world_of);
+    free(ec->comm_of);
+    free(ec);
+    comm->impl = NULL;
+    eng_ep_unref(ep);
+}
+
+void eng_be_abort(mlc_comm_t *comm)
+{
+    eng_comm_t *ec = comm->impl;
+    eng_ep_t *ep = ec->ep;
+    /* Publish the aborted context (+1 so that context 0 is representable). */
+    for (int i = 0; i < ENG_MAX_ABORTS; i++) {
+        unsigned expected = 0;
+        if (atomic_compare_exchange_strong(&ep->seg->aborted[i], &expected, ec->ctx + 1)) break;
+        if (expected == ec->ctx + 1) break;
+    }
+    for (int r = 0; r < comm->size; r++) {
+        eng_ctl_t *c = eng_ctl(ep, ec->world_of[r]);
+        atomic_fetch_add(&c->doorbell, 1);
+    }
+    for (int r = 0; r < comm->size; r++) eng_wake(ep, ec->world_of[r]);
+}
+
+mlc_status_t eng_be_split(mlc_comm_t *parent, int color, int key, const int *members, int n, mlc_comm_t *child)
+{
+    eng_comm_t *pec = parent->impl;
+    eng_ep_t *ep = pec->ep;
+    /* A context pair unused by every member: the maximum of their next free ones. */
+    uint32_t mine = atomic_load(&ep->ctx_next), k = 0;
+    mlc_status_t st = mlc_allreduce(&mine, &k, 1, MLC_UINT32, MLC_MAX, parent, NULL);
+    if (st != MLC_SUCCESS) return st;
+    uint32_t cur = atomic_load(&ep->ctx_next);
+    while (cur < k + 1 && !atomic_compare_exchange_weak(&ep->ctx_next, &cur, k + 1)) {
+    }
+    if (!child) return MLC_SUCCESS;
+    int *world_of = malloc(sizeof(int) * (size_t)n);
+    if (!world_of) return mlc_error(MLC_ERR_NO_MEMORY, "mlc_comm_split: out of memory");
+    for (int i = 0; i < n; i++) world_of[i] = pec->world_of[members[i]];
+    st = eng_comm_create(child, ep, 2 * k, world_of);
+    free(world_of);
+    return st;
+}
+
+mlc_status_t eng_be_progress(mlc_comm_t *comm, int *progressed)
+{
+    eng_comm_t *ec = comm->impl;
+    eng_ep_t *ep = ec->ep;
+    pthread_mutex_lock(&ep->lock);
+    *progressed = eng_progress_locked(ep);
+    pthread_mutex_unlock(&ep->lock);
+    return MLC_SUCCESS;
+}
+
+void eng_be_idle(mlc_comm_t *comm, double max_s)
+{
+    eng_comm_t *ec = comm->impl;
+    eng_sleep(ec->ep, max_s);
+}
+
+mlc_status_t eng_be_health(mlc_comm_t *comm)
+{
+    eng_comm_t *ec = comm->impl;
+    eng_ep_t *ep = ec->ep;
+    int failed = atomic_load(&comm->failed);
+    if (failed) return (mlc_status_t)failed;
+    for (int i = 0; i < ENG_MAX_ABORTS; i++) {
+        unsigned v = atomic_load(&ep->seg->aborted[i]);
+        if (v == 0) break;
+        if (v == ec->ctx + 1)
+            return mlc_comm_fail(comm, MLC_ERR_ABORTED, "rank %d: the communicator was aborted by another rank "
+                                 "(mlc_comm_abort)", comm->rank);
+    }
+    if (!ep->peer_dead) return MLC_SUCCESS;
+    char why[128];
+    for (int r = 0; r < comm->size; r++) {
+        int w = ec->world_of[r];
+        if (w == ep->wrank) continue;
+        if (ep->peer_dead(ep, w, why, sizeof why))
+            return mlc_comm_fail(comm, MLC_ERR_PEER_LOST, "rank %d: peer rank %d is gone (%s)", comm->rank, r, why);
+    }
+    return MLC_SUCCESS;
+}
+
+void eng_be_pending_peers(const mlc_request_t *req, char *buf, size_t len)
+{
+    const eng_req_t *rs = req_state(req);
+    const eng_comm_t *ec = req->comm->impl;
+    if (rs->entry.exec) {
+        mlc_exec_pending_peers(rs->entry.exec, buf, len);
+        return;
+    }
+    size_t o = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < rs->nops && o < len; i++) {
+        const eng_op_t *op = rs->ops[i];
+        if (op->done) continue;
+        if (op->peer == ENG_ANY)
+            o += (size_t)snprintf(buf + o, len - o, "%sany source", o ? ", " : "");
+        else
+            o += (size_t)snprintf(buf + o, len - o, "%s%d", o ? ", " : "", ec->comm_of[op->peer]);
+    }
+}
+
+mlc_status_t eng_be_iprobe(mlc_comm_t *comm, int source, int tag, int *flag, mlc_msg_status_t *st)
+{
+    eng_comm_t *ec = comm->impl;
+    eng_ep_t *ep = ec->ep;
+    pthread_mutex_lock(&ep->lock);
+    eng_progress_locked(ep);
+    *flag = eng_probe(ec, source, tag, st);
+    pthread_mutex_unlock(&ep->lock);
+    return MLC_SUCCESS;
+}
+
+/* Names of every src/algos algorithm per collective, built once from mlc_algos[]. */
+#define ENG_MAX_ALGOS 24
+static const char *algo_table[MLC_COLL_COUNT][ENG_MAX_ALGOS + 1];
+static pthread_once_t algo_once = PTHREAD_ONCE_INIT;
+
+static void algo_table_build(void)
+{
+    int n[MLC_COLL_COUNT] = {0};
+    for (const mlc_algo_t *a = mlc_algos; a->name; a++)
+        if (a->coll >= 0 && a->coll < MLC_COLL_COUNT && n[a->coll] < ENG_MAX_ALGOS)
+            algo_table[a->coll][n[a->coll]++] = a->name;
+}
+
+const char *const *eng_be_algos(mlc_coll_t coll)
+{
+    pthread_once(&algo_once, algo_table_build);
+    return coll >= 0 && coll < MLC_COLL_COUNT ? algo_table[coll] : NULL;
+}

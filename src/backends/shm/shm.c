@@ -1,0 +1,306 @@
+/*
+ * `shm` backend: ranks are processes on one host, sharing one POSIX
+ * shared-memory segment per world communicator (split communicators reuse
+ * it). Rules from DESIGN.md: created 0600 with O_EXCL, owner checked with
+ * fstat, pages reserved up front (a full /dev/shm fails init, never SIGBUS
+ * later), unlinked as soon as every rank has attached, names carry the job id
+ * and a per-process init counter. Large messages are single-copy through
+ * process_vm_readv where the OS allows it (probed per pair at init).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+#include "backend.h"
+#include "backends/engine/engine.h"
+#include "error.h"
+#include "jobstate.h"
+#include "log.h"
+
+typedef struct shm_data {
+    size_t map_bytes;
+    bool use_jobstate; /* world ranks are the launcher's ranks */
+} shm_data_t;
+
+static atomic_uint shm_init_counter;
+
+static void nap(void)
+{
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+}
+
+static int pid_gone(pid_t pid, char *why, size_t len)
+{
+    if (pid <= 0) return 0;
+    if (kill(pid, 0) == -1 && errno == ESRCH) {
+        snprintf(why, len, "process %d no longer exists", (int)pid);
+        return 1;
+    }
+    /* A zombie (dead, not yet reaped by its parent) is gone too. */
+    char path[64], buf[256];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *rp = strrchr(buf, ')');
+    if (rp && (rp[2] == 'Z' || rp[2] == 'X')) {
+        snprintf(why, len, "process %d exited", (int)pid);
+        return 1;
+    }
+    return 0;
+}
+
+static int describe_dead(unsigned code, char *why, size_t len)
+{
+    if (code & MLC_JOB_DEAD_SIGNAL) {
+        int sig = (int)(code & 0xff);
+        snprintf(why, len, "killed by signal %d (%s)", sig, strsignal(sig));
+    } else {
+        snprintf(why, len, "exited with code %u", code & 0xff);
+    }
+    return 1;
+}
+
+static int shm_peer_dead(eng_ep_t *ep, int w, char *why, size_t len)
+{
+    shm_data_t *d = ep->backend_data;
+    const mlc_jobstate_t *js = d->use_jobstate ? mlc_jobstate_get() : NULL;
+    if (js && (unsigned)w < js->nranks) {
+        unsigned code = atomic_load(&((mlc_jobstate_t *)js)->dead[w]);
+        if (code) return describe_dead(code, why, len);
+    }
+    pid_t pid = atomic_load(&eng_ctl(ep, w)->pid);
+    if (pid == 0) pid = ep->pids[w];
+    return pid_gone(pid, why, len);
+}
+
+static void shm_release(eng_ep_t *ep)
+{
+    shm_data_t *d = ep->backend_data;
+    munmap(ep->seg, d->map_bytes);
+    free(d);
+}
+
+/* Is any rank of the job already known dead? (while waiting at init) */
+static mlc_status_t init_peer_check(eng_ep_t *ep, int n, bool use_js)
+{
+    char why[128];
+    const mlc_jobstate_t *js = use_js ? mlc_jobstate_get() : NULL;
+    for (int r = 0; r < n; r++) {
+        if (r == ep->wrank) continue;
+        unsigned code = js && (unsigned)r < js->nranks ? atomic_load(&((mlc_jobstate_t *)js)->dead[r]) : 0;
+        if (code) {
+            describe_dead(code, why, sizeof why);
+            return mlc_error(MLC_ERR_PEER_LOST, "shm init: rank %d is gone (%s)", r, why);
+        }
+        pid_t pid = atomic_load(&eng_ctl(ep, r)->pid);
+        if (pid && pid_gone(pid, why, sizeof why))
+            return mlc_error(MLC_ERR_PEER_LOST, "shm init: rank %d is gone (%s)", r, why);
+    }
+    return MLC_SUCCESS;
+}
+
+static mlc_status_t create_segment(const char *name, int n, size_t *map_bytes, eng_seg_t **out)
+{
+    size_t ring, total = eng_seg_size(n, &ring);
+    int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return mlc_error(MLC_ERR_SYSTEM, "shm: cannot create %s: %s%s", name, strerror(errno),
+                         errno == EEXIST ? " (left by an earlier job with the same MLC_JOB_ID?)" : "");
+    /* Reserve every page now: a full /dev/shm is an error here, not a SIGBUS later. */
+    int rc = posix_fallocate(fd, 0, (off_t)total);
+    if (rc != 0) {
+        close(fd);
+        shm_unlink(name);
+        return mlc_error(MLC_ERR_SYSTEM, "shm: cannot reserve %zu bytes for %s in /dev/shm: %s", total, name,
+                         strerror(rc));
+    }
+    void *p = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) {
+        shm_unlink(name);
+        return mlc_error(MLC_ERR_SYSTEM, "shm: cannot map %s (%zu bytes): %s", name, total, strerror(errno));
+    }
+    eng_seg_format(p, n, ring, total);
+    *map_bytes = total;
+    *out = p;
+    return MLC_SUCCESS;
+}
+
+static mlc_status_t open_segment(const char *name, int n, double deadline, size_t *map_bytes, eng_seg_t **out)
+{
+    int fd;
+    while ((fd = shm_open(name, O_RDWR | O_CLOEXEC, 0)) < 0) {
+        if (errno != ENOENT) return mlc_error(MLC_ERR_SYSTEM, "shm: cannot open %s: %s", name, strerror(errno));
+        if (mlc_now() > deadline)
+            return mlc_error(MLC_ERR_TIMEOUT, "shm init: rank 0 never created %s (is rank 0 running, with the "
+                             "same MLC_JOB_ID?)", name);
+        nap();
+    }
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || sb.st_uid != geteuid()) {
+        close(fd);
+        return mlc_error(MLC_ERR_SYSTEM, "shm: %s is owned by another user (uid %d); refusing to use it", name,
+                         (int)sb.st_uid);
+    }
+    size_t ring, total = eng_seg_size(n, &ring);
+    /* The creator sizes the object before formatting; wait for the size. */
+    while ((size_t)sb.st_size < total) {
+        if (mlc_now() > deadline) {
+            close(fd);
+            return mlc_error(MLC_ERR_MISMATCH, "shm: %s has %lld bytes, expected %zu for %d ranks", name,
+                             (long long)sb.st_size, total, n);
+        }
+        nap();
+        fstat(fd, &sb);
+    }
+    void *p = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) return mlc_error(MLC_ERR_SYSTEM, "shm: cannot map %s: %s", name, strerror(errno));
+    eng_seg_t *seg = p;
+    while (atomic_load_explicit(&seg->magic, memory_order_acquire) != ENG_MAGIC) {
+        if (mlc_now() > deadline) {
+            munmap(p, total);
+            return mlc_error(MLC_ERR_TIMEOUT, "shm init: %s was never initialised by rank 0", name);
+        }
+        nap();
+    }
+    if (seg->nranks != (uint32_t)n) {
+        munmap(p, total);
+        return mlc_error(MLC_ERR_MISMATCH, "shm: %s was made for %u ranks, this rank expects %d", name, seg->nranks,
+                         n);
+    }
+    *map_bytes = total;
+    *out = seg;
+    return MLC_SUCCESS;
+}
+
+/* Can this process read peer r's memory with process_vm_readv? */
+static bool cma_probe(eng_ep_t *ep, int r)
+{
+    eng_ctl_t *c = eng_ctl(ep, r);
+    uint64_t v = 0;
+    struct iovec l = {&v, sizeof v}, rem = {(void *)(uintptr_t)c->cma_probe_addr, sizeof v};
+    ssize_t n = process_vm_readv(ep->pids[r], &l, 1, &rem, 1, 0);
+    return n == (ssize_t)sizeof v && v == c->cma_probe;
+}
+
+/* Wait until counter reaches n, watching for dead peers and the deadline. */
+static mlc_status_t wait_count(eng_ep_t *ep, atomic_uint *counter, unsigned n, double deadline, bool use_js,
+                               const char *what)
+{
+    while (atomic_load(counter) < n) {
+        mlc_status_t st = init_peer_check(ep, (int)n, use_js);
+        if (st != MLC_SUCCESS) return st;
+        if (mlc_now() > deadline)
+            return mlc_error(MLC_ERR_TIMEOUT, "shm init: only %u of %u ranks %s", atomic_load(counter), n, what);
+        nap();
+    }
+    return MLC_SUCCESS;
+}
+
+static int shm_available(char *why, size_t len)
+{
+    if (access("/dev/shm", W_OK) != 0) {
+        snprintf(why, len, "/dev/shm is not writable: %s", strerror(errno));
+        return 0;
+    }
+    return 1;
+}
+
+/* `auto` picks shm when every rank of the job is on this host. */
+static int shm_accepts(const mlc_cfg_t *cfg) { return cfg->local_size == cfg->world_size; }
+
+static uint64_t probe_value; /* read by peers to test single-copy access */
+
+static mlc_status_t shm_init(mlc_comm_t *comm, const mlc_boot_t *boot)
+{
+    int n = boot->size, me = boot->rank;
+    double timeout = comm->cfg.timeout_s > 0 ? comm->cfg.timeout_s : 600;
+    double deadline = mlc_now() + timeout;
+    bool use_js = boot->uid == NULL;
+    char name[160];
+    snprintf(name, sizeof name, MLC_SHM_PREFIX "%s-%u", boot->job_id, atomic_fetch_add(&shm_init_counter, 1));
+
+    /* Peers may read our buffers (single copy) even under Yama ptrace_scope=1. */
+    if (comm->cfg.cma) prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+
+    eng_seg_t *seg = NULL;
+    size_t map_bytes = 0;
+    mlc_status_t st = me == 0 ? create_segment(name, n, &map_bytes, &seg)
+                              : open_segment(name, n, deadline, &map_bytes, &seg);
+    if (st != MLC_SUCCESS) return st;
+    shm_data_t *d = calloc(1, sizeof *d);
+    eng_ep_t *ep = NULL;
+    if (!d) {
+        st = mlc_error(MLC_ERR_NO_MEMORY, "shm: out of memory");
+        goto fail;
+    }
+    d->map_bytes = map_bytes;
+    d->use_jobstate = use_js;
+    st = eng_ep_create(seg, me, false, &ep);
+    if (st != MLC_SUCCESS) goto fail;
+    ep->backend_data = d;
+    ep->cma = comm->cfg.cma != 0;
+
+    eng_ctl_t *mine = eng_ctl(ep, me);
+    probe_value = 0x6d6c63636d61ull ^ (uint64_t)getpid();
+    mine->cma_probe = probe_value;
+    mine->cma_probe_addr = (uint64_t)(uintptr_t)&probe_value;
+    atomic_store(&mine->pid, (int)getpid());
+    atomic_fetch_add(&seg->nattached, 1);
+    st = wait_count(ep, &seg->nattached, (unsigned)n, deadline, use_js, "attached to the shared segment");
+    if (st != MLC_SUCCESS) goto fail;
+    /* Everyone is attached: the name is no longer needed, nothing is left behind. */
+    if (me == 0) shm_unlink(name);
+    for (int r = 0; r < n; r++) ep->pids[r] = atomic_load(&eng_ctl(ep, r)->pid);
+
+    /* Probe single-copy access to every peer; publish the row; wait for all rows. */
+    uint8_t *cma = (uint8_t *)seg + seg->cma_off;
+    for (int r = 0; r < n; r++) cma[(size_t)me * (size_t)n + (size_t)r] = r != me && ep->cma && cma_probe(ep, r);
+    atomic_store(&mine->attached, 1);
+    atomic_fetch_add(&seg->nreleased, 1); /* reused as the "probed" counter during init */
+    st = wait_count(ep, &seg->nreleased, (unsigned)n, deadline, use_js, "finished the single-copy probe");
+    if (st != MLC_SUCCESS) goto fail;
+    int ok = 0;
+    for (int r = 0; r < n; r++) ok += r != me && cma[(size_t)r * (size_t)n + (size_t)me];
+    MLC_INFO("shm rank %d/%d: segment %s (%zu bytes, rings of %llu bytes), single-copy readable by %d of %d "
+             "peers%s",
+             me, n, name, map_bytes, (unsigned long long)seg->ring_bytes, ok, n - 1,
+             ep->cma ? "" : " (MLC_CMA=0)");
+    ep->peer_dead = shm_peer_dead;
+    ep->release = shm_release;
+    st = eng_comm_create(comm, ep, 0, NULL);
+    if (st != MLC_SUCCESS) goto fail;
+    return MLC_SUCCESS;
+fail:
+    if (me == 0) shm_unlink(name);
+    if (ep) {
+        ep->release = NULL;
+        ep->refs = 1;
+        eng_ep_unref(ep);
+    }
+    free(d);
+    munmap(seg, map_bytes);
+    return st;
+}
+
+const mlc_backend_t mlc_backend_shm = {
+    .name = "shm",
+    .priority = 20,
+    .available = shm_available,
+    .accepts = shm_accepts,
+    .init = shm_init,
+    ENG_COMMON_SLOTS,
+};

@@ -1,0 +1,167 @@
+/*
+ * `threads` backend: ranks are threads of one process. The engine's segment
+ * lives in heap memory; rendezvous copies are plain memcpy. Ranks are formed
+ * by mlc_comm_init_all (all at once) or mlc_comm_init_rank (each thread joins
+ * a unique id).
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "backend.h"
+#include "backends/engine/engine.h"
+#include "error.h"
+
+/* A heap segment, freed when its last endpoint goes. */
+static eng_seg_t *heap_seg_create(int n)
+{
+    size_t ring, total = eng_seg_size(n, &ring);
+    eng_seg_t *seg = aligned_alloc(4096, total);
+    if (!seg) return NULL;
+    memset(seg, 0, total);
+    eng_seg_format(seg, n, ring, total);
+    return seg;
+}
+
+static void heap_seg_release(eng_ep_t *ep)
+{
+    eng_seg_t *seg = ep->seg;
+    if (atomic_fetch_add(&seg->nreleased, 1) + 1 == seg->nranks) free(seg);
+}
+
+static mlc_status_t attach(mlc_comm_t *comm, eng_seg_t *seg, int rank)
+{
+    eng_ep_t *ep;
+    mlc_status_t st = eng_ep_create(seg, rank, true, &ep);
+    if (st != MLC_SUCCESS) return st;
+    ep->release = heap_seg_release;
+    st = eng_comm_create(comm, ep, 0, NULL);
+    if (st != MLC_SUCCESS) {
+        ep->refs = 1;
+        eng_ep_unref(ep);
+    }
+    return st;
+}
+
+/* ---- unique-id rendezvous --------------------------------------------------- */
+
+typedef struct pending_job {
+    struct pending_job *next;
+    char id[sizeof(mlc_unique_id_t)];
+    int nranks, joined;
+    eng_seg_t *seg;
+} pending_job_t;
+
+static pthread_mutex_t jobs_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t jobs_cond = PTHREAD_COND_INITIALIZER;
+static pending_job_t *jobs;
+
+static mlc_status_t join_unique_id(mlc_comm_t *comm, const mlc_boot_t *boot)
+{
+    double timeout = comm->cfg.timeout_s > 0 ? comm->cfg.timeout_s : 1e9;
+    double deadline = mlc_now() + timeout;
+    mlc_status_t st = MLC_SUCCESS;
+    pthread_mutex_lock(&jobs_lock);
+    pending_job_t *j = jobs;
+    while (j && memcmp(j->id, boot->uid->internal, sizeof j->id) != 0) j = j->next;
+    if (!j) {
+        j = calloc(1, sizeof *j);
+        if (j) j->seg = heap_seg_create(boot->size);
+        if (!j || !j->seg) {
+            free(j);
+            pthread_mutex_unlock(&jobs_lock);
+            return mlc_error(MLC_ERR_NO_MEMORY, "mlc_comm_init_rank: out of memory for %d ranks", boot->size);
+        }
+        memcpy(j->id, boot->uid->internal, sizeof j->id);
+        j->nranks = boot->size;
+        j->next = jobs;
+        jobs = j;
+    }
+    if (j->nranks != boot->size) {
+        pthread_mutex_unlock(&jobs_lock);
+        return mlc_error(MLC_ERR_MISMATCH, "mlc_comm_init_rank: rank %d says %d ranks, an earlier rank said %d",
+                         boot->rank, boot->size, j->nranks);
+    }
+    eng_seg_t *seg = j->seg;
+    j->joined++;
+    pthread_cond_broadcast(&jobs_cond);
+    while (j->joined < j->nranks) {
+        if (mlc_now() > deadline) {
+            st = mlc_error(MLC_ERR_TIMEOUT, "mlc_comm_init_rank: rank %d waited %.0f s; only %d of %d ranks joined",
+                           boot->rank, timeout, j->joined, j->nranks);
+            j->joined--;
+            break;
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 100000000;
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&jobs_cond, &jobs_lock, &ts);
+    }
+    if (st == MLC_SUCCESS && atomic_fetch_add(&seg->nattached, 1) + 1 == seg->nranks) {
+        /* Everyone is in: forget the id (the segment lives on with its endpoints). */
+        for (pending_job_t **pp = &jobs; *pp; pp = &(*pp)->next)
+            if (*pp == j) {
+                *pp = j->next;
+                free(j);
+                break;
+            }
+    }
+    pthread_mutex_unlock(&jobs_lock);
+    if (st != MLC_SUCCESS) return st;
+    return attach(comm, seg, boot->rank);
+}
+
+/* ---- table slots ------------------------------------------------------------- */
+
+static int threads_available(char *why, size_t len)
+{
+    (void)why;
+    (void)len;
+    return 1;
+}
+
+/* `auto` may pick threads only for a one-rank job (more need init_all/init_rank). */
+static int threads_accepts(const mlc_cfg_t *cfg) { return cfg->world_size == 1; }
+
+static mlc_status_t threads_init(mlc_comm_t *comm, const mlc_boot_t *boot)
+{
+    if (boot->uid) return join_unique_id(comm, boot);
+    if (boot->size != 1)
+        return mlc_error(MLC_ERR_CONFIG, "backend 'threads' forms %d ranks only through mlc_comm_init_all or "
+                         "mlc_comm_init_rank (ranks are threads of one process)", boot->size);
+    eng_seg_t *seg = heap_seg_create(1);
+    if (!seg) return mlc_error(MLC_ERR_NO_MEMORY, "threads: out of memory");
+    return attach(comm, seg, 0);
+}
+
+static mlc_status_t threads_init_all(int n, mlc_comm_t **comms)
+{
+    eng_seg_t *seg = heap_seg_create(n);
+    if (!seg) return mlc_error(MLC_ERR_NO_MEMORY, "mlc_comm_init_all: out of memory for %d ranks", n);
+    for (int i = 0; i < n; i++) {
+        mlc_status_t st = attach(comms[i], seg, i);
+        if (st != MLC_SUCCESS) {
+            /* Endpoints already made release the segment as they go; the
+             * ones never made are released here, and the last release frees it. */
+            for (int k = 0; k < i; k++) eng_be_destroy(comms[k]);
+            unsigned rest = (unsigned)(n - i);
+            if (atomic_fetch_add(&seg->nreleased, rest) + rest == seg->nranks) free(seg);
+            return st;
+        }
+    }
+    return MLC_SUCCESS;
+}
+
+const mlc_backend_t mlc_backend_threads = {
+    .name = "threads",
+    .priority = 10,
+    .available = threads_available,
+    .accepts = threads_accepts,
+    .init = threads_init,
+    .init_all = threads_init_all,
+    ENG_COMMON_SLOTS,
+};

@@ -1,0 +1,596 @@
+/*
+ * The data-moving API: every argument validated once, here; then the request
+ * is created, numbered, given its algorithm and handed to the backend slot.
+ */
+#include <limits.h>
+#include <string.h>
+#include "algos/select.h"
+#include "backend.h"
+#include "dtype.h"
+#include "error.h"
+#include "log.h"
+
+#define CHECK_ARG(cond, ...) \
+    do {                     \
+        if (!(cond)) return mlc_error(MLC_ERR_INVALID_ARG, __VA_ARGS__); \
+    } while (0)
+
+static const char *const coll_names[] = {
+#define MLC_X_NAME(name, str, env) str,
+    MLC_COLL_LIST(MLC_X_NAME)
+#undef MLC_X_NAME
+};
+
+const char *mlc_coll_name(mlc_coll_t coll)
+{
+    return coll >= 0 && coll < MLC_COLL_COUNT ? coll_names[coll] : NULL;
+}
+
+static mlc_status_t check_comm(const mlc_comm_t *comm, mlc_coll_t coll)
+{
+    if (!comm) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_%s: comm is NULL", coll_names[coll]);
+    return mlc_comm_check(comm);
+}
+
+static mlc_status_t check_dtype(mlc_coll_t coll, mlc_dtype_t dtype)
+{
+    CHECK_ARG(mlc_dtype_size(dtype) > 0, "mlc_%s: unknown dtype %d", coll_names[coll], (int)dtype);
+    return MLC_SUCCESS;
+}
+
+static mlc_status_t check_buf(mlc_coll_t coll, const char *what, const void *buf, size_t count)
+{
+    CHECK_ARG(buf || count == 0, "mlc_%s: %s is NULL with count %zu", coll_names[coll], what, count);
+    return MLC_SUCCESS;
+}
+
+static mlc_status_t check_rank(mlc_coll_t coll, const char *what, int r, const mlc_comm_t *comm)
+{
+    CHECK_ARG(r >= 0 && r < comm->size, "mlc_%s: %s %d is out of range (communicator of %d ranks)",
+              coll_names[coll], what, r, comm->size);
+    return MLC_SUCCESS;
+}
+
+/* Bytes = count * esize without overflow. */
+static mlc_status_t bytes_of(mlc_coll_t coll, size_t count, size_t esize, size_t *out)
+{
+    CHECK_ARG(esize == 0 || count <= SIZE_MAX / esize, "mlc_%s: count %zu overflows", coll_names[coll], count);
+    *out = count * esize;
+    return MLC_SUCCESS;
+}
+
+static bool overlap(const void *a, size_t alen, const void *b, size_t blen)
+{
+    if (!a || !b || alen == 0 || blen == 0) return false;
+    uintptr_t a0 = (uintptr_t)a, b0 = (uintptr_t)b;
+    return a0 < b0 + blen && b0 < a0 + alen;
+}
+
+/* Send and receive ranges may only overlap in the exact in-place form. */
+static mlc_status_t check_overlap(mlc_coll_t coll, const void *s, size_t sbytes, const void *r,
+                                  size_t rbytes, const void *inplace_send, bool *inplace)
+{
+    *inplace = false;
+    if (s && s == inplace_send) {
+        *inplace = true;
+        return MLC_SUCCESS;
+    }
+    CHECK_ARG(!overlap(s, sbytes, r, rbytes),
+              "mlc_%s: send buffer %p (%zu bytes) and receive buffer %p (%zu bytes) overlap "
+              "without being the in-place form",
+              coll_names[coll], s, sbytes, r, rbytes);
+    return MLC_SUCCESS;
+}
+
+static mlc_status_t check_vector(mlc_coll_t coll, const char *cname, const size_t *counts,
+                                 const char *dname, const size_t *displs, int p, bool needed)
+{
+    if (!needed) return MLC_SUCCESS;
+    CHECK_ARG(counts, "mlc_%s: %s is NULL", coll_names[coll], cname);
+    CHECK_ARG(displs, "mlc_%s: %s is NULL", coll_names[coll], dname);
+    (void)p;
+    return MLC_SUCCESS;
+}
+
+/* Extent in elements of a v-layout: max(displs[i] + counts[i]). */
+static size_t vextent(const size_t *counts, const size_t *displs, int p)
+{
+    size_t e = 0;
+    for (int i = 0; i < p; i++)
+        if (counts[i] && displs[i] + counts[i] > e) e = displs[i] + counts[i];
+    return e;
+}
+
+void mlc_request_desc(const mlc_request_t *req, mlc_coll_desc_t *d)
+{
+    const mlc_args_t *a = &req->args;
+    memset(d, 0, sizeof *d);
+    d->coll = req->coll;
+    d->rank = req->comm->rank;
+    d->size = req->comm->size;
+    d->root = a->root;
+    d->count = a->count;
+    d->esize = a->esize;
+    d->counts = a->counts;
+    d->displs = a->displs;
+    d->counts2 = a->counts2;
+    d->displs2 = a->displs2;
+    d->inplace = a->inplace;
+    d->commutative = mlc_op_commutative(a->op);
+    d->has_send = a->sendbuf != NULL;
+    d->has_recv = a->recvbuf != NULL;
+}
+
+/* The algorithm every rank will run: forced, else the selector's choice. */
+static const char *choose_algo(const mlc_request_t *req)
+{
+    const mlc_comm_t *comm = req->comm;
+    if (!comm->be->algos || req->coll >= MLC_COLL_SEND) return NULL;
+    const char *forced = comm->algo_forced[req->coll];
+    if (forced) return strcmp(forced, "native") == 0 ? NULL : forced;
+    const char *const *list = comm->be->algos(req->coll);
+    if (!list || !list[0] || strcmp(list[0], "native") == 0) return NULL;
+    mlc_coll_desc_t d;
+    mlc_request_desc(req, &d);
+    const mlc_algo_t *a = mlc_algo_select(&d, &mlc_cost_model_default);
+    return a ? a->name : NULL;
+}
+
+/* Start the request; block on it when the caller passed no request pointer. */
+static mlc_status_t submit(mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_t *args, size_t bytes,
+                           mlc_request_t **out)
+{
+    mlc_request_t *req = mlc_request_alloc(comm);
+    if (!req) return mlc_error(MLC_ERR_NO_MEMORY, "mlc_%s: out of memory for a request", coll_names[coll]);
+    req->coll = coll;
+    req->args = *args;
+    req->bytes = bytes;
+    req->blocking = out == NULL;
+    if (coll < MLC_COLL_SEND) req->seq = comm->coll_seq++;
+    req->algo = choose_algo(req);
+    if (comm->prof) req->t_start = mlc_now();
+    mlc_status_t (*start)(mlc_request_t *) = comm->be->start[coll];
+    if (!start) {
+        mlc_request_release(req);
+        return mlc_error(MLC_ERR_UNSUPPORTED, "mlc_%s is not supported by backend '%s'", coll_names[coll],
+                         comm->be->name);
+    }
+    MLC_TRACE("rank %d: %s #%llu %zu bytes algo %s", comm->rank, coll_names[coll],
+              (unsigned long long)req->seq, bytes, req->algo ? req->algo : "native");
+    mlc_status_t st = start(req);
+    if (st != MLC_SUCCESS) {
+        mlc_request_release(req);
+        return st;
+    }
+    if (out) {
+        *out = req;
+        return MLC_SUCCESS;
+    }
+    st = mlc_request_wait_internal(req);
+    mlc_request_release(req);
+    return st;
+}
+
+#define BEGIN(coll)                                          \
+    mlc_error_clear();                                       \
+    mlc_status_t st_ = check_comm(comm, coll);               \
+    if (st_ != MLC_SUCCESS) return st_;                      \
+    mlc_args_t a = {0};                                      \
+    (void)a
+#define TRY(expr)                               \
+    do {                                        \
+        mlc_status_t t_ = (expr);               \
+        if (t_ != MLC_SUCCESS) return t_;       \
+    } while (0)
+
+mlc_status_t mlc_broadcast(const void *sendbuf, void *recvbuf, size_t count, mlc_dtype_t dtype,
+                           int root, mlc_comm_t *comm, mlc_request_t **req)
+{
+    BEGIN(MLC_COLL_BROADCAST);
+    TRY(check_dtype(MLC_COLL_BROADCAST, dtype));
+    TRY(check_rank(MLC_COLL_BROADCAST, "root", root, comm));
+    size_t n = 0;
+    TRY(bytes_of(MLC_COLL_BROADCAST, count, mlc_dtype_size(dtype), &n));
+    if (comm->rank == root) TRY(check_buf(MLC_COLL_BROADCAST, "sendbuf (root)", sendbuf, count));
+    TRY(check_buf(MLC_COLL_BROADCAST, "recvbuf", recvbuf, count));
+    if (comm->rank == root)
+        TRY(check_overlap(MLC_COLL_BROADCAST, sendbuf, n, recvbuf, n, recvbuf, &a.inplace));
+    a = (mlc_args_t){.sendbuf = comm->rank == root ? sendbuf : NULL, .recvbuf = recvbuf, .count = count,
+                     .dtype = dtype, .esize = mlc_dtype_size(dtype), .root = root, .inplace = a.inplace};
+    return submit(comm, MLC_COLL_BROADCAST, &a, n, req);
+}
+
+mlc_status_t mlc_reduce(const void *sendbuf, void *recvbuf, size_t count, mlc_dtype_t dtype,
+                        mlc_op_t op, int root, mlc_comm_t *comm, mlc_request_t **req)
+{
+    BEGIN(MLC_COLL_REDUCE);
+    TRY(check_dtype(MLC_COLL_REDUCE, dtype));
+    TRY(mlc_op_check(dtype, op));
+    TRY(check_rank(MLC_COLL_REDUCE, "root", root, comm));
+    size_t n = 0;
+    TRY(bytes_of(MLC_COLL_REDUCE, count, mlc_dtype_size(dtype), &n));
+    TRY(check_buf(MLC_COLL_REDUCE, "sendbuf", sendbuf, count));
+    if (comm->rank == root) TRY(check_buf(MLC_COLL_REDUCE, "recvbuf (root)", recvbuf, count));
+    bool inplace = false;
+    if (comm->rank == root) TRY(check_overlap(MLC_COLL_REDUCE, sendbuf, n, recvbuf, n, recvbuf, &inplace));
+    a = (mlc_args_t){.sendbuf = sendbuf, .recvbuf = comm->rank == root ? recvbuf : NULL, .count = count,
+                     .dtype = dtype, .esize = mlc_dtype_size(dtype), .op = op, .root = root,
+                     .inplace = inplace};
+    return submit(comm, MLC_COLL_REDUCE, &a, n, req);
+}
+
+mlc_status_t mlc_allreduce(const void *sendbuf, void *recvbuf, size_t count, mlc_dtype_t dtype,
+                           mlc_op_t op, mlc_comm_t *comm, mlc_request_t **req)
+{
+    BEGIN(MLC_COLL_ALLREDUCE);
+    TRY(check_dtype(MLC_COLL_ALLREDUCE, dtype));
+    TRY(mlc_op_check(dtype, op));
+    size_t n = 0;
+    TRY(bytes_of(MLC_COLL_ALLREDUCE, count, mlc_dtype_size(dtype), &n));
+    TRY(check_buf(MLC_COLL_ALLREDUCE, "sendbuf", sendbuf, count));
+    TRY(check_buf(MLC_COLL_ALLREDUCE, "recvbuf", recvbuf, count));
+    bool inplace;
+    TRY(check_overlap(MLC_COLL_ALLREDUCE, sendbuf, n, recvbuf, n, recvbuf, &inplace));
+    a = (mlc_args_t){.sendbuf = sendbuf, .recvbuf = recvbuf, .count = count, .dtype = dtype,
+                     .esize = mlc_dtype_size(dtype), .op = op, .inplace = inplace};
+    return submit(comm, MLC_COLL_ALLREDUCE, &a, n, req);
+}
+
+mlc_status_t mlc_allgather(const void *sendbuf, void *recvbuf, size_t count, mlc_dtype_t dtype,
+                           mlc_comm_t *comm, mlc_request_t **req)
+{
+    BEGIN(MLC_COLL_ALLGATHER);
+    TRY(check_dtype(MLC_COLL_ALLGATHER, dtype));
+    size_t es = mlc_dtype_size(dtype), n = 0, total = 0;
+    TRY(bytes_of(MLC_COLL_ALLGATHER, count, es, &n));
+    TRY(bytes_of(MLC_COLL_ALLGATHER, count * (size_t)comm->size, es, &total));
+    TRY(check_buf(MLC_COLL_ALLGATHER, "sendbuf", sendbuf, count));
+    TRY(check_buf(MLC_COLL_ALLGATHER, "recvbuf", recvbuf, count));
+    bool inplace;
+    const void *ip = recvbuf ? (const char *)recvbuf + (size_t)comm->rank * n : NULL;
+    TRY(check_overlap(MLC_COLL_ALLGATHER, sendbuf, n, recvbuf, total, ip, &inplace));
+    a = (mlc_args_t){.sendbuf = sendbuf, .recvbuf = recvbuf, .count = count, .dtype = dtype, .esize = es,
+                     .inplace = inplace};
+    return submit(comm, MLC_COLL_ALLGATHER, &a, n, req);
+}
+
+mlc_status_t mlc_allgatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
+                            const size_t *recvcounts, const size_t *displs, mlc_dtype_t dtype,
+                            mlc_comm_t *comm, mlc_request_t **req)
+{
+    BEGIN(MLC_COLL_ALLGATHERV);
+    TRY(check_dtype(MLC_COLL_ALLGATHERV, dtype));
+    TRY(check_vector(MLC_COLL_ALLGATHERV, "recvcounts", recvcounts, "displs", displs, comm->size, true));
+    size_t es = mlc_dtype_size(dtype), n = 0;
+    CHECK_ARG(recvcounts[comm->rank] == sendcount,
+              "mlc_allgatherv: sendcount %zu differs from recvcounts[%d] = %zu", sendcount, comm->rank,
+              recvcounts[comm->rank]);
+    size_t ext = vextent(recvcounts, displs, comm->size);
+    TRY(bytes_of(MLC_COLL_ALLGATHERV, sendcount, es, &n));
+    TRY(check_buf(MLC_COLL_ALLGATHERV, "sendbuf", sendbuf, sendcount));
+    TRY(check_buf(MLC_COLL_ALLGATHERV, "recvbuf", recvbuf, ext));
+    bool inplace;
+    const void *ip = recvbuf ? (const char *)recvbuf + displs[comm->rank] * es : NULL;
+    TRY(check_overlap(MLC_COLL_ALLGATHERV, sendbuf, n, recvbuf, ext * es, ip, &inplace));
+    a = (mlc_args_t){.sendbuf = sendbuf, .recvbuf = recvbuf, .count = sendcount, .counts = recvcounts,
+                     .displs = displs, .dtype = dtype, .esize = es, .inplace = inplace};
+    return submit(comm, MLC_COLL_ALLGATHERV, &a, n, req);
+}
+
+mlc_status_t mlc_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                mlc_dtype_t dtype, mlc_op_t op, mlc_comm_t *comm, mlc_request_t **req)
+{
+    BEGIN(MLC_COLL_REDUCE_SCATTER);
+    TRY(check_dtype(MLC_COLL_REDUCE_SCATTER, dtype));
+    TRY(mlc_op_check(dtype, op));
+    size_t es = mlc_dtype_size(dtype), n = 0, total = 0;
+    TRY(bytes_of(MLC_COLL_REDUCE_SCATTER, recvcount, es, &n));
+    TRY(bytes_of(MLC_COLL_REDUCE_SCATTER, recvcount * (size_t)comm->size, es, &total));
+    TRY(check_buf(MLC_COLL_REDUCE_SCATTER, "sendbuf", sendbuf, recvcount));
+    TRY(check_buf(MLC_COLL_REDUCE_SCATTER, "recvbuf", recvbuf, recvcount));
+    bool inplace;
+    const void *ip_recv = sendbuf ? (const char *)sendbuf + (size_t)comm->rank * n : NULL;
+    /* in place: recvbuf == sendbuf + rank*recvcount */
+    inplace = recvbuf && recvbuf == ip_recv;
+    if (!inplace)
+        CHECK_ARG(!overlap(sendbuf, total, recvbuf, n),
+                  "mlc_reduce_scatter: send buffer %p (%zu bytes) and receive buffer %p (%zu bytes) "
+                  "overlap without being the in-place form (recvbuf == sendbuf + rank*recvcount)",
+                  sendbuf, total, recvbuf, n);
+    a = (mlc_args_t){.sendbuf = sendbuf, .recvbuf = recvbuf, .count = recvcount, .dtype = dtype,
+                     .esize = es, .op = op, .inplace = inplace};
+    return submit(comm, MLC_COLL_REDUCE_SCATTER, &a, n, req);
+}
+
+mlc_status_t mlc_alltoall(const void *sendbuf, void *recvbuf, size_t count, mlc_dtype_t dtype,
+                          mlc_comm_t *comm, mlc_request_t **req)
+{
+    BEGIN(MLC_COLL_ALLTOALL);
+    TRY(check_dtype(MLC_COLL_ALLTOALL, dtype));
+    size_t es = mlc_dtype_size(dtype), n = 0, total = 0;
+    TRY(bytes_of(MLC_COLL_ALLTOALL, count, es, &n));
+    TRY(bytes_of(MLC_COLL_ALLTOALL, count * (size_t)comm->size, es, &total));
+    TRY(check_buf(MLC_COLL_ALLTOALL, "sendbuf", sendbuf, count));
+    TRY(check_buf(MLC_COLL_ALLTOALL, "recvbuf", recvbuf, count));
+    bool inplace;
+    TRY(check_overlap(MLC_COLL_ALLTOALL, sendbuf, total, recvbuf, total, recvbuf, &inplace));
+    a = (mlc_args_t){.sendbuf = sendbuf, .recvbuf = recvbuf, .count = count, .dtype = dtype, .esize = es,
+                     .inplace = inplace};
+    return submit(comm, MLC_COLL_ALLTOALL, &a, total, req);
+}
+
+mlc_status_t mlc_alltoallv(const void *sendbuf, const size_t *sendcounts, const size_t *sdispls,
+                           void *recvbuf, const size_t *recvcounts, const size_t *rdispls,
+                           mlc_dtype_t dtype, mlc_comm_t *comm, mlc_request_t **req)
+{
+    BEGIN(MLC_COLL_ALLTOALLV);
+    TRY(check_dtype(MLC_COLL_ALLTOALLV, dtype));
+    TRY(check_vector(MLC_COLL_ALLTOALLV, "sendcounts", sendcounts, "sdispls", sdispls, comm->size, true));
+    TRY(check_vector(MLC_COLL_ALLTOALLV, "recvcounts", recvcounts, "rdispls", rdispls, comm->size, true));
+    size_t es = mlc_dtype_size(dtype);
+    size_t sext = vextent(sendcounts, sdispls, comm->size), rext = vextent(recvcounts, rdispls, comm->size);
+    TRY(check_buf(MLC_COLL_ALLTOALLV, "sendbuf", sendbuf, sext));
+    TRY(check_buf(MLC_COLL_ALLTOALLV, "recvbuf", recvbuf, rext));
+    bool inplace;
+    TRY(check_overlap(MLC_COLL_ALLTOALLV, sendbuf, sext * es, recvbuf, rext * es, NULL, &inplace));
+    a = (mlc_args_t){.sendbuf = sendbuf, .recvbuf = recvbuf, .counts = sendcounts, .displs = sdispls,
+                     .counts2 = recvcounts, .displs2 = rdispls, .dtype = dtype, .esize = es};
+    return submit(comm, MLC_COLL_ALLTOALLV, &a, sext * es, req);
+}
+
+mlc_status_t mlc_gather(const void *sendbuf, void *recvbuf, size_t count, mlc_dtype_t dtype, int root,
+                        mlc_comm_t *comm, mlc_request_t **req)
+{
+    BEGIN(MLC_COLL_GATHER);
+    TRY(check_dtype(MLC_COLL_GATHER, dtype));
+    TRY(check_rank(MLC_COLL_GATHER, "root", root, comm));
+    size_t es = mlc_dtype_size(dtype), n = 0, total = 0;
+    TRY(bytes_of(MLC_COLL_GATHER, count, es, &n));
+    TRY(bytes_of(MLC_COLL_GATHER, count * (size_t)comm->size, es, &total));
+    TRY(check_buf(MLC_COLL_GATHER, "sendbuf", sendbuf, count));
+    bool inplace = false, am_root = comm->rank == root;
+    if (am_root) {
+        TRY(check_buf(MLC_COLL_GATHER, "recvbuf (root)", recvbuf, count));
+        const void *ip = recvbuf ? (const char *)recvbuf + (size_t)root * n : NULL;
+        TRY(check_overlap(MLC_COLL_GATHER, sendbuf, n, recvbuf, total, ip, &inplace));
+    }
+    a = (mlc_args_t){.sendbuf = sendbuf, .recvbuf = am_root ? recvbuf : NULL, .count = count,
+                     .dtype = dtype, .esize = es, .root = root, .inplace = inplace};
+    return submit(comm, MLC_COLL_GATHER, &a, n, req);
+}
+
+mlc_status_t mlc_gatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
+                         const size_t *recvcounts, const size_t *displs, mlc_dtype_t dtype, int root,
+                         mlc_comm_t *comm, mlc_request_t **req)
+{
+    BEGIN(MLC_COLL_GATHERV);
+    TRY(check_dtype(MLC_COLL_GATHERV, dtype));
+    TRY(check_rank(MLC_COLL_GATHERV, "root", root, comm));
+    size_t es = mlc_dtype_size(dtype), n = 0;
+    TRY(bytes_of(MLC_COLL_GATHERV, sendcount, es, &n));
+    TRY(check_buf(MLC_COLL_GATHERV, "sendbuf", sendbuf, sendcount));
+    bool inplace = false, am_root = comm->rank == root;
+    if (am_root) {
+        TRY(check_vector(MLC_COLL_GATHERV, "recvcounts", recvcounts, "displs", displs, comm->size, true));
+        CHECK_ARG(recvcounts[root] == sendcount, "mlc_gatherv: root's sendcount %zu differs from recvcounts[%d] = %zu",
+                  sendcount, root, recvcounts[root]);
+        size_t ext = vextent(recvcounts, displs, comm->size);
+        TRY(check_buf(MLC_COLL_GATHERV, "recvbuf (root)", recvbuf, ext));
+        const void *ip = recvbuf ? (const char *)recvbuf + displs[root] * es : NULL;
+        TRY(check_overlap(MLC_COLL_GATHERV, sendbuf, n, recvbuf, ext * es, ip, &inplace));
+    }
+    a = (mlc_args_t){.sendbuf = sendbuf, .recvbuf = am_root ? recvbuf : NULL, .count = sendcount,
+                     .counts = am_root ? recvcounts : NULL, .displs = am_root ? displs : NULL,
+                     .dtype = dtype, .esize = es, .root = root, .inplace = inplace};
+    return submit(comm, MLC_COLL_GATHERV, &a, n, req);
+}
+
+mlc_status_t mlc_scatter(const void *sendbuf, void *recvbuf, size_t count, mlc_dtype_t dtype, int root,
+                         mlc_comm_t *comm, mlc_request_t **req)
+{
+    BEGIN(MLC_COLL_SCATTER);
+    TRY(check_dtype(MLC_COLL_SCATTER, dtype));
+    TRY(check_rank(MLC_COLL_SCATTER, "root", root, comm));
+    size_t es = mlc_dtype_size(dtype), n = 0, total = 0;
+    TRY(bytes_of(MLC_COLL_SCATTER, count, es, &n));
+    TRY(bytes_of(MLC_COLL_SCATTER, count * (size_t)comm->size, es, &total));
+    TRY(check_buf(MLC_COLL_SCATTER, "recvbuf", recvbuf, count));
+    bool inplace = false, am_root = comm->rank == root;
+    if (am_root) {
+        TRY(check_buf(MLC_COLL_SCATTER, "sendbuf (root)", sendbuf, count));
+        /* in place: recvbuf == sendbuf + root*count */
+        const void *ip = sendbuf ? (const char *)sendbuf + (size_t)root * n : NULL;
+        inplace = recvbuf && recvbuf == ip;
+        if (!inplace)
+            CHECK_ARG(!overlap(sendbuf, total, recvbuf, n),
+                      "mlc_scatter: send buffer and receive buffer overlap without being the in-place form");
+    }
+    a = (mlc_args_t){.sendbuf = am_root ? sendbuf : NULL, .recvbuf = recvbuf, .count = count, .dtype = dtype,
+                     .esize = es, .root = root, .inplace = inplace};
+    return submit(comm, MLC_COLL_SCATTER, &a, n, req);
+}
+
+mlc_status_t mlc_scatterv(const void *sendbuf, const size_t *sendcounts, const size_t *displs,
+                          void *recvbuf, size_t recvcount, mlc_dtype_t dtype, int root,
+                          mlc_comm_t *comm, mlc_request_t **req)
+{
+    BEGIN(MLC_COLL_SCATTERV);
+    TRY(check_dtype(MLC_COLL_SCATTERV, dtype));
+    TRY(check_rank(MLC_COLL_SCATTERV, "root", root, comm));
+    size_t es = mlc_dtype_size(dtype), n = 0;
+    TRY(bytes_of(MLC_COLL_SCATTERV, recvcount, es, &n));
+    TRY(check_buf(MLC_COLL_SCATTERV, "recvbuf", recvbuf, recvcount));
+    bool inplace = false, am_root = comm->rank == root;
+    if (am_root) {
+        TRY(check_vector(MLC_COLL_SCATTERV, "sendcounts", sendcounts, "displs", displs, comm->size, true));
+        CHECK_ARG(sendcounts[root] == recvcount, "mlc_scatterv: root's recvcount %zu differs from sendcounts[%d] = %zu",
+                  recvcount, root, sendcounts[root]);
+        size_t ext = vextent(sendcounts, displs, comm->size);
+        TRY(check_buf(MLC_COLL_SCATTERV, "sendbuf (root)", sendbuf, ext));
+        const void *ip = sendbuf ? (const char *)sendbuf + displs[root] * es : NULL;
+        inplace = recvbuf && recvbuf == ip;
+        if (!inplace)
+            CHECK_ARG(!overlap(sendbuf, ext * es, recvbuf, n),
+                      "mlc_scatterv: send buffer and receive buffer overlap without being the in-place form");
+    }
+    a = (mlc_args_t){.sendbuf = am_root ? sendbuf : NULL, .recvbuf = recvbuf, .count = recvcount,
+                     .counts = am_root ? sendcounts : NULL, .displs = am_root ? displs : NULL,
+                     .dtype = dtype, .esize = es, .root = root, .inplace = inplace};
+    return submit(comm, MLC_COLL_SCATTERV, &a, n, req);
+}
+
+mlc_status_t mlc_barrier(mlc_comm_t *comm, mlc_request_t **req)
+{
+    BEGIN(MLC_COLL_BARRIER);
+    a.dtype = MLC_UINT8;
+    a.esize = 1;
+    return submit(comm, MLC_COLL_BARRIER, &a, 0, req);
+}
+
+/* ---- point-to-point ------------------------------------------------------ */
+
+static mlc_status_t check_tag(mlc_coll_t coll, const char *what, int tag, bool any_ok, const mlc_comm_t *comm)
+{
+    if (any_ok && tag == MLC_ANY_TAG) return MLC_SUCCESS;
+    int tmax = mlc_comm_tag_max(comm);
+    CHECK_ARG(tag >= 0 && tag <= tmax, "mlc_%s: %s %d is out of range [0, %d]%s", coll_names[coll], what, tag,
+              tmax, any_ok ? " (or MLC_ANY_TAG)" : "");
+    return MLC_SUCCESS;
+}
+
+static mlc_status_t check_peer(mlc_coll_t coll, const char *what, int peer, bool any_ok, const mlc_comm_t *comm)
+{
+    if (any_ok && peer == MLC_ANY_SOURCE) return MLC_SUCCESS;
+    CHECK_ARG(peer >= 0 && peer < comm->size, "mlc_%s: %s %d is out of range (communicator of %d ranks%s)",
+              coll_names[coll], what, peer, comm->size, any_ok ? ", or MLC_ANY_SOURCE" : "");
+    return MLC_SUCCESS;
+}
+
+mlc_status_t mlc_send(const void *buf, size_t count, mlc_dtype_t dtype, int peer, int tag, mlc_comm_t *comm,
+                      mlc_request_t **req)
+{
+    BEGIN(MLC_COLL_SEND);
+    TRY(check_dtype(MLC_COLL_SEND, dtype));
+    TRY(check_peer(MLC_COLL_SEND, "peer", peer, false, comm));
+    TRY(check_tag(MLC_COLL_SEND, "tag", tag, false, comm));
+    size_t n = 0;
+    TRY(bytes_of(MLC_COLL_SEND, count, mlc_dtype_size(dtype), &n));
+    TRY(check_buf(MLC_COLL_SEND, "buf", buf, count));
+    a = (mlc_args_t){.sendbuf = buf, .count = count, .dtype = dtype, .esize = mlc_dtype_size(dtype),
+                     .root = peer, .tag = tag};
+    return submit(comm, MLC_COLL_SEND, &a, n, req);
+}
+
+mlc_status_t mlc_recv(void *buf, size_t count, mlc_dtype_t dtype, int peer, int tag, mlc_comm_t *comm,
+                      mlc_msg_status_t *status, mlc_request_t **req)
+{
+    BEGIN(MLC_COLL_RECV);
+    TRY(check_dtype(MLC_COLL_RECV, dtype));
+    TRY(check_peer(MLC_COLL_RECV, "peer", peer, true, comm));
+    TRY(check_tag(MLC_COLL_RECV, "tag", tag, true, comm));
+    size_t n = 0;
+    TRY(bytes_of(MLC_COLL_RECV, count, mlc_dtype_size(dtype), &n));
+    TRY(check_buf(MLC_COLL_RECV, "buf", buf, count));
+    a = (mlc_args_t){.recvbuf = buf, .count = count, .dtype = dtype, .esize = mlc_dtype_size(dtype),
+                     .root = peer, .tag = tag, .msg_status = status};
+    return submit(comm, MLC_COLL_RECV, &a, n, req);
+}
+
+mlc_status_t mlc_sendrecv(const void *sendbuf, size_t sendcount, int dest, int sendtag, void *recvbuf,
+                          size_t recvcount, int source, int recvtag, mlc_dtype_t dtype, mlc_comm_t *comm,
+                          mlc_msg_status_t *status, mlc_request_t **req)
+{
+    BEGIN(MLC_COLL_SENDRECV);
+    TRY(check_dtype(MLC_COLL_SENDRECV, dtype));
+    TRY(check_peer(MLC_COLL_SENDRECV, "dest", dest, false, comm));
+    TRY(check_peer(MLC_COLL_SENDRECV, "source", source, true, comm));
+    TRY(check_tag(MLC_COLL_SENDRECV, "sendtag", sendtag, false, comm));
+    TRY(check_tag(MLC_COLL_SENDRECV, "recvtag", recvtag, true, comm));
+    size_t es = mlc_dtype_size(dtype), sn = 0, rn = 0;
+    TRY(bytes_of(MLC_COLL_SENDRECV, sendcount, es, &sn));
+    TRY(bytes_of(MLC_COLL_SENDRECV, recvcount, es, &rn));
+    TRY(check_buf(MLC_COLL_SENDRECV, "sendbuf", sendbuf, sendcount));
+    TRY(check_buf(MLC_COLL_SENDRECV, "recvbuf", recvbuf, recvcount));
+    CHECK_ARG(!overlap(sendbuf, sn, recvbuf, rn), "mlc_sendrecv: send and receive buffers overlap");
+    a = (mlc_args_t){.sendbuf = sendbuf, .recvbuf = recvbuf, .count = sendcount, .count2 = recvcount,
+                     .dtype = dtype, .esize = es, .root = dest, .peer2 = source, .tag = sendtag,
+                     .tag2 = recvtag, .msg_status = status};
+    return submit(comm, MLC_COLL_SENDRECV, &a, sn, req);
+}
+
+mlc_status_t mlc_iprobe(int source, int tag, mlc_comm_t *comm, int *flag, mlc_msg_status_t *status)
+{
+    BEGIN(MLC_COLL_RECV);
+    CHECK_ARG(flag, "mlc_iprobe: flag is NULL");
+    TRY(check_peer(MLC_COLL_RECV, "source", source, true, comm));
+    TRY(check_tag(MLC_COLL_RECV, "tag", tag, true, comm));
+    if (!comm->be->iprobe)
+        return mlc_error(MLC_ERR_UNSUPPORTED, "mlc_iprobe is not supported by backend '%s'", comm->be->name);
+    mlc_msg_status_t tmp;
+    int f = 0;
+    mlc_status_t st = comm->be->iprobe(comm, source, tag, &f, &tmp);
+    if (st != MLC_SUCCESS) return st;
+    *flag = f;
+    if (f && status) *status = tmp;
+    return MLC_SUCCESS;
+}
+
+mlc_status_t mlc_probe(int source, int tag, mlc_comm_t *comm, mlc_msg_status_t *status)
+{
+    BEGIN(MLC_COLL_RECV);
+    TRY(check_peer(MLC_COLL_RECV, "source", source, true, comm));
+    TRY(check_tag(MLC_COLL_RECV, "tag", tag, true, comm));
+    if (!comm->be->iprobe)
+        return mlc_error(MLC_ERR_UNSUPPORTED, "mlc_probe is not supported by backend '%s'", comm->be->name);
+    /* Probe polls iprobe under the same rules as every wait: timeout, abort, death. */
+    double start = 0, timeout = comm->cfg.timeout_s;
+    int spins = 0;
+    for (;;) {
+        int flag = 0, progressed = 0;
+        mlc_msg_status_t tmp;
+        mlc_status_t st = comm->be->iprobe(comm, source, tag, &flag, &tmp);
+        if (st != MLC_SUCCESS) return st;
+        if (flag) {
+            if (status) *status = tmp;
+            return MLC_SUCCESS;
+        }
+        st = comm->be->progress(comm, &progressed);
+        if (st != MLC_SUCCESS) return mlc_comm_check(comm) ? mlc_comm_check(comm) : st;
+        if (progressed) {
+            start = 0;
+            spins = 0;
+            continue;
+        }
+        if (++spins < 1000) continue;
+        double now = mlc_now();
+        if (start == 0) start = now;
+        st = comm->be->health(comm);
+        if (st != MLC_SUCCESS) return mlc_comm_check(comm);
+        if (timeout > 0 && now - start > timeout) {
+            mlc_comm_fail(comm, MLC_ERR_TIMEOUT, "rank %d: probe (source %d, tag %d) saw no message for %.0f s "
+                          "(MLC_TIMEOUT)", comm->rank, source, tag, timeout);
+            return mlc_comm_check(comm);
+        }
+        if (comm->be->idle) comm->be->idle(comm, 0.1);
+        spins = 900;
+    }
+}
+
+mlc_status_t mlc_comm_get_algo(mlc_comm_t *comm, mlc_coll_t coll, size_t bytes, const char **name)
+{
+    mlc_error_clear();
+    if (!comm || !name) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_comm_get_algo: %s is NULL", comm ? "name" : "comm");
+    if (coll < 0 || coll >= MLC_COLL_COUNT)
+        return mlc_error(MLC_ERR_INVALID_ARG, "mlc_comm_get_algo: unknown collective %d", (int)coll);
+    mlc_request_t probe;
+    memset(&probe, 0, sizeof probe);
+    probe.comm = comm;
+    probe.coll = coll;
+    probe.args.count = bytes;
+    probe.args.esize = 1;
+    probe.args.op = MLC_SUM;
+    probe.args.sendbuf = probe.args.recvbuf = &probe; /* present, not in place */
+    const char *a = choose_algo(&probe);
+    *name = a ? a : "native";
+    return MLC_SUCCESS;
+}

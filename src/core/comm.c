@@ -1,0 +1,379 @@
+/* Communicator lifetime: init (env, backend choice, agreement check), split, free, abort. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include "algos/select.h"
+#include "backend.h"
+#include "error.h"
+#include "log.h"
+#include "profile.h"
+
+void mlc_comm_free_requests(mlc_comm_t *comm); /* request.c */
+
+#define MLC_UID_MAGIC "mlcuid1:"
+
+mlc_comm_t *mlc_comm_alloc(void)
+{
+    return calloc(1, sizeof(mlc_comm_t));
+}
+
+void mlc_comm_release(mlc_comm_t *comm)
+{
+    if (!comm) return;
+    mlc_prof_close(comm);
+    mlc_comm_free_requests(comm);
+    free(comm);
+}
+
+mlc_status_t mlc_comm_fail(mlc_comm_t *comm, mlc_status_t st, const char *fmt, ...)
+{
+    int expected = 0;
+    char msg[sizeof comm->fail_msg];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    /* First failure wins; its message is written before the flag is published. */
+    static _Atomic int writing;
+    if (atomic_load(&comm->failed) == 0 && atomic_exchange(&writing, 1) == 0) {
+        if (atomic_load(&comm->failed) == 0) {
+            memcpy(comm->fail_msg, msg, sizeof msg);
+            atomic_compare_exchange_strong(&comm->failed, &expected, (int)st);
+            MLC_WARN("%s", msg);
+        }
+        atomic_store(&writing, 0);
+    }
+    int now = atomic_load(&comm->failed);
+    return now ? (mlc_status_t)now : st;
+}
+
+mlc_status_t mlc_comm_check(const mlc_comm_t *comm)
+{
+    int failed = atomic_load(&((mlc_comm_t *)comm)->failed);
+    if (!failed) return MLC_SUCCESS;
+    return mlc_error((mlc_status_t)failed, "communicator has failed earlier: %s", comm->fail_msg);
+}
+
+/* Is `name` one of the algorithms the backend can run for coll? */
+static bool algo_known(const mlc_backend_t *be, mlc_coll_t coll, const char *name)
+{
+    if (strcmp(name, "native") == 0) return be->algos == NULL || be->algos(coll) == NULL ||
+                                              be->algos(coll)[0] == NULL ||
+                                              strcmp(be->algos(coll)[0], "native") == 0;
+    if (!be->algos) return false;
+    const char *const *list = be->algos(coll);
+    for (; list && *list; list++)
+        if (strcmp(*list, name) == 0) return true;
+    return false;
+}
+
+static const char *coll_env_suffix(mlc_coll_t coll)
+{
+    static const char *const names[] = {
+#define MLC_X_NAME(name, str, env) env,
+        MLC_COLL_LIST(MLC_X_NAME)
+#undef MLC_X_NAME
+    };
+    return names[coll];
+}
+
+static mlc_status_t setup(mlc_comm_t *c, const mlc_cfg_t *cfg, const mlc_backend_t *be)
+{
+    c->cfg = *cfg;
+    c->be = be;
+    for (mlc_coll_t k = 0; k < MLC_COLL_COUNT; k++) {
+        const char *name = cfg->algo[k];
+        if (!name[0]) continue;
+        if (!algo_known(be, k, name))
+            return mlc_error(MLC_ERR_CONFIG, "MLC_ALGO_%s=%s: backend '%s' has no such %s algorithm "
+                             "(mlcomm-info --algos lists them)",
+                             coll_env_suffix(k), name, be->name, mlc_coll_name(k));
+        c->algo_forced[k] = c->cfg.algo[k];
+    }
+    return MLC_SUCCESS;
+}
+
+/* Every rank must run with the same collective-relevant configuration. */
+static mlc_status_t check_agreement(mlc_comm_t *c)
+{
+    if (c->size == 1) return MLC_SUCCESS;
+    mlc_cfg_t root_cfg = c->cfg;
+    mlc_status_t st = mlc_broadcast(&c->cfg, &root_cfg, sizeof root_cfg, MLC_UINT8, 0, c, NULL);
+    if (st != MLC_SUCCESS) return st;
+    const char *diff = mlc_config_diff(&c->cfg, &root_cfg);
+    int32_t mine = diff != NULL, any = 0;
+    st = mlc_allreduce(&mine, &any, 1, MLC_INT32, MLC_MAX, c, NULL);
+    if (st != MLC_SUCCESS) return st;
+    if (diff)
+        return mlc_error(MLC_ERR_MISMATCH, "rank %d: %s differs from rank 0's; every rank must use "
+                         "the same value", c->rank, diff);
+    if (any)
+        return mlc_error(MLC_ERR_MISMATCH, "rank %d: another rank's collective configuration "
+                         "differs from rank 0's (see that rank's error)", c->rank);
+    return MLC_SUCCESS;
+}
+
+static void random_hex(char *out, size_t nbytes)
+{
+    unsigned char raw[32];
+    if (nbytes > sizeof raw) nbytes = sizeof raw;
+    if (getrandom(raw, nbytes, 0) != (ssize_t)nbytes) {
+        /* getrandom cannot fail for small sizes after boot; fall back to time + address. */
+        uint64_t x = (uint64_t)(mlc_now() * 1e9) ^ (uint64_t)(uintptr_t)out;
+        for (size_t i = 0; i < nbytes; i++) raw[i] = (unsigned char)(x >> (8 * (i % 8)));
+    }
+    for (size_t i = 0; i < nbytes; i++) sprintf(out + 2 * i, "%02x", raw[i]);
+}
+
+static mlc_status_t create(const mlc_cfg_t *cfg, const mlc_boot_t *boot, mlc_comm_t **out)
+{
+    const mlc_backend_t *be;
+    mlc_status_t st = mlc_backend_select(cfg, &be);
+    if (st != MLC_SUCCESS) return st;
+    mlc_comm_t *c = mlc_comm_alloc();
+    if (!c) return mlc_error(MLC_ERR_NO_MEMORY, "mlc_comm_init: out of memory");
+    c->rank = boot->rank;
+    c->size = boot->size;
+    st = setup(c, cfg, be);
+    if (st != MLC_SUCCESS) goto fail;
+    st = be->init(c, boot);
+    if (st != MLC_SUCCESS) goto fail;
+    st = mlc_prof_open(c);
+    if (st == MLC_SUCCESS) st = check_agreement(c);
+    if (st != MLC_SUCCESS) {
+        be->destroy(c);
+        goto fail;
+    }
+    MLC_INFO("rank %d/%d: communicator ready on backend '%s' (job %s, ranks from %s, timeout %g s)",
+             c->rank, c->size, be->name, cfg->job_id, cfg->rank_source ? cfg->rank_source : "config",
+             cfg->timeout_s);
+    *out = c;
+    return MLC_SUCCESS;
+fail:
+    mlc_comm_release(c);
+    return st;
+}
+
+mlc_status_t mlc_comm_init(const mlc_config_t *cfg_in, mlc_comm_t **out)
+{
+    mlc_error_clear();
+    if (!out) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_comm_init: comm (output) is NULL");
+    mlc_cfg_t cfg;
+    mlc_status_t st = mlc_config_resolve(cfg_in, &cfg);
+    if (st != MLC_SUCCESS) return st;
+    mlc_log_configure(cfg.log_level, cfg.log_file);
+    if (!cfg.job_id[0]) {
+        if (cfg.world_size > 1)
+            return mlc_error(MLC_ERR_CONFIG, "rank %d of %d: no job id: set MLC_JOB_ID to the same value "
+                             "on every rank (mlcomm-run does this)", cfg.rank, cfg.world_size);
+        random_hex(cfg.job_id, 8);
+    }
+    mlc_boot_t boot = {cfg.rank, cfg.world_size, cfg.local_rank, cfg.local_size, cfg.job_id, NULL};
+    return create(&cfg, &boot, out);
+}
+
+mlc_status_t mlc_get_unique_id(mlc_unique_id_t *id)
+{
+    mlc_error_clear();
+    if (!id) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_get_unique_id: id is NULL");
+    memset(id, 0, sizeof *id);
+    memcpy(id->internal, MLC_UID_MAGIC, strlen(MLC_UID_MAGIC));
+    random_hex(id->internal + strlen(MLC_UID_MAGIC), 16);
+    return MLC_SUCCESS;
+}
+
+mlc_status_t mlc_comm_init_rank(const mlc_unique_id_t *id, int nranks, int rank,
+                                const mlc_config_t *cfg_in, mlc_comm_t **out)
+{
+    mlc_error_clear();
+    if (!id || !out) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_comm_init_rank: %s is NULL", id ? "comm" : "id");
+    if (memcmp(id->internal, MLC_UID_MAGIC, strlen(MLC_UID_MAGIC)) != 0)
+        return mlc_error(MLC_ERR_INVALID_ARG, "mlc_comm_init_rank: id was not made by mlc_get_unique_id");
+    if (nranks < 1 || rank < 0 || rank >= nranks)
+        return mlc_error(MLC_ERR_INVALID_ARG, "mlc_comm_init_rank: rank %d of %d is out of range", rank, nranks);
+    mlc_cfg_t cfg;
+    mlc_status_t st = mlc_config_resolve(cfg_in, &cfg);
+    if (st != MLC_SUCCESS) return st;
+    mlc_log_configure(cfg.log_level, cfg.log_file);
+    if (!cfg_in || !cfg_in->backend) snprintf(cfg.backend, sizeof cfg.backend, "threads");
+    cfg.rank = cfg.local_rank = rank;
+    cfg.world_size = cfg.local_size = nranks;
+    cfg.rank_source = "mlc_comm_init_rank";
+    snprintf(cfg.job_id, sizeof cfg.job_id, "%s", id->internal + strlen(MLC_UID_MAGIC));
+    mlc_boot_t boot = {rank, nranks, rank, nranks, cfg.job_id, id};
+    return create(&cfg, &boot, out);
+}
+
+mlc_status_t mlc_comm_init_all(int n, const mlc_config_t *cfg_in, mlc_comm_t **comms)
+{
+    mlc_error_clear();
+    if (!comms) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_comm_init_all: comms is NULL");
+    if (n < 1) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_comm_init_all: n = %d, need at least 1", n);
+    mlc_cfg_t cfg;
+    mlc_status_t st = mlc_config_resolve(cfg_in, &cfg);
+    if (st != MLC_SUCCESS) return st;
+    mlc_log_configure(cfg.log_level, cfg.log_file);
+    if (cfg_in && cfg_in->backend && strcmp(cfg_in->backend, "threads") != 0)
+        return mlc_error(MLC_ERR_INVALID_ARG, "mlc_comm_init_all creates threads ranks; backend '%s' "
+                         "was asked for", cfg_in->backend);
+    snprintf(cfg.backend, sizeof cfg.backend, "threads");
+    cfg.world_size = cfg.local_size = n;
+    cfg.rank_source = "mlc_comm_init_all";
+    random_hex(cfg.job_id, 8);
+    const mlc_backend_t *be = &mlc_backend_threads;
+    for (int i = 0; i < n; i++) comms[i] = NULL;
+    for (int i = 0; i < n; i++) {
+        mlc_comm_t *c = mlc_comm_alloc();
+        if (!c) {
+            st = mlc_error(MLC_ERR_NO_MEMORY, "mlc_comm_init_all: out of memory");
+            goto fail;
+        }
+        comms[i] = c;
+        c->rank = cfg.rank = cfg.local_rank = i;
+        c->size = n;
+        st = setup(c, &cfg, be);
+        if (st == MLC_SUCCESS) st = mlc_prof_open(c);
+        if (st != MLC_SUCCESS) goto fail;
+    }
+    st = be->init_all(n, comms);
+    if (st != MLC_SUCCESS) goto fail;
+    return MLC_SUCCESS;
+fail:
+    for (int i = 0; i < n; i++) {
+        mlc_comm_release(comms[i]);
+        comms[i] = NULL;
+    }
+    return st;
+}
+
+int mlc_comm_rank(const mlc_comm_t *comm) { return comm ? comm->rank : -1; }
+int mlc_comm_size(const mlc_comm_t *comm) { return comm ? comm->size : -1; }
+const char *mlc_comm_backend(const mlc_comm_t *comm) { return comm ? comm->be->name : NULL; }
+mlc_status_t mlc_comm_status(const mlc_comm_t *comm)
+{
+    return comm ? (mlc_status_t)atomic_load(&((mlc_comm_t *)comm)->failed) : MLC_ERR_INVALID_ARG;
+}
+
+typedef struct split_entry {
+    int32_t color, key;
+} split_entry_t;
+
+mlc_status_t mlc_comm_split(mlc_comm_t *comm, int color, int key, mlc_comm_t **out)
+{
+    mlc_error_clear();
+    if (!comm || !out) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_comm_split: %s is NULL", comm ? "out" : "comm");
+    if (color < 0 && color != MLC_UNDEFINED)
+        return mlc_error(MLC_ERR_INVALID_ARG, "mlc_comm_split: color %d is negative (use MLC_UNDEFINED)", color);
+    mlc_status_t st = mlc_comm_check(comm);
+    if (st != MLC_SUCCESS) return st;
+    int p = comm->size;
+    split_entry_t mine = {color, key};
+    split_entry_t *all = malloc(sizeof *all * (size_t)p);
+    int *members = malloc(sizeof *members * (size_t)p);
+    if (!all || !members) {
+        st = mlc_error(MLC_ERR_NO_MEMORY, "mlc_comm_split: out of memory");
+        goto out;
+    }
+    st = mlc_allgather(&mine, all, 2, MLC_INT32, comm, NULL);
+    if (st != MLC_SUCCESS) goto out;
+    /* Members of my colour, ordered by (key, parent rank): insertion sort, p is small. */
+    int n = 0, newrank = -1;
+    if (color != MLC_UNDEFINED) {
+        for (int r = 0; r < p; r++) {
+            if (all[r].color != color) continue;
+            int i = n++;
+            while (i > 0 && all[members[i - 1]].key > all[r].key) {
+                members[i] = members[i - 1];
+                i--;
+            }
+            members[i] = r;
+        }
+        for (int i = 0; i < n; i++)
+            if (members[i] == comm->rank) newrank = i;
+    }
+    mlc_comm_t *child = NULL;
+    if (color != MLC_UNDEFINED) {
+        child = mlc_comm_alloc();
+        if (!child) {
+            st = mlc_error(MLC_ERR_NO_MEMORY, "mlc_comm_split: out of memory");
+            goto out; /* peers will time out in the backend's split: nothing better to do */
+        }
+        child->rank = newrank;
+        child->size = n;
+        child->cfg = comm->cfg;
+        child->be = comm->be;
+        memcpy(child->algo_forced, comm->algo_forced, sizeof child->algo_forced);
+        for (int k = 0; k < MLC_COLL_COUNT; k++)
+            if (child->algo_forced[k]) child->algo_forced[k] = child->cfg.algo[k];
+        child->stream = comm->stream;
+    }
+    st = comm->be->split(comm, color, key, members, n, child);
+    if (st == MLC_SUCCESS && child) st = mlc_prof_open(child);
+    if (st != MLC_SUCCESS) {
+        if (child && child->impl) comm->be->destroy(child);
+        mlc_comm_release(child);
+        goto out;
+    }
+    *out = child;
+out:
+    free(all);
+    free(members);
+    return st;
+}
+
+mlc_status_t mlc_comm_free(mlc_comm_t *comm)
+{
+    mlc_error_clear();
+    if (!comm) return MLC_SUCCESS;
+    comm->be->destroy(comm);
+    mlc_comm_release(comm);
+    return MLC_SUCCESS;
+}
+
+mlc_status_t mlc_comm_abort(mlc_comm_t *comm)
+{
+    mlc_error_clear();
+    if (!comm) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_comm_abort: comm is NULL");
+    mlc_comm_fail(comm, MLC_ERR_ABORTED, "rank %d called mlc_comm_abort", comm->rank);
+    comm->be->abort(comm);
+    return MLC_SUCCESS;
+}
+
+mlc_status_t mlc_comm_set_algo(mlc_comm_t *comm, mlc_coll_t coll, const char *algo)
+{
+    mlc_error_clear();
+    if (!comm) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_comm_set_algo: comm is NULL");
+    if (coll < 0 || coll >= MLC_COLL_COUNT)
+        return mlc_error(MLC_ERR_INVALID_ARG, "mlc_comm_set_algo: unknown collective %d", (int)coll);
+    if (!algo || strcmp(algo, "auto") == 0 || !algo[0]) {
+        comm->algo_forced[coll] = NULL;
+        comm->cfg.algo[coll][0] = '\0';
+        return MLC_SUCCESS;
+    }
+    if (!algo_known(comm->be, coll, algo))
+        return mlc_error(MLC_ERR_INVALID_ARG, "mlc_comm_set_algo: backend '%s' has no %s algorithm '%s'",
+                         comm->be->name, mlc_coll_name(coll), algo);
+    snprintf(comm->cfg.algo[coll], sizeof comm->cfg.algo[coll], "%s", algo);
+    comm->algo_forced[coll] = comm->cfg.algo[coll];
+    return MLC_SUCCESS;
+}
+
+mlc_status_t mlc_comm_set_stream(mlc_comm_t *comm, void *stream)
+{
+    mlc_error_clear();
+    if (!comm) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_comm_set_stream: comm is NULL");
+    if (!comm->be->set_stream)
+        return mlc_error(MLC_ERR_UNSUPPORTED, "mlc_comm_set_stream: backend '%s' has no streams",
+                         comm->be->name);
+    mlc_status_t st = comm->be->set_stream(comm, stream);
+    if (st == MLC_SUCCESS) comm->stream = stream;
+    return st;
+}
+
+int mlc_comm_tag_max(const mlc_comm_t *comm)
+{
+    if (!comm) return -1;
+    return comm->be->tag_max ? comm->be->tag_max((mlc_comm_t *)comm) : MLC_TAG_MAX_DEFAULT;
+}

@@ -1,0 +1,606 @@
+/*
+ * mlc_config_resolve: caller field > environment variable > default.
+ * This file is the only place that reads the environment for a
+ * communicator's configuration. Parsing is strict: a malformed value fails
+ * with MLC_ERR_CONFIG naming the variable and the value, never silently
+ * becomes a default. An empty variable counts as unset.
+ */
+#include <ctype.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "backend.h" /* MLC_BACKEND_LIST: the backend names */
+#include "config.h"
+#include "error.h"
+
+const mlc_env_var_t mlc_env_vars[] = {
+#define MLC_X_ROW(name, def, help) {#name, def, help},
+    MLC_ENV_LIST(MLC_X_ROW)
+#undef MLC_X_ROW
+    {NULL, NULL, NULL}};
+
+/* ---- names ------------------------------------------------------------------ */
+#define MLC_X_STR(id) #id,
+static const char *const mlc_backend_names[] = {"auto", MLC_BACKEND_LIST(MLC_X_STR) NULL};
+#undef MLC_X_STR
+#define MLC_X_BACKEND_TEXT(id) ", " #id
+#define MLC_BACKEND_NAMES_TEXT "auto" MLC_BACKEND_LIST(MLC_X_BACKEND_TEXT)
+
+#define MLC_X_STR(id, str) str,
+static const char *const mlc_log_level_names[] = {MLC_LOG_LEVEL_LIST(MLC_X_STR) NULL};
+static const char *const mlc_memory_names[] = {MLC_MEMORY_LIST(MLC_X_STR) NULL};
+/* MPI thread levels in MPI_THREAD_* order: the value is the index. */
+#define MLC_THREAD_LEVEL_LIST(X) X(0, "single") X(1, "funneled") X(2, "serialized") X(3, "multiple")
+static const char *const mlc_thread_level_names[] = {MLC_THREAD_LEVEL_LIST(MLC_X_STR) NULL};
+#undef MLC_X_STR
+
+/* MLC_ALGO_<COLL> for every collective kind. */
+static const char *const mlc_algo_vars[MLC_COLL_COUNT] = {
+#define MLC_X_VAR(id, str, env) [id] = "MLC_ALGO_" env,
+    MLC_COLL_LIST(MLC_X_VAR)
+#undef MLC_X_VAR
+};
+
+/*
+ * Launcher variable families after mlcomm-run's own MLC_* set, in the order
+ * they are tried: X(rank_source, rank, world size, local rank, local size).
+ * Slurm's local size is derived (see mlc_slurm_local_size).
+ */
+#define MLC_RANK_FAMILY_LIST(X)                                                          \
+    X("torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE")                \
+    X("open-mpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",                        \
+      "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE")                        \
+    X("mpich", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS")             \
+    X("slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", NULL)
+
+typedef struct mlc_rank_family {
+    const char *source;
+    const char *var[4]; /* rank, world size, local rank, local size */
+} mlc_rank_family_t;
+
+static const mlc_rank_family_t mlc_rank_families[] = {
+#define MLC_X_ROW(src, r, s, lr, ls) {src, {r, s, lr, ls}},
+    MLC_RANK_FAMILY_LIST(MLC_X_ROW)
+#undef MLC_X_ROW
+};
+#define MLC_NFAMILIES (sizeof mlc_rank_families / sizeof mlc_rank_families[0])
+
+/* ---- small helpers ------------------------------------------------------- */
+
+/* The value of an environment variable; an empty value counts as unset. */
+static const char *mlc_env(const char *name)
+{
+    const char *v = getenv(name);
+    return (v != NULL && v[0] != '\0') ? v : NULL;
+}
+
+/* Index of `value` in a NULL-terminated name table (case-insensitive), or -1. */
+static int mlc_choice(const char *value, const char *const *names)
+{
+    for (int i = 0; names[i] != NULL; i++)
+        if (strcasecmp(value, names[i]) == 0) return i;
+    return -1;
+}
+
+/* "a, b, c" from a NULL-terminated name table. */
+static const char *mlc_choices_text(const char *const *names, char *buf, size_t len)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    for (int i = 0; names[i] != NULL && n < len; i++)
+        n += (size_t)snprintf(buf + n, len - n, "%s%s", i ? ", " : "", names[i]);
+    return buf;
+}
+
+/* Copy a string into a fixed field; false when it does not fit. */
+static bool mlc_copy(char *dst, size_t len, const char *src)
+{
+    size_t n = strlen(src);
+    if (n >= len) return false;
+    memcpy(dst, src, n + 1);
+    return true;
+}
+
+static uint64_t mlc_fnv1a(uint64_t h, const void *data, size_t len)
+{
+    const unsigned char *p = data;
+    for (size_t i = 0; i < len; i++) h = (h ^ p[i]) * 0x100000001b3ull;
+    return h;
+}
+#define MLC_FNV_OFFSET 0xcbf29ce484222325ull
+
+/* An integer variable in [lo, INT_MAX]; *found = false when unset. */
+static mlc_status_t mlc_env_int(const char *name, long long lo, int *out, bool *found)
+{
+    const char *v = mlc_env(name);
+    *found = v != NULL;
+    if (v == NULL) return MLC_SUCCESS;
+    long long x;
+    if (!mlc_parse_int(v, lo, INT_MAX, &x))
+        return mlc_error(MLC_ERR_CONFIG, "%s='%s' is not an integer in [%lld, %d]", name, v, lo,
+                         INT_MAX);
+    *out = (int)x;
+    return MLC_SUCCESS;
+}
+
+/* ---- rank, size and their local counterparts --------------------------- */
+
+enum { MLC_R_RANK, MLC_R_SIZE, MLC_R_LRANK, MLC_R_LSIZE, MLC_R_COUNT };
+static const long long mlc_rank_lo[MLC_R_COUNT] = {0, 1, 0, 1};
+
+typedef struct mlc_rank_env {
+    int value[MLC_R_COUNT];
+    bool found[MLC_R_COUNT];
+    const char *var[MLC_R_COUNT]; /* where each value came from */
+    const char *source;           /* NULL: no launcher variables */
+} mlc_rank_env_t;
+
+/* Slurm's tasks on this node: SLURM_NTASKS_PER_NODE, else the first number
+ * of SLURM_TASKS_PER_NODE ("2(x3),1" -> 2). */
+static mlc_status_t mlc_slurm_local_size(mlc_rank_env_t *re)
+{
+    bool found;
+    mlc_status_t st = mlc_env_int("SLURM_NTASKS_PER_NODE", 1, &re->value[MLC_R_LSIZE], &found);
+    if (st != MLC_SUCCESS || found) {
+        re->found[MLC_R_LSIZE] = found;
+        re->var[MLC_R_LSIZE] = "SLURM_NTASKS_PER_NODE";
+        return st;
+    }
+    const char *v = mlc_env("SLURM_TASKS_PER_NODE");
+    re->var[MLC_R_LSIZE] = "SLURM_TASKS_PER_NODE";
+    if (v == NULL) return MLC_SUCCESS;
+    char first[32];
+    size_t n = strspn(v, "0123456789");
+    long long x;
+    bool tail_ok = v[n] == '\0' || v[n] == '(' || v[n] == ',';
+    if (n == 0 || n >= sizeof first || !tail_ok)
+        return mlc_error(MLC_ERR_CONFIG,
+                         "SLURM_TASKS_PER_NODE='%s' does not start with a task count", v);
+    memcpy(first, v, n);
+    first[n] = '\0';
+    if (!mlc_parse_int(first, 1, INT_MAX, &x))
+        return mlc_error(MLC_ERR_CONFIG, "SLURM_TASKS_PER_NODE='%s' has a bad task count", v);
+    re->value[MLC_R_LSIZE] = (int)x;
+    re->found[MLC_R_LSIZE] = true;
+    return MLC_SUCCESS;
+}
+
+/*
+ * Read one family's variables. A family is present when its rank or
+ * local-rank variable is set (mlcomm-run's: any of its four); world sizes
+ * alone are allocation facts, e.g. SLURM_NTASKS in an salloc shell. Only a
+ * present family is parsed, so a stray variable of an unused launcher does
+ * not fail the job.
+ */
+static mlc_status_t mlc_read_family(const char *source, const char *const var[MLC_R_COUNT],
+                                    bool any_var_present, mlc_rank_env_t *re)
+{
+    memset(re, 0, sizeof *re);
+    bool present = mlc_env(var[MLC_R_RANK]) != NULL || mlc_env(var[MLC_R_LRANK]) != NULL;
+    if (any_var_present)
+        for (int i = 0; i < MLC_R_COUNT; i++) present |= var[i] != NULL && mlc_env(var[i]) != NULL;
+    if (!present) return MLC_SUCCESS;
+    re->source = source;
+    for (int i = 0; i < MLC_R_COUNT; i++) {
+        re->var[i] = var[i];
+        if (var[i] == NULL) continue;
+        mlc_status_t st = mlc_env_int(var[i], mlc_rank_lo[i], &re->value[i], &re->found[i]);
+        if (st != MLC_SUCCESS) return st;
+    }
+    if (var[MLC_R_LSIZE] == NULL) return mlc_slurm_local_size(re);
+    return MLC_SUCCESS;
+}
+
+/* First required variable missing from a family, or NULL when complete. */
+static const char *mlc_family_missing(const mlc_rank_env_t *re)
+{
+    for (int i = 0; i < MLC_R_COUNT; i++)
+        if (!re->found[i]) return re->var[i];
+    return NULL;
+}
+
+/*
+ * Rank variables from the environment: mlcomm-run's MLC_* set if any of it is
+ * set (MLC_RANK and MLC_WORLD_SIZE required; MLC_LOCAL_RANK/SIZE both or
+ * neither), else the first complete launcher family; a family that is only
+ * partly set is an error when no complete one exists.
+ */
+static mlc_status_t mlc_rank_from_env(mlc_rank_env_t *out)
+{
+    static const char *const mlc_vars[MLC_R_COUNT] = {"MLC_RANK", "MLC_WORLD_SIZE",
+                                                      "MLC_LOCAL_RANK", "MLC_LOCAL_SIZE"};
+    mlc_rank_env_t re;
+    mlc_status_t st = mlc_read_family("mlcomm-run", mlc_vars, true, &re);
+    if (st != MLC_SUCCESS) return st;
+    if (re.source != NULL) {
+        for (int i = MLC_R_RANK; i <= MLC_R_SIZE; i++)
+            if (!re.found[i])
+                return mlc_error(MLC_ERR_CONFIG,
+                                 "%s is not set but other MLC_RANK/MLC_WORLD_SIZE/MLC_LOCAL_* "
+                                 "variables are: set %s too",
+                                 re.var[i], re.var[i]);
+        if (re.found[MLC_R_LRANK] != re.found[MLC_R_LSIZE]) {
+            int missing = re.found[MLC_R_LRANK] ? MLC_R_LSIZE : MLC_R_LRANK;
+            int other = missing == MLC_R_LSIZE ? MLC_R_LRANK : MLC_R_LSIZE;
+            return mlc_error(MLC_ERR_CONFIG, "%s is set but %s is not: set both or neither",
+                             re.var[other], re.var[missing]);
+        }
+        *out = re;
+        return MLC_SUCCESS;
+    }
+
+    const mlc_rank_family_t *partial = NULL;
+    mlc_rank_env_t partial_env;
+    for (size_t f = 0; f < MLC_NFAMILIES; f++) {
+        st = mlc_read_family(mlc_rank_families[f].source, mlc_rank_families[f].var, false, &re);
+        if (st != MLC_SUCCESS) return st;
+        if (re.source == NULL) continue;
+        if (mlc_family_missing(&re) == NULL) {
+            *out = re;
+            return MLC_SUCCESS;
+        }
+        if (partial == NULL) {
+            partial = &mlc_rank_families[f];
+            partial_env = re;
+        }
+    }
+    if (partial != NULL) {
+        const char *missing = mlc_family_missing(&partial_env);
+        return mlc_error(MLC_ERR_CONFIG,
+                         "%s variables are only partly set: %s is set but %s is not (set "
+                         "MLC_RANK and MLC_WORLD_SIZE to override)",
+                         partial->source,
+                         partial_env.found[MLC_R_RANK] ? partial->var[MLC_R_RANK]
+                                                       : partial->var[MLC_R_LRANK],
+                         missing);
+    }
+    memset(out, 0, sizeof *out);
+    return MLC_SUCCESS;
+}
+
+static mlc_status_t mlc_resolve_ranks(const mlc_config_t *cfg, mlc_cfg_t *r)
+{
+    static const char *const fields[MLC_R_COUNT] = {"cfg->rank", "cfg->world_size",
+                                                    "cfg->local_rank", "cfg->local_size"};
+    mlc_rank_env_t re;
+    mlc_status_t st = mlc_rank_from_env(&re);
+    if (st != MLC_SUCCESS) return st;
+
+    int caller[MLC_R_COUNT] = {MLC_UNSET, MLC_UNSET, MLC_UNSET, MLC_UNSET};
+    if (cfg != NULL) {
+        caller[MLC_R_RANK] = cfg->rank;
+        caller[MLC_R_SIZE] = cfg->world_size;
+        caller[MLC_R_LRANK] = cfg->local_rank;
+        caller[MLC_R_LSIZE] = cfg->local_size;
+    }
+    int v[MLC_R_COUNT];
+    const char *from[MLC_R_COUNT];
+    bool env_used = false;
+    for (int i = 0; i < MLC_R_COUNT; i++) {
+        if (caller[i] != MLC_UNSET) {
+            if (caller[i] < mlc_rank_lo[i])
+                return mlc_error(MLC_ERR_INVALID_ARG, "%s is %d (must be >= %lld or MLC_UNSET)",
+                                 fields[i], caller[i], mlc_rank_lo[i]);
+            v[i] = caller[i];
+            from[i] = fields[i];
+        } else if (re.found[i]) {
+            v[i] = re.value[i];
+            from[i] = re.var[i];
+            env_used = true;
+        } else {
+            v[i] = MLC_UNSET;
+            from[i] = "the default";
+        }
+    }
+    /* Defaults: a one-rank job; without local information, one host. */
+    if (v[MLC_R_RANK] == MLC_UNSET) v[MLC_R_RANK] = 0;
+    if (v[MLC_R_SIZE] == MLC_UNSET) v[MLC_R_SIZE] = 1;
+    if (v[MLC_R_LRANK] == MLC_UNSET) {
+        v[MLC_R_LRANK] = v[MLC_R_RANK];
+        from[MLC_R_LRANK] = from[MLC_R_RANK];
+    }
+    if (v[MLC_R_LSIZE] == MLC_UNSET) {
+        v[MLC_R_LSIZE] = v[MLC_R_SIZE];
+        from[MLC_R_LSIZE] = from[MLC_R_SIZE];
+    }
+    mlc_status_t bad = env_used ? MLC_ERR_CONFIG : MLC_ERR_INVALID_ARG;
+    if (v[MLC_R_RANK] >= v[MLC_R_SIZE])
+        return mlc_error(bad, "rank %d (from %s) is not below the world size %d (from %s)",
+                         v[MLC_R_RANK], from[MLC_R_RANK], v[MLC_R_SIZE], from[MLC_R_SIZE]);
+    if (v[MLC_R_LRANK] >= v[MLC_R_LSIZE])
+        return mlc_error(bad, "local rank %d (from %s) is not below the local size %d (from %s)",
+                         v[MLC_R_LRANK], from[MLC_R_LRANK], v[MLC_R_LSIZE], from[MLC_R_LSIZE]);
+    if (v[MLC_R_LSIZE] > v[MLC_R_SIZE])
+        return mlc_error(bad, "local size %d (from %s) is larger than the world size %d (from %s)",
+                         v[MLC_R_LSIZE], from[MLC_R_LSIZE], v[MLC_R_SIZE], from[MLC_R_SIZE]);
+    r->rank = v[MLC_R_RANK];
+    r->world_size = v[MLC_R_SIZE];
+    r->local_rank = v[MLC_R_LRANK];
+    r->local_size = v[MLC_R_LSIZE];
+    if (caller[MLC_R_RANK] != MLC_UNSET)
+        r->rank_source = "config";
+    else
+        r->rank_source = re.source != NULL ? re.source : "default";
+    return MLC_SUCCESS;
+}
+
+/* ---- job id ------------------------------------------------------------- */
+
+#define MLC_JOB_ID_MAX 64
+
+/* Keep [A-Za-z0-9_.-] (others become '_'); an id longer than 64 keeps its
+ * first 47 characters plus '-' and a 16-digit hash of the whole. */
+static void mlc_sanitize_job_id(const char *src, char *dst)
+{
+    size_t n = strlen(src);
+    size_t keep = n <= MLC_JOB_ID_MAX ? n : MLC_JOB_ID_MAX - 17;
+    for (size_t i = 0; i < keep; i++) {
+        unsigned char c = (unsigned char)src[i];
+        dst[i] = (isalnum(c) && c < 0x80) || c == '_' || c == '.' || c == '-' ? (char)c : '_';
+    }
+    if (n > MLC_JOB_ID_MAX)
+        snprintf(dst + keep, 18, "-%016llx",
+                 (unsigned long long)mlc_fnv1a(MLC_FNV_OFFSET, src, n));
+    else
+        dst[keep] = '\0';
+}
+
+/* The job id from the environment: ours, else the launcher's ("" if none). */
+static void mlc_job_id_from_env(char *buf, size_t len)
+{
+    const char *v;
+    buf[0] = '\0';
+    if ((v = mlc_env("MLC_JOB_ID")) != NULL) {
+        snprintf(buf, len, "%s", v);
+    } else if ((v = mlc_env("TORCHELASTIC_RUN_ID")) != NULL && strcmp(v, "none") != 0) {
+        /* torchrun's default run id is "none": shared by unrelated jobs */
+        snprintf(buf, len, "%s", v);
+    } else if (mlc_env("MASTER_ADDR") != NULL && mlc_env("MASTER_PORT") != NULL) {
+        snprintf(buf, len, "%s:%s", mlc_env("MASTER_ADDR"), mlc_env("MASTER_PORT"));
+    } else if ((v = mlc_env("PMIX_NAMESPACE")) != NULL) {
+        snprintf(buf, len, "%s", v);
+    } else if ((v = mlc_env("OMPI_MCA_ess_base_jobid")) != NULL) {
+        snprintf(buf, len, "%s", v);
+    } else if ((v = mlc_env("SLURM_JOB_ID")) != NULL) {
+        const char *step = mlc_env("SLURM_STEP_ID");
+        if (step == NULL) step = mlc_env("SLURM_STEPID");
+        if (step != NULL)
+            snprintf(buf, len, "%s.%s", v, step);
+        else
+            snprintf(buf, len, "%s", v);
+    }
+}
+
+/* ---- the other variables -------------------------------------------------- */
+
+/* A name from a table, from the caller's int field or the environment. */
+static mlc_status_t mlc_resolve_choice(int caller, const char *field, const char *var,
+                                       const char *const *names, int def, int *out)
+{
+    int count = 0;
+    while (names[count] != NULL) count++;
+    char choices[256];
+    if (caller != MLC_UNSET) {
+        if (caller < 0 || caller >= count)
+            return mlc_error(MLC_ERR_INVALID_ARG, "%s is %d (expected 0..%d: %s, or MLC_UNSET)",
+                             field, caller, count - 1,
+                             mlc_choices_text(names, choices, sizeof choices));
+        *out = caller;
+        return MLC_SUCCESS;
+    }
+    const char *v = mlc_env(var);
+    if (v == NULL) {
+        *out = def;
+        return MLC_SUCCESS;
+    }
+    int i = mlc_choice(v, names);
+    if (i < 0)
+        return mlc_error(MLC_ERR_CONFIG, "%s='%s' is not one of: %s", var, v,
+                         mlc_choices_text(names, choices, sizeof choices));
+    *out = i;
+    return MLC_SUCCESS;
+}
+
+static mlc_status_t mlc_resolve_backend(const mlc_config_t *cfg, mlc_cfg_t *r)
+{
+    const char *v = cfg != NULL && cfg->backend != NULL && cfg->backend[0] != '\0' ? cfg->backend
+                                                                                   : NULL;
+    bool from_caller = v != NULL;
+    if (v == NULL) v = mlc_env("MLC_BACKEND");
+    if (v == NULL) v = "auto";
+    int i = mlc_choice(v, mlc_backend_names);
+    if (i < 0) {
+        if (from_caller)
+            return mlc_error(MLC_ERR_INVALID_ARG,
+                             "cfg->backend '%s' is not one of: " MLC_BACKEND_NAMES_TEXT, v);
+        return mlc_error(MLC_ERR_CONFIG, "MLC_BACKEND='%s' is not one of: " MLC_BACKEND_NAMES_TEXT,
+                         v);
+    }
+    mlc_copy(r->backend, sizeof r->backend, mlc_backend_names[i]);
+    return MLC_SUCCESS;
+}
+
+static mlc_status_t mlc_resolve_timeout(const mlc_config_t *cfg, mlc_cfg_t *r)
+{
+    r->timeout_s = 600.0;
+    r->timeout_set = false;
+    if (cfg != NULL && !(cfg->timeout_s < 0)) { /* NaN is not "unset" */
+        if (!isfinite(cfg->timeout_s))
+            return mlc_error(MLC_ERR_INVALID_ARG,
+                             "cfg->timeout_s is %g (seconds >= 0, 0 = never, < 0 = unset)",
+                             cfg->timeout_s);
+        r->timeout_s = cfg->timeout_s;
+        r->timeout_set = true;
+        return MLC_SUCCESS;
+    }
+    const char *v = mlc_env("MLC_TIMEOUT");
+    if (v == NULL) return MLC_SUCCESS;
+    if (!mlc_parse_double(v, 0.0, 1e9, &r->timeout_s))
+        return mlc_error(MLC_ERR_CONFIG,
+                         "MLC_TIMEOUT='%s' is not a number of seconds in [0, 1e9] (0 = never)", v);
+    r->timeout_set = true;
+    return MLC_SUCCESS;
+}
+
+/* A file name from the caller (NULL = unset; "" = explicitly none) or the environment. */
+static mlc_status_t mlc_resolve_path(const char *caller, const char *field, const char *var,
+                                     char *dst, size_t len)
+{
+    const char *v = caller != NULL ? caller : mlc_env(var);
+    if (v == NULL) v = "";
+    if (!mlc_copy(dst, len, v)) {
+        if (caller != NULL)
+            return mlc_error(MLC_ERR_INVALID_ARG, "%s '%.64s...' is longer than %zu characters",
+                             field, v, len - 1);
+        return mlc_error(MLC_ERR_CONFIG, "%s='%.64s...' is longer than %zu characters", var, v,
+                         len - 1);
+    }
+    return MLC_SUCCESS;
+}
+
+static mlc_status_t mlc_resolve_misc(const mlc_config_t *cfg, mlc_cfg_t *r)
+{
+    bool found;
+    r->job_fd = -1;
+    mlc_status_t st = mlc_env_int("MLC_JOB_FD", 0, &r->job_fd, &found);
+    if (st != MLC_SUCCESS) return st;
+
+    st = mlc_resolve_choice(cfg ? cfg->log_level : MLC_UNSET, "cfg->log_level", "MLC_LOG_LEVEL",
+                            mlc_log_level_names, MLC_LOG_WARN, &r->log_level);
+    if (st != MLC_SUCCESS) return st;
+    st = mlc_resolve_choice(cfg ? cfg->memory : MLC_UNSET, "cfg->memory", "MLC_MEMORY",
+                            mlc_memory_names, MLC_MEMORY_HOST, &r->memory);
+    if (st != MLC_SUCCESS) return st;
+
+    /* MPI thread level: a name or its number */
+    int caller_tl = cfg ? cfg->mpi_thread_level : MLC_UNSET;
+    const char *tl = mlc_env("MLC_MPI_THREAD_LEVEL");
+    long long x;
+    if (caller_tl == MLC_UNSET && tl != NULL && mlc_parse_int(tl, 0, 3, &x))
+        r->mpi_thread_level = (int)x;
+    else {
+        st = mlc_resolve_choice(caller_tl, "cfg->mpi_thread_level", "MLC_MPI_THREAD_LEVEL",
+                                mlc_thread_level_names, 3, &r->mpi_thread_level);
+        if (st != MLC_SUCCESS) return st;
+    }
+
+    /* CMA: 0 or 1 */
+    r->cma = 1;
+    if (cfg != NULL && cfg->cma != MLC_UNSET) {
+        if (cfg->cma != 0 && cfg->cma != 1)
+            return mlc_error(MLC_ERR_INVALID_ARG, "cfg->cma is %d (expected 0, 1 or MLC_UNSET)",
+                             cfg->cma);
+        r->cma = cfg->cma;
+    } else {
+        const char *v = mlc_env("MLC_CMA");
+        if (v != NULL) {
+            if (!mlc_parse_int(v, 0, 1, &x))
+                return mlc_error(MLC_ERR_CONFIG, "MLC_CMA='%s' is not 0 or 1", v);
+            r->cma = (int)x;
+        }
+    }
+
+    st = mlc_resolve_path(cfg ? cfg->log_file : NULL, "cfg->log_file", "MLC_LOG_FILE",
+                          r->log_file, sizeof r->log_file);
+    if (st != MLC_SUCCESS) return st;
+    return mlc_resolve_path(cfg ? cfg->profile : NULL, "cfg->profile", "MLC_PROFILE", r->profile,
+                            sizeof r->profile);
+}
+
+/* MLC_ALGO_<COLL>: a lowercase name of [a-z0-9_]; "auto" means no override. */
+static mlc_status_t mlc_resolve_algos(mlc_cfg_t *r)
+{
+    for (int c = 0; c < MLC_COLL_COUNT; c++) {
+        r->algo[c][0] = '\0';
+        const char *v = mlc_env(mlc_algo_vars[c]);
+        if (v == NULL) continue;
+        size_t n = strlen(v);
+        if (n >= sizeof r->algo[c])
+            return mlc_error(MLC_ERR_CONFIG, "%s='%s' is longer than %zu characters",
+                             mlc_algo_vars[c], v, sizeof r->algo[c] - 1);
+        for (size_t i = 0; i < n; i++) {
+            char ch = (char)tolower((unsigned char)v[i]);
+            if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_'))
+                return mlc_error(MLC_ERR_CONFIG,
+                                 "%s='%s' is not an algorithm name (letters, digits, '_')",
+                                 mlc_algo_vars[c], v);
+            r->algo[c][i] = ch;
+        }
+        r->algo[c][n] = '\0';
+        if (strcmp(r->algo[c], "auto") == 0) r->algo[c][0] = '\0';
+    }
+    return MLC_SUCCESS;
+}
+
+static mlc_status_t mlc_check_caller_config(const mlc_config_t *cfg)
+{
+    if (cfg->magic != MLC_CONFIG_MAGIC)
+        return mlc_error(MLC_ERR_INVALID_ARG,
+                         "cfg->magic is 0x%08x, not MLC_CONFIG_MAGIC 0x%08x: initialize the "
+                         "config with MLC_CONFIG_INIT",
+                         (unsigned)cfg->magic, (unsigned)MLC_CONFIG_MAGIC);
+    if (cfg->size < sizeof(mlc_config_t))
+        return mlc_error(MLC_ERR_INVALID_ARG,
+                         "cfg->size is %zu, smaller than this library's mlc_config_t (%zu bytes): "
+                         "initialize the config with MLC_CONFIG_INIT",
+                         cfg->size, sizeof(mlc_config_t));
+    if (cfg->version < MLC_CONFIG_VERSION)
+        return mlc_error(MLC_ERR_INVALID_ARG,
+                         "cfg->version is %u, expected %u or later: initialize the config with "
+                         "MLC_CONFIG_INIT",
+                         (unsigned)cfg->version, (unsigned)MLC_CONFIG_VERSION);
+    return MLC_SUCCESS;
+}
+
+mlc_status_t mlc_config_resolve(const mlc_config_t *cfg, mlc_cfg_t *out)
+{
+    if (out == NULL) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_config_resolve: out is NULL");
+    mlc_status_t st;
+    if (cfg != NULL && (st = mlc_check_caller_config(cfg)) != MLC_SUCCESS) return st;
+
+    mlc_cfg_t r;
+    memset(&r, 0, sizeof r);
+    if ((st = mlc_resolve_backend(cfg, &r)) != MLC_SUCCESS) return st;
+    if ((st = mlc_resolve_ranks(cfg, &r)) != MLC_SUCCESS) return st;
+
+    char raw[1024];
+    if (cfg != NULL && cfg->job_id != NULL && cfg->job_id[0] != '\0')
+        snprintf(raw, sizeof raw, "%s", cfg->job_id);
+    else
+        mlc_job_id_from_env(raw, sizeof raw);
+    mlc_sanitize_job_id(raw, r.job_id);
+
+    if ((st = mlc_resolve_timeout(cfg, &r)) != MLC_SUCCESS) return st;
+    if ((st = mlc_resolve_misc(cfg, &r)) != MLC_SUCCESS) return st;
+    if ((st = mlc_resolve_algos(&r)) != MLC_SUCCESS) return st;
+    *out = r;
+    return MLC_SUCCESS;
+}
+
+/* ---- agreement across ranks ------------------------------------------------ */
+
+uint64_t mlc_config_hash(const mlc_cfg_t *cfg)
+{
+    uint64_t h = MLC_FNV_OFFSET;
+    h = mlc_fnv1a(h, cfg->backend, strnlen(cfg->backend, sizeof cfg->backend) + 1);
+    uint32_t ws = (uint32_t)cfg->world_size;
+    unsigned char wb[4] = {(unsigned char)ws, (unsigned char)(ws >> 8), (unsigned char)(ws >> 16),
+                           (unsigned char)(ws >> 24)};
+    h = mlc_fnv1a(h, wb, sizeof wb);
+    for (int c = 0; c < MLC_COLL_COUNT; c++)
+        h = mlc_fnv1a(h, cfg->algo[c], strnlen(cfg->algo[c], sizeof cfg->algo[c]) + 1);
+    return h;
+}
+
+const char *mlc_config_diff(const mlc_cfg_t *a, const mlc_cfg_t *b)
+{
+    if (strncmp(a->backend, b->backend, sizeof a->backend) != 0) return "MLC_BACKEND";
+    if (a->world_size != b->world_size) return "MLC_WORLD_SIZE";
+    for (int c = 0; c < MLC_COLL_COUNT; c++)
+        if (strncmp(a->algo[c], b->algo[c], sizeof a->algo[c]) != 0) return mlc_algo_vars[c];
+    return NULL;
+}

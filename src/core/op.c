@@ -1,0 +1,148 @@
+/*
+ * Reduction ops: built-in names (MLC_OP_LIST) and the process-wide table of
+ * user ops. User op ids are MLC_OP_BUILTIN_COUNT + slot; the lowest free slot
+ * is taken, so ranks that create and free ops in the same order get the same
+ * ids (as MPI_Op_create).
+ */
+#include <pthread.h>
+#include <strings.h>
+
+#include "dtype.h"
+#include "error.h"
+#include "op_user.h"
+
+typedef struct mlc_user_op {
+    mlc_user_fn_t fn; /* NULL = free slot */
+    void *ctx;
+    bool commutative;
+} mlc_user_op_t;
+
+static pthread_mutex_t mlc_op_lock = PTHREAD_MUTEX_INITIALIZER;
+static mlc_user_op_t mlc_user_ops[MLC_OP_USER_MAX];
+
+static const char *const mlc_op_names[] = {
+#define MLC_X_NAME(id, str) [id] = str,
+    MLC_OP_LIST(MLC_X_NAME)
+#undef MLC_X_NAME
+};
+
+static bool mlc_op_is_builtin(mlc_op_t op) { return op >= 0 && op < MLC_OP_BUILTIN_COUNT; }
+
+/* Slot of a user op id, or -1 when the id is outside the user range. */
+static int mlc_op_slot(mlc_op_t op)
+{
+    if (op < MLC_OP_BUILTIN_COUNT || op >= MLC_OP_BUILTIN_COUNT + MLC_OP_USER_MAX) return -1;
+    return op - MLC_OP_BUILTIN_COUNT;
+}
+
+bool mlc_op_user_lookup(mlc_op_t op, mlc_user_fn_t *fn, void **ctx)
+{
+    int slot = mlc_op_slot(op);
+    if (slot < 0) return false;
+    pthread_mutex_lock(&mlc_op_lock);
+    mlc_user_op_t u = mlc_user_ops[slot];
+    pthread_mutex_unlock(&mlc_op_lock);
+    if (u.fn == NULL) return false;
+    *fn = u.fn;
+    *ctx = u.ctx;
+    return true;
+}
+
+mlc_status_t mlc_op_create(mlc_user_fn_t fn, int commutative, void *ctx, mlc_op_t *op)
+{
+    mlc_error_clear();
+    if (fn == NULL) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_op_create: fn is NULL");
+    if (op == NULL) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_op_create: op output pointer is NULL");
+    int slot = -1;
+    pthread_mutex_lock(&mlc_op_lock);
+    for (int i = 0; i < MLC_OP_USER_MAX; i++) {
+        if (mlc_user_ops[i].fn == NULL) {
+            mlc_user_ops[i] = (mlc_user_op_t){fn, ctx, commutative != 0};
+            slot = i;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&mlc_op_lock);
+    if (slot < 0)
+        return mlc_error(MLC_ERR_NO_MEMORY,
+                         "mlc_op_create: the user op table is full (%d ops); free unused ops "
+                         "with mlc_op_free",
+                         MLC_OP_USER_MAX);
+    *op = MLC_OP_BUILTIN_COUNT + slot;
+    return MLC_SUCCESS;
+}
+
+mlc_status_t mlc_op_free(mlc_op_t op)
+{
+    mlc_error_clear();
+    if (mlc_op_is_builtin(op))
+        return mlc_error(MLC_ERR_INVALID_ARG, "mlc_op_free: op %d ('%s') is built-in", (int)op,
+                         mlc_op_names[op]);
+    int slot = mlc_op_slot(op);
+    bool freed = false;
+    if (slot >= 0) {
+        pthread_mutex_lock(&mlc_op_lock);
+        freed = mlc_user_ops[slot].fn != NULL;
+        mlc_user_ops[slot] = (mlc_user_op_t){NULL, NULL, false};
+        pthread_mutex_unlock(&mlc_op_lock);
+    }
+    if (!freed)
+        return mlc_error(MLC_ERR_INVALID_ARG, "mlc_op_free: op %d is not a live user op", (int)op);
+    return MLC_SUCCESS;
+}
+
+bool mlc_op_valid(mlc_op_t op)
+{
+    mlc_user_fn_t fn;
+    void *ctx;
+    return mlc_op_is_builtin(op) || mlc_op_user_lookup(op, &fn, &ctx);
+}
+
+bool mlc_op_commutative(mlc_op_t op)
+{
+    if (mlc_op_is_builtin(op)) return true;
+    int slot = mlc_op_slot(op);
+    if (slot < 0) return false;
+    pthread_mutex_lock(&mlc_op_lock);
+    bool c = mlc_user_ops[slot].fn != NULL && mlc_user_ops[slot].commutative;
+    pthread_mutex_unlock(&mlc_op_lock);
+    return c;
+}
+
+const char *mlc_op_name(mlc_op_t op)
+{
+    if (mlc_op_is_builtin(op)) return mlc_op_names[op];
+    return mlc_op_valid(op) ? "user" : NULL;
+}
+
+mlc_status_t mlc_op_from_name(const char *name, mlc_op_t *op)
+{
+    mlc_error_clear();
+    if (name == NULL) return mlc_error(MLC_ERR_INVALID_ARG, "op name is NULL");
+    if (op == NULL) return mlc_error(MLC_ERR_INVALID_ARG, "op output pointer is NULL");
+    for (mlc_op_t i = 0; i < MLC_OP_BUILTIN_COUNT; i++) {
+        if (strcasecmp(name, mlc_op_names[i]) == 0) {
+            *op = i;
+            return MLC_SUCCESS;
+        }
+    }
+#define MLC_X_NAME(id, str) " " str
+    return mlc_error(MLC_ERR_INVALID_ARG, "unknown op name '%s' (expected one of:" MLC_OP_LIST(MLC_X_NAME) ")",
+                     name);
+#undef MLC_X_NAME
+}
+
+mlc_status_t mlc_op_check(mlc_dtype_t dtype, mlc_op_t op)
+{
+    const char *dname = mlc_dtype_name(dtype);
+    if (dname == NULL) return mlc_error(MLC_ERR_INVALID_ARG, "unknown dtype %d", (int)dtype);
+    if (!mlc_op_valid(op))
+        return mlc_error(MLC_ERR_INVALID_ARG, "unknown op %d (neither built-in nor a live user op)",
+                         (int)op);
+    if (mlc_op_is_builtin(op) && mlc_dtype_is_record(dtype))
+        return mlc_error(MLC_ERR_INVALID_ARG,
+                         "op '%s' cannot reduce dtype '%s' (%zu-byte record): records are "
+                         "reduced only by user ops",
+                         mlc_op_names[op], dname, mlc_dtype_size(dtype));
+    return MLC_SUCCESS;
+}

@@ -1,0 +1,259 @@
+/*
+ * Requests: a per-communicator pool (no malloc on the small-message path once
+ * warm), completion, and the one wait loop every backend shares. The wait
+ * loop owns the reliability rules: timeout without progress, remote abort and
+ * peer death checks at least every ~100 ms, sticky failure.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "backend.h"
+#include "error.h"
+#include "log.h"
+#include "profile.h"
+
+#define MLC_REQ_CHUNK 32
+#define MLC_SPIN_ROUNDS 2000       /* progress calls without progress before sleeping */
+#define MLC_IDLE_SLICE_S 0.1       /* longest sleep between checks (DESIGN.md: ~100 ms) */
+
+typedef struct mlc_req_chunk {
+    struct mlc_req_chunk *next;
+    mlc_request_t reqs[MLC_REQ_CHUNK];
+} mlc_req_chunk_t;
+
+mlc_request_t *mlc_request_alloc(mlc_comm_t *comm)
+{
+    if (!comm->free_reqs) {
+        mlc_req_chunk_t *c = calloc(1, sizeof *c);
+        if (!c) return NULL;
+        c->next = comm->req_chunks;
+        comm->req_chunks = c;
+        for (int i = MLC_REQ_CHUNK - 1; i >= 0; i--) {
+            c->reqs[i].next_free = comm->free_reqs;
+            comm->free_reqs = &c->reqs[i];
+        }
+    }
+    mlc_request_t *r = comm->free_reqs;
+    comm->free_reqs = r->next_free;
+    /* Reset only the header; priv is the backend's to initialise. */
+    r->comm = comm;
+    r->coll = 0;
+    r->seq = 0;
+    memset(&r->args, 0, sizeof r->args);
+    r->algo = NULL;
+    r->bytes = 0;
+    atomic_store_explicit(&r->done, 0, memory_order_relaxed);
+    r->status = MLC_SUCCESS;
+    r->errmsg[0] = '\0';
+    r->t_start = r->t_end = 0;
+    r->next_free = NULL;
+    r->in_use = true;
+    r->priv_ext = NULL;
+    comm->outstanding++;
+    return r;
+}
+
+void mlc_request_release(mlc_request_t *req)
+{
+    mlc_comm_t *comm = req->comm;
+    req->in_use = false;
+    req->next_free = comm->free_reqs;
+    comm->free_reqs = req;
+    comm->outstanding--;
+}
+
+void mlc_comm_free_requests(mlc_comm_t *comm)
+{
+    mlc_req_chunk_t *c = comm->req_chunks;
+    while (c) {
+        mlc_req_chunk_t *n = c->next;
+        free(c);
+        c = n;
+    }
+    comm->req_chunks = NULL;
+    comm->free_reqs = NULL;
+}
+
+void mlc_request_complete(mlc_request_t *req, mlc_status_t st, const char *fmt, ...)
+{
+    req->status = st;
+    if (st != MLC_SUCCESS && fmt) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(req->errmsg, sizeof req->errmsg, fmt, ap);
+        va_end(ap);
+    }
+    if (req->comm->prof) {
+        req->t_end = mlc_now();
+        mlc_prof_record(req);
+    }
+    atomic_store_explicit(&req->done, 1, memory_order_release);
+}
+
+static void describe(const mlc_request_t *req, char *buf, size_t len)
+{
+    if (req->coll >= MLC_COLL_SEND)
+        snprintf(buf, len, "%s (peer %d, tag %d, %zu bytes)", mlc_coll_name(req->coll), req->args.root,
+                 req->args.tag, req->bytes);
+    else
+        snprintf(buf, len, "%s #%llu (%zu bytes%s%s)", mlc_coll_name(req->coll),
+                 (unsigned long long)req->seq, req->bytes, req->algo ? ", algorithm " : "",
+                 req->algo ? req->algo : "");
+}
+
+/* Hand the request's outcome to the waiting thread. */
+static mlc_status_t finish(mlc_request_t *req)
+{
+    if (req->status == MLC_SUCCESS) return MLC_SUCCESS;
+    if (req->errmsg[0]) {
+        mlc_error_set_text(req->errmsg);
+    } else {
+        char what[160];
+        describe(req, what, sizeof what);
+        mlc_error(req->status, "%s failed: %s", what, mlc_status_string(req->status));
+    }
+    return req->status;
+}
+
+/* The comm failed while req was pending: report the comm's failure on req. */
+static mlc_status_t fail_pending(mlc_request_t *req, mlc_status_t st)
+{
+    char what[160];
+    describe(req, what, sizeof what);
+    snprintf(req->errmsg, sizeof req->errmsg, "%.150s: %.220s", what, req->comm->fail_msg);
+    req->status = st;
+    atomic_store_explicit(&req->done, 1, memory_order_release);
+    return finish(req);
+}
+
+static int is_done(const mlc_request_t *req)
+{
+    return atomic_load_explicit(&req->done, memory_order_acquire);
+}
+
+mlc_status_t mlc_request_wait_internal(mlc_request_t *req)
+{
+    mlc_comm_t *comm = req->comm;
+    const mlc_backend_t *be = comm->be;
+    if (is_done(req)) return finish(req);
+    int failed = atomic_load(&comm->failed);
+    if (failed) return fail_pending(req, failed);
+
+    /* MPI without a timeout: MPI's own blocking wait (as raw MPI would). */
+    if (be->wait_native && !comm->cfg.timeout_set) {
+        mlc_status_t st = be->wait_native(req);
+        if (st != MLC_SUCCESS && !is_done(req)) return st;
+        return finish(req);
+    }
+
+    double timeout = comm->cfg.timeout_s;
+    double last_progress = 0; /* read the clock only once we stop making progress */
+    int idle_rounds = 0;
+    for (;;) {
+        int progressed = 0;
+        mlc_status_t st = be->progress(comm, &progressed);
+        if (is_done(req)) return finish(req);
+        if (st != MLC_SUCCESS) {
+            failed = atomic_load(&comm->failed);
+            return fail_pending(req, failed ? failed : st);
+        }
+        if (progressed) {
+            idle_rounds = 0;
+            last_progress = 0;
+            continue;
+        }
+        if (++idle_rounds < MLC_SPIN_ROUNDS) continue;
+
+        /* Slow path: health, deadline, then sleep a slice. */
+        double now = mlc_now();
+        if (last_progress == 0) last_progress = now;
+        st = be->health(comm);
+        if (is_done(req)) return finish(req);
+        if (st != MLC_SUCCESS) return fail_pending(req, st);
+        if (timeout > 0 && now - last_progress > timeout) {
+            char what[160], peers[160] = "";
+            describe(req, what, sizeof what);
+            if (be->pending_peers) be->pending_peers(req, peers, sizeof peers);
+            mlc_comm_fail(comm, MLC_ERR_TIMEOUT,
+                          "rank %d: %s made no progress for %.0f s (MLC_TIMEOUT); ranks not heard "
+                          "from: %s",
+                          comm->rank, what, timeout, peers[0] ? peers : "unknown");
+            return fail_pending(req, MLC_ERR_TIMEOUT);
+        }
+        double slice = MLC_IDLE_SLICE_S;
+        if (timeout > 0 && timeout - (now - last_progress) < slice)
+            slice = timeout - (now - last_progress) + 1e-3;
+        if (be->idle) {
+            be->idle(comm, slice);
+        } else {
+            struct timespec ts = {0, 200000};
+            nanosleep(&ts, NULL);
+        }
+        idle_rounds = MLC_SPIN_ROUNDS - 50; /* after a sleep, spin briefly again */
+    }
+}
+
+mlc_status_t mlc_request_wait(mlc_request_t **preq)
+{
+    mlc_error_clear();
+    if (!preq) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_request_wait: req is NULL");
+    mlc_request_t *req = *preq;
+    if (!req) return MLC_SUCCESS;
+    if (!req->in_use) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_request_wait: request was already released");
+    mlc_status_t st = mlc_request_wait_internal(req);
+    mlc_request_release(req);
+    *preq = NULL;
+    return st;
+}
+
+mlc_status_t mlc_request_test(mlc_request_t **preq, int *done)
+{
+    mlc_error_clear();
+    if (!preq || !done) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_request_test: %s is NULL", preq ? "done" : "req");
+    mlc_request_t *req = *preq;
+    if (!req) {
+        *done = 1;
+        return MLC_SUCCESS;
+    }
+    if (!req->in_use) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_request_test: request was already released");
+    mlc_comm_t *comm = req->comm;
+    if (!is_done(req)) {
+        int progressed = 0;
+        mlc_status_t st = comm->be->progress(comm, &progressed);
+        if (!is_done(req)) {
+            if (st == MLC_SUCCESS && !progressed) st = comm->be->health(comm);
+            int failed = atomic_load(&comm->failed);
+            if (st != MLC_SUCCESS || failed) {
+                fail_pending(req, failed ? failed : st);
+            } else {
+                *done = 0;
+                return MLC_SUCCESS;
+            }
+        }
+    }
+    mlc_status_t st = finish(req);
+    mlc_request_release(req);
+    *preq = NULL;
+    *done = 1;
+    return st;
+}
+
+mlc_status_t mlc_request_wait_all(size_t n, mlc_request_t **reqs, mlc_status_t *statuses)
+{
+    mlc_error_clear();
+    if (n > 0 && !reqs) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_request_wait_all: reqs is NULL with n = %zu", n);
+    mlc_status_t first = MLC_SUCCESS;
+    char first_msg[512] = "";
+    for (size_t i = 0; i < n; i++) {
+        mlc_status_t st = mlc_request_wait(&reqs[i]);
+        if (statuses) statuses[i] = st;
+        if (st != MLC_SUCCESS && first == MLC_SUCCESS) {
+            first = st;
+            snprintf(first_msg, sizeof first_msg, "request %zu of %zu: %s", i, n, mlc_last_error());
+        }
+    }
+    if (first != MLC_SUCCESS) mlc_error_set_text(first_msg);
+    return first;
+}
