@@ -125,6 +125,7 @@ static void complete_all(mlc_request_t *list, mlc_status_t st, const char *msg)
     while (list) {
         mlc_request_t *next = nccl_req(list)->next;
         nccl_req(list)->next = nccl_req(list)->prev = NULL;
+        mlc_nccl_stage_finish(nccl_req(list), false);
         mlc_request_complete(list, st, "%s", msg);
         list = next;
     }
@@ -367,83 +368,13 @@ static mlc_status_t nccl_init(mlc_comm_t *comm, const mlc_boot_t *boot)
         if (nc) api->ncclCommAbort(nc);
         return st;
     }
+    snprintf(impl->algo_applied, sizeof impl->algo_applied, "%s", comm->cfg.algo[MLC_COLL_ALLREDUCE]);
     comm->impl = impl;
     char ver[32];
     mlc_nccl_version_text(api->version, ver, sizeof ver);
     MLC_INFO("%s %s: rank %d of %d on %s device %d", fl->name, ver, comm->rank, comm->size, rt->name,
              device);
     return MLC_SUCCESS;
-}
-
-/* mlc_comm_init_all: n ranks in this process, rank i on device i (as ncclCommInitAll). */
-static mlc_status_t nccl_init_all(int n, mlc_comm_t **comms)
-{
-    const nccl_flavor_t *fl = flavor_of(comms[0]);
-    const mlc_nccl_api_t *api;
-    const mlc_gpurt_t *rt;
-    int ndev = 0;
-    mlc_status_t st = load_libs(fl, &api, &rt, &ndev);
-    if (st != MLC_SUCCESS) return st;
-    if (n > ndev)
-        return mlc_error(MLC_ERR_INVALID_ARG,
-                         "%s: mlc_comm_init_all(%d) needs one GPU per rank, %d %s device(s) visible",
-                         fl->name, n, ndev, rt->name);
-    mlc_nccl_tuning_t tuning;
-    st = mlc_nccl_tuning_resolve(&comms[0]->cfg, api->version, &tuning);
-    if (st == MLC_SUCCESS) st = mlc_nccl_tuning_apply(&tuning);
-    if (st != MLC_SUCCESS) return st;
-
-    mlc_ncclComm_t *ncs = calloc((size_t)n, sizeof *ncs);
-    nccl_comm_t **impls = calloc((size_t)n, sizeof *impls);
-    if (!ncs || !impls) {
-        free(ncs);
-        free(impls);
-        return mlc_error(MLC_ERR_NO_MEMORY, "%s: out of memory", fl->name);
-    }
-    int prev = 0;
-    if (rt->get_device(&prev) != MLC_GPU_SUCCESS) prev = 0;
-    mlc_ncclUniqueId id;
-    mlc_ncclResult_t r = api->ncclGetUniqueId(&id);
-    mlc_ncclConfig_t config = nonblocking_config();
-    if (r == mlc_ncclSuccess) {
-        api->ncclGroupStart();
-        for (int i = 0; i < n && r == mlc_ncclSuccess; i++) {
-            rt->set_device(i);
-            r = api->ncclCommInitRankConfig(&ncs[i], n, id, i, &config);
-            if (r == mlc_ncclInProgress) r = mlc_ncclSuccess;
-        }
-        mlc_ncclResult_t g = api->ncclGroupEnd();
-        if (r == mlc_ncclSuccess && g != mlc_ncclInProgress) r = g;
-    }
-    if (r != mlc_ncclSuccess)
-        st = mlc_error(MLC_ERR_BACKEND, "%s: creating %d communicators: %s", fl->name, n,
-                       api->ncclGetErrorString(r));
-    double deadline = mlc_nccl_deadline(comms[0]);
-    for (int i = 0; i < n && st == MLC_SUCCESS; i++) {
-        if (!ncs[i]) st = mlc_error(MLC_ERR_BACKEND, "%s: no communicator for rank %d", fl->name, i);
-        else st = mlc_nccl_wait_ready(api, ncs[i], NULL, comms[i], "ncclCommInitRank", deadline);
-        if (st == MLC_SUCCESS) st = check_identity(api, ncs[i], comms[i]);
-    }
-    for (int i = 0; i < n && st == MLC_SUCCESS; i++) {
-        rt->set_device(i);
-        st = impl_create(fl, api, rt, i, ncs[i], &impls[i]);
-    }
-    rt->set_device(prev);
-    if (st != MLC_SUCCESS) {
-        for (int i = 0; i < n; i++) {
-            if (impls[i]) {
-                rt->stream_destroy(impls[i]->own_stream);
-                pthread_mutex_destroy(&impls[i]->lock);
-                free(impls[i]);
-            }
-            if (ncs[i]) api->ncclCommAbort(ncs[i]);
-        }
-    } else {
-        for (int i = 0; i < n; i++) comms[i]->impl = impls[i];
-    }
-    free(ncs);
-    free(impls);
-    return st;
 }
 
 static mlc_status_t nccl_split(mlc_comm_t *parent, int color, int key, const int *members,
@@ -480,7 +411,12 @@ static mlc_status_t nccl_split(mlc_comm_t *parent, int color, int key, const int
         else st = check_identity(api, newnc, child);
         nccl_comm_t *ci = NULL;
         if (st == MLC_SUCCESS) st = impl_create(pi->fl, api, pi->rt, pi->device, newnc, &ci);
-        if (st == MLC_SUCCESS) child->impl = ci;
+        if (st == MLC_SUCCESS) {
+            memcpy(ci->algo_applied, pi->algo_applied, sizeof ci->algo_applied);
+            /* Core gives the child the parent's stream: keep using it. */
+            if (pi->stream != pi->own_stream) ci->stream = pi->stream;
+            child->impl = ci;
+        }
     }
     if (st != MLC_SUCCESS && newnc) api->ncclCommAbort(newnc);
     mlc_nccl_dev_leave(pi, prev);
@@ -522,6 +458,8 @@ static void nccl_destroy(mlc_comm_t *comm)
     free(impl->events);
     if (impl->scratch_event) rt->event_destroy(impl->scratch_event);
     if (impl->scratch) rt->free(impl->scratch);
+    for (int i = 0; i < impl->nretired; i++) rt->free(impl->retired[i]);
+    free(impl->retired);
     if (impl->barrier_buf) rt->free(impl->barrier_buf);
     rt->stream_destroy(impl->own_stream);
     mlc_nccl_dev_leave(impl, prev);
@@ -584,6 +522,7 @@ static mlc_status_t nccl_progress(mlc_comm_t *comm, int *progressed)
     pthread_mutex_unlock(&impl->lock);
     while (done) {
         mlc_request_t *next = nccl_req(done)->next;
+        mlc_nccl_stage_finish(nccl_req(done), true);
         fill_msg_status(done);
         mlc_request_complete(done, MLC_SUCCESS, "%s", "");
         *progressed = 1;
@@ -594,6 +533,7 @@ static mlc_status_t nccl_progress(mlc_comm_t *comm, int *progressed)
         mlc_gpurt_strerror(impl->rt, failed_err, buf, sizeof buf);
         while (failed) {
             mlc_request_t *next = nccl_req(failed)->next;
+            mlc_nccl_stage_finish(nccl_req(failed), false);
             mlc_request_complete(failed, MLC_ERR_BACKEND, "%s %s #%llu: %sEventQuery: %s",
                                  impl->fl->name, mlc_coll_name(failed->coll),
                                  (unsigned long long)failed->seq, impl->rt->prefix, buf);
@@ -675,6 +615,13 @@ static mlc_status_t nccl_iprobe(mlc_comm_t *comm, int source, int tag, int *flag
                      comm->be->name);
 }
 
+/* allreduce may be forced to NCCL's ring or tree (exported as NCCL_ALGO at init). */
+static const char *const *nccl_algos(mlc_coll_t coll)
+{
+    static const char *const allreduce[] = {"native", "ring", "tree", NULL};
+    return coll == MLC_COLL_ALLREDUCE ? allreduce : NULL;
+}
+
 #define MLC_X_START(id, str, env) [id] = mlc_nccl_start,
 #define NCCL_BACKEND(ident, label, avail, acc)                                                  \
     const mlc_backend_t mlc_backend_##ident = {                                                 \
@@ -683,7 +630,6 @@ static mlc_status_t nccl_iprobe(mlc_comm_t *comm, int source, int tag, int *flag
         .available = avail,                                                                     \
         .accepts = acc,                                                                         \
         .init = nccl_init,                                                                      \
-        .init_all = nccl_init_all,                                                              \
         .split = nccl_split,                                                                    \
         .destroy = nccl_destroy,                                                                \
         .abort = nccl_abort,                                                                    \
@@ -693,6 +639,7 @@ static mlc_status_t nccl_iprobe(mlc_comm_t *comm, int source, int tag, int *flag
         .idle = nccl_idle,                                                                      \
         .health = nccl_health,                                                                  \
         .pending_peers = nccl_pending_peers,                                                    \
+        .algos = nccl_algos,                                                                    \
         .set_stream = nccl_set_stream,                                                          \
     };
 NCCL_BACKEND(nccl, "nccl", nccl_available, nccl_accepts)

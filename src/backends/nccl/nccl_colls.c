@@ -12,40 +12,18 @@
 #include "dtype.h"
 #include "error.h"
 
-typedef struct issue {
-    nccl_comm_t *impl;
-    const mlc_nccl_api_t *api;
-    const mlc_args_t *a;
-    mlc_ncclComm_t nc;
-    void *stream;
-    int rank, size;
-    mlc_ncclDataType_t dt;
-    mlc_ncclRedOp_t op;
-    size_t scale;        /* NCCL elements per mlcomm element (record size for records, else 1) */
-    size_t es;           /* bytes per mlcomm element */
-    int gpu_err;         /* first GPU runtime error, 0 if none */
-    const char *gpu_fn;  /* which call gave it */
-    bool used_scratch;
-} issue_t;
+typedef nccl_issue_t issue_t;
 
 static mlc_ncclResult_t keep_first(mlc_ncclResult_t have, mlc_ncclResult_t r)
 {
     return have != mlc_ncclSuccess ? have : r;
 }
 
-static void gpu_fail(issue_t *c, int e, const char *fn)
-{
-    if (e != MLC_GPU_SUCCESS && c->gpu_err == MLC_GPU_SUCCESS) {
-        c->gpu_err = e;
-        c->gpu_fn = fn;
-    }
-}
-
 /* Device-to-device (or any UVA) copy on the stream, skipped when in place. */
 static void copy_on_stream(issue_t *c, void *dst, const void *src, size_t bytes)
 {
     if (bytes == 0 || dst == src) return;
-    gpu_fail(c, c->impl->rt->memcpy_async(dst, src, bytes, MLC_GPU_MEMCPY_DEFAULT, c->stream), "MemcpyAsync");
+    mlc_nccl_gpu_fail(c, c->impl->rt->memcpy_async(dst, src, bytes, MLC_GPU_MEMCPY_DEFAULT, c->stream), "MemcpyAsync");
 }
 
 static char *at(const void *base, size_t elems, size_t es)
@@ -63,30 +41,6 @@ static mlc_ncclResult_t recv_from(issue_t *c, void *buf, size_t count, int peer)
 {
     if (count == 0) return mlc_ncclSuccess;
     return c->api->ncclRecv(buf, count * c->scale, c->dt, peer, c->nc, c->stream);
-}
-
-/* Lock held: scratch device memory of at least `bytes`, ordered after its last use. */
-static void *scratch(issue_t *c, size_t bytes)
-{
-    nccl_comm_t *impl = c->impl;
-    const mlc_gpurt_t *rt = impl->rt;
-    if (impl->scratch_size < bytes) {
-        if (impl->scratch) rt->free(impl->scratch); /* cudaFree waits for the device: no use is pending */
-        impl->scratch = NULL;
-        impl->scratch_size = 0;
-        void *p = NULL;
-        int e = rt->malloc(&p, bytes);
-        if (e != MLC_GPU_SUCCESS) {
-            gpu_fail(c, e, "Malloc");
-            return NULL;
-        }
-        impl->scratch = p;
-        impl->scratch_size = bytes;
-    } else if (impl->scratch_event) {
-        gpu_fail(c, rt->stream_wait_event(c->stream, impl->scratch_event, 0), "StreamWaitEvent");
-    }
-    c->used_scratch = true;
-    return impl->scratch;
 }
 
 /* ---- one function per shape ------------------------------------------------- */
@@ -129,7 +83,7 @@ static mlc_ncclResult_t do_barrier(issue_t *c)
         int e = impl->rt->malloc(&impl->barrier_buf, sizeof(int32_t));
         if (e != MLC_GPU_SUCCESS) {
             impl->barrier_buf = NULL;
-            gpu_fail(c, e, "Malloc");
+            mlc_nccl_gpu_fail(c, e, "Malloc");
             return mlc_ncclSuccess;
         }
     }
@@ -170,7 +124,7 @@ static mlc_ncclResult_t exchange(issue_t *c, const size_t *sc, const size_t *sd,
             size_t end = SDISP(p) + SCOUNT(p);
             if (end > extent) extent = end;
         }
-        void *copy = scratch(c, extent * c->es > 0 ? extent * c->es : 1);
+        void *copy = mlc_nccl_scratch(c, extent * c->es);
         if (!copy) return mlc_ncclSuccess;
         copy_on_stream(c, copy, a->sendbuf, extent * c->es);
         src = copy;
@@ -349,21 +303,16 @@ static mlc_status_t check_p2p(const nccl_comm_t *impl, const mlc_request_t *req)
     return MLC_SUCCESS;
 }
 
-/* Buffers NCCL gets must be reachable from the communicator's device. */
+/* Device buffers must be on the communicator's device (pageable host memory is staged). */
 static mlc_status_t check_buffer(const nccl_comm_t *impl, const mlc_request_t *req, const void *ptr,
-                                 const char *name)
+                                 const char *name, mlc_gpu_mem_t *mem)
 {
+    *mem = MLC_GPU_MEM_DEVICE;
     if (!ptr) return MLC_SUCCESS;
-    mlc_gpu_mem_t mem;
     int dev;
-    mlc_status_t st = mlc_gpurt_pointer_kind(impl->rt, ptr, &mem, &dev);
+    mlc_status_t st = mlc_gpurt_pointer_kind(impl->rt, ptr, mem, &dev);
     if (st != MLC_SUCCESS) return st;
-    if (mem == MLC_GPU_MEM_UNREGISTERED)
-        return mlc_error(MLC_ERR_INVALID_ARG,
-                         "%s %s: %s %p is pageable host memory; NCCL needs %s device memory (or "
-                         "pinned host memory)",
-                         impl->fl->name, mlc_coll_name(req->coll), name, ptr, impl->rt->name);
-    if (mem == MLC_GPU_MEM_DEVICE && dev != impl->device)
+    if (*mem == MLC_GPU_MEM_DEVICE && dev != impl->device)
         return mlc_error(MLC_ERR_INVALID_ARG,
                          "%s %s: %s %p is on %s device %d but the communicator uses device %d",
                          impl->fl->name, mlc_coll_name(req->coll), name, ptr, impl->rt->name, dev,
@@ -380,10 +329,66 @@ static mlc_status_t prepare(nccl_comm_t *impl, mlc_request_t *req, const op_desc
     if (st == MLC_SUCCESS && req->coll != MLC_COLL_BARRIER)
         st = map_dtype(impl, req, d->reduces, &c->dt, &c->scale);
     if (st == MLC_SUCCESS && d->reduces) st = map_op(impl, req, &c->op);
-    if (st == MLC_SUCCESS) st = check_buffer(impl, req, req->args.sendbuf, "sendbuf");
+    if (st == MLC_SUCCESS) st = check_buffer(impl, req, req->args.sendbuf, "sendbuf", &c->smem);
+    c->rmem = c->smem;
     if (st == MLC_SUCCESS && req->args.recvbuf != req->args.sendbuf)
-        st = check_buffer(impl, req, req->args.recvbuf, "recvbuf");
+        st = check_buffer(impl, req, req->args.recvbuf, "recvbuf", &c->rmem);
     return st;
+}
+
+/* Lock held: put the operation on the stream (staging host buffers around it). */
+static mlc_ncclResult_t enqueue(issue_t *c, const op_desc_t *d, const mlc_request_t *req,
+                                mlc_status_t *st)
+{
+    *st = mlc_nccl_stage_in(c, req);
+    if (*st != MLC_SUCCESS || c->gpu_err != MLC_GPU_SUCCESS) return mlc_ncclSuccess;
+    if (!d->grouped) return d->issue(c);
+    mlc_ncclResult_t r = c->api->ncclGroupStart();
+    if (r != mlc_ncclSuccess) return r;
+    r = d->issue(c);
+    /* The group must be closed even when a member failed. */
+    mlc_ncclResult_t g = c->api->ncclGroupEnd();
+    return r != mlc_ncclSuccess ? r : g;
+}
+
+/* Lock held, operation on the stream: copies back, then the completion event. */
+static int finish_enqueue(issue_t *c, nccl_req_t *nr, mlc_request_t *req)
+{
+    nccl_comm_t *impl = c->impl;
+    const mlc_gpurt_t *rt = impl->rt;
+    mlc_nccl_stage_out(c);
+    if (c->gpu_err != MLC_GPU_SUCCESS) return c->gpu_err;
+    int e = MLC_GPU_SUCCESS;
+    void *ev = mlc_nccl_event_get(impl, &e);
+    if (ev) e = rt->event_record(ev, c->stream);
+    if (e == MLC_GPU_SUCCESS && c->used_scratch) {
+        if (!impl->scratch_event)
+            e = rt->event_create_with_flags(&impl->scratch_event, MLC_GPU_EVENT_DISABLE_TIMING);
+        if (e == MLC_GPU_SUCCESS) e = rt->event_record(impl->scratch_event, c->stream);
+    }
+    if (e != MLC_GPU_SUCCESS) {
+        if (ev) rt->event_destroy(ev);
+        c->gpu_fn = "EventRecord";
+        return e;
+    }
+    nr->event = ev;
+    nr->pinned = c->pinned;
+    nr->nout = c->nout;
+    memcpy(nr->out, c->out, sizeof nr->out);
+    mlc_nccl_pending_add(impl, req);
+    return MLC_GPU_SUCCESS;
+}
+
+/* NCCL reads NCCL_ALGO once per process: a different forced algorithm cannot apply. */
+static mlc_status_t check_algo(const nccl_comm_t *impl, const mlc_request_t *req)
+{
+    if (!req->algo || strcmp(req->algo, "native") == 0) return MLC_SUCCESS;
+    if (req->coll == MLC_COLL_ALLREDUCE && strcmp(req->algo, impl->algo_applied) == 0) return MLC_SUCCESS;
+    return mlc_error(MLC_ERR_UNSUPPORTED,
+                     "%s %s: algorithm '%s' cannot be switched per call: NCCL reads NCCL_ALGO once "
+                     "per process; set MLC_ALGO_ALLREDUCE before the first communicator (in force: '%s')",
+                     impl->fl->name, mlc_coll_name(req->coll), req->algo,
+                     impl->algo_applied[0] ? impl->algo_applied : "NCCL's choice");
 }
 
 mlc_status_t mlc_nccl_start(mlc_request_t *req)
@@ -399,7 +404,8 @@ mlc_status_t mlc_nccl_start(mlc_request_t *req)
     const op_desc_t *d = &ops[req->coll];
     issue_t c = {.impl = impl, .api = impl->api, .a = &req->args, .rank = comm->rank,
                  .size = comm->size, .scale = 1, .es = req->args.esize};
-    mlc_status_t st = prepare(impl, req, d, &c);
+    mlc_status_t st = check_algo(impl, req);
+    if (st == MLC_SUCCESS) st = prepare(impl, req, d, &c);
     if (st != MLC_SUCCESS) return st;
 
     int prev;
@@ -414,24 +420,17 @@ mlc_status_t mlc_nccl_start(mlc_request_t *req)
     if (nc) {
         c.nc = nc;
         c.stream = impl->stream;
-        if (d->grouped) {
-            r = impl->api->ncclGroupStart();
-            if (r == mlc_ncclSuccess) {
-                r = d->issue(&c);
-                /* The group must be closed even when a member failed. */
-                mlc_ncclResult_t g = impl->api->ncclGroupEnd();
-                if (r == mlc_ncclSuccess) r = g;
-            }
-        } else {
-            r = d->issue(&c);
-        }
+        r = enqueue(&c, d, req, &st);
     }
     pthread_mutex_unlock(&impl->lock);
 
-    if (!nc) st = mlc_error(MLC_ERR_ABORTED, "%s %s: communicator aborted", impl->fl->name, what);
-    else if (r == mlc_ncclInProgress) {
+    if (st != MLC_SUCCESS) {
+        /* staging failed before anything reached NCCL */
+    } else if (!nc) {
+        st = mlc_error(MLC_ERR_ABORTED, "%s %s: communicator aborted", impl->fl->name, what);
+    } else if (r == mlc_ncclInProgress) {
         /* Non-blocking communicator still connecting: the operation is on the
-         * stream once NCCL says so; the event must come after it. */
+         * stream once NCCL says so; what follows it must come after. */
         st = mlc_nccl_wait_ready(impl->api, nc, impl, comm, what, mlc_nccl_deadline(comm));
         if (st != MLC_SUCCESS && st != MLC_ERR_ABORTED) {
             char msg[512];
@@ -441,36 +440,24 @@ mlc_status_t mlc_nccl_start(mlc_request_t *req)
     } else {
         st = mlc_nccl_result(impl, comm, r, what);
     }
-    if (st == MLC_SUCCESS && c.gpu_err != MLC_GPU_SUCCESS) {
-        char buf[256];
-        impl->rt->get_last_error();
-        st = mlc_error(MLC_ERR_BACKEND, "%s %s: %s%s: %s", impl->fl->name, what, impl->rt->prefix,
-                       c.gpu_fn, mlc_gpurt_strerror(impl->rt, c.gpu_err, buf, sizeof buf));
-    }
 
     if (st == MLC_SUCCESS) {
         pthread_mutex_lock(&impl->lock);
-        int e = MLC_GPU_SUCCESS;
-        void *ev = mlc_nccl_event_get(impl, &e);
-        if (ev) e = impl->rt->event_record(ev, c.stream);
-        if (e == MLC_GPU_SUCCESS && c.used_scratch) {
-            if (!impl->scratch_event)
-                e = impl->rt->event_create_with_flags(&impl->scratch_event, MLC_GPU_EVENT_DISABLE_TIMING);
-            if (e == MLC_GPU_SUCCESS) e = impl->rt->event_record(impl->scratch_event, c.stream);
-        }
-        if (e == MLC_GPU_SUCCESS) {
-            nr->event = ev;
-            mlc_nccl_pending_add(impl, req);
-        } else if (ev) {
-            impl->rt->event_destroy(ev);
-        }
+        int e = c.gpu_err;
+        if (!impl->nc) st = mlc_error(MLC_ERR_ABORTED, "%s %s: communicator aborted", impl->fl->name, what);
+        else if (e == MLC_GPU_SUCCESS) e = finish_enqueue(&c, nr, req);
         pthread_mutex_unlock(&impl->lock);
-        if (e != MLC_GPU_SUCCESS) {
+        if (st == MLC_SUCCESS && e != MLC_GPU_SUCCESS) {
             char buf[256];
             impl->rt->get_last_error();
-            st = mlc_error(MLC_ERR_BACKEND, "%s %s: recording its completion event: %s", impl->fl->name,
-                           what, mlc_gpurt_strerror(impl->rt, e, buf, sizeof buf));
+            st = mlc_error(MLC_ERR_BACKEND, "%s %s: %s%s: %s", impl->fl->name, what, impl->rt->prefix,
+                           c.gpu_fn ? c.gpu_fn : "?", mlc_gpurt_strerror(impl->rt, e, buf, sizeof buf));
         }
+    }
+    if (st != MLC_SUCCESS && c.pinned) {
+        nccl_req_t tmp = {.pinned = c.pinned};
+        mlc_nccl_stage_finish(&tmp, false);
+        nr->pinned = NULL;
     }
     mlc_nccl_dev_leave(impl, prev);
     return st;

@@ -25,11 +25,20 @@ typedef struct nccl_flavor {
 
 extern const nccl_flavor_t mlc_nccl_flavor_nccl, mlc_nccl_flavor_rccl;
 
+/* A host region staged through pinned memory, copied back on completion. */
+typedef struct nccl_copyout {
+    void *user;
+    size_t off, bytes; /* in the pinned block */
+} nccl_copyout_t;
+
 /* Per-request state, inside req->priv. */
 typedef struct nccl_req {
-    void *event;                        /* recorded after the operation; NULL = completed at start */
+    void *event;                        /* recorded after the operation */
     struct mlc_request *prev, *next;    /* the communicator's pending list */
     int peer;                           /* p2p peer, -1 for collectives (timeout messages) */
+    void *pinned;                       /* staging block (pinned pool) or NULL */
+    nccl_copyout_t out[2];              /* pinned -> user copies when the event completes */
+    int nout;
 } nccl_req_t;
 
 typedef struct nccl_comm {
@@ -50,11 +59,40 @@ typedef struct nccl_comm {
     int npending;
     void **events;        /* idle events for reuse */
     int nevents, cap_events;
-    void *scratch;        /* device memory for in-place alltoall(v) */
+    void *scratch;        /* device memory for staging and in-place alltoall(v) */
     size_t scratch_size;
     void *scratch_event;  /* recorded after the last use of scratch */
+    void **retired;       /* outgrown scratch buffers, freed at destroy (cudaFree would
+                             wait for the device, possibly for a peer: never while running) */
+    int nretired;
     void *barrier_buf;    /* one int32 on the device for barrier */
+    char algo_applied[32];/* MLC_ALGO_ALLREDUCE in force when NCCL_ALGO was exported */
 } nccl_comm_t;
+
+/* One operation being issued (lock held). */
+typedef struct nccl_issue {
+    nccl_comm_t *impl;
+    const mlc_nccl_api_t *api;
+    const mlc_args_t *a;  /* the caller's arguments, or staged copies pointing to device memory */
+    mlc_ncclComm_t nc;
+    void *stream;
+    int rank, size;
+    mlc_ncclDataType_t dt;
+    mlc_ncclRedOp_t op;
+    size_t scale;         /* NCCL elements per mlcomm element (record size for records, else 1) */
+    size_t es;            /* bytes per mlcomm element */
+    int gpu_err;          /* first GPU runtime error, 0 if none */
+    const char *gpu_fn;   /* which call gave it */
+    mlc_gpu_mem_t smem, rmem; /* what sendbuf / recvbuf are (prepare) */
+    bool used_scratch;
+    size_t scratch_off;   /* bump offset in impl->scratch for this operation */
+    /* staging of pageable host buffers */
+    mlc_args_t staged;
+    void *pinned;
+    void *dev_base;
+    nccl_copyout_t out[2];
+    int nout;
+} nccl_issue_t;
 
 _Static_assert(sizeof(nccl_req_t) <= MLC_REQ_PRIV_BYTES, "nccl_req_t must fit in req->priv");
 static inline nccl_req_t *nccl_req(mlc_request_t *req) { return (nccl_req_t *)(void *)req->priv; }
@@ -89,6 +127,22 @@ void mlc_nccl_pending_add(nccl_comm_t *impl, mlc_request_t *req);
 /* Make the communicator's device current; *prev receives the caller's (restore with dev_leave). */
 mlc_status_t mlc_nccl_dev_enter(const nccl_comm_t *impl, int *prev);
 void mlc_nccl_dev_leave(const nccl_comm_t *impl, int prev);
+
+/* ---- nccl_stage.c ---- */
+/* Record the first GPU runtime error of an issue. */
+void mlc_nccl_gpu_fail(nccl_issue_t *c, int err, const char *fn);
+/* Lock held: `bytes` of device scratch for this operation, ordered after its last use; NULL on error. */
+void *mlc_nccl_scratch(nccl_issue_t *c, size_t bytes);
+/*
+ * Lock held: if sendbuf/recvbuf of `req` is pageable host memory, copy it
+ * into pinned memory and on to device scratch, and point c->a at staged
+ * arguments. Returns an mlcomm status (pinned pool errors).
+ */
+mlc_status_t mlc_nccl_stage_in(nccl_issue_t *c, const mlc_request_t *req);
+/* Lock held, after the operation is on the stream: queue device -> pinned copies. */
+void mlc_nccl_stage_out(nccl_issue_t *c);
+/* Give a request's staging block back (copy to the user first when `deliver`). */
+void mlc_nccl_stage_finish(nccl_req_t *nr, bool deliver);
 
 /* ---- nccl_colls.c ---- */
 /* The start slot for every collective kind (one function, dispatching on req->coll). */

@@ -29,7 +29,7 @@ mlc_status_t mlc_nccl_tuning_resolve(const mlc_cfg_t *cfg, int nccl_version, mlc
     mlc_nccl_tuning_t out;
     memset(&out, 0, sizeof out);
     const char *algo = cfg->algo[MLC_COLL_ALLREDUCE];
-    if (algo[0] && strcmp(algo, "auto") != 0) {
+    if (algo[0] && strcmp(algo, "auto") != 0 && strcmp(algo, "native") != 0) {
         bool ring = strcmp(algo, "ring") == 0, tree = strcmp(algo, "tree") == 0;
         if (!ring && !tree)
             return mlc_error(MLC_ERR_CONFIG,
