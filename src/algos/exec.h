@@ -25,11 +25,21 @@ typedef struct mlc_transport {
 
 typedef struct mlc_exec mlc_exec_t;
 
+/* The tag of a step's message: (seq << MLC_SCHED_KEY_BITS) | key, so it is
+ * unique per (operation sequence number, message between two ranks) and the
+ * same on both sides. Backends map it into their own tag space. */
+static inline uint64_t mlc_exec_tag(uint64_t seq, uint32_t key)
+{
+    return (seq << MLC_SCHED_KEY_BITS) | key;
+}
+
 /*
  * Build the executor for one operation: bufs[MLC_BUF_SEND/RECV] are the
  * caller's buffers (TMP is allocated here, s->tmp_bytes). For avg, the
  * executor divides recvbuf[0, avg_count) by avg_p when the schedule ends
- * (avg_count = 0: no division). Takes ownership of *s.
+ * (avg_count = 0: no division). Takes ownership of *s: on return (success
+ * or not) *s is empty and may be freed or reused. Finalizes s if needed.
+ * INTERNAL when a step reads a buffer that is NULL or writes sendbuf.
  */
 mlc_status_t mlc_exec_create(mlc_sched_t *s, const void *sendbuf, void *recvbuf, mlc_dtype_t dtype,
                              mlc_op_t op, size_t avg_count, int avg_p, uint64_t seq,

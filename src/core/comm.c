@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/random.h>
 #include "algos/select.h"
 #include "backend.h"
@@ -29,24 +30,23 @@ void mlc_comm_release(mlc_comm_t *comm)
 
 mlc_status_t mlc_comm_fail(mlc_comm_t *comm, mlc_status_t st, const char *fmt, ...)
 {
-    int expected = 0;
     char msg[sizeof comm->fail_msg];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     /* First failure wins; its message is written before the flag is published. */
-    static _Atomic int writing;
-    if (atomic_load(&comm->failed) == 0 && atomic_exchange(&writing, 1) == 0) {
-        if (atomic_load(&comm->failed) == 0) {
-            memcpy(comm->fail_msg, msg, sizeof msg);
-            atomic_compare_exchange_strong(&comm->failed, &expected, (int)st);
-            MLC_WARN("%s", msg);
-        }
-        atomic_store(&writing, 0);
+    int unclaimed = 0;
+    if (atomic_compare_exchange_strong(&comm->fail_claim, &unclaimed, 1)) {
+        memcpy(comm->fail_msg, msg, sizeof msg);
+        atomic_store(&comm->failed, (int)st);
+        MLC_WARN("%s", msg);
+        return st;
     }
-    int now = atomic_load(&comm->failed);
-    return now ? (mlc_status_t)now : st;
+    /* Another thread is publishing its failure: it is a few stores away. */
+    int now;
+    while ((now = atomic_load(&comm->failed)) == 0) sched_yield();
+    return (mlc_status_t)now;
 }
 
 mlc_status_t mlc_comm_check(const mlc_comm_t *comm)

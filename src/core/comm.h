@@ -65,6 +65,7 @@ struct mlc_comm {
     mlc_cfg_t cfg;
     atomic_int failed;     /* sticky mlc_status_t; 0 while healthy */
     char fail_msg[512];
+    atomic_int fail_claim; /* the first failing thread writes fail_msg, then publishes failed */
     uint64_t coll_seq;     /* next collective sequence number */
     const char *algo_forced[MLC_COLL_COUNT]; /* from env or mlc_comm_set_algo; NULL = auto */
     void *stream;          /* GPU stream (cudaStream_t / hipStream_t) */

@@ -9,7 +9,7 @@
 
 #include "dtype.h"
 #include "error.h"
-#include "op_user.h"
+#include "reduce_impl.h"
 
 typedef struct mlc_user_op {
     mlc_user_fn_t fn; /* NULL = free slot */

@@ -1,19 +1,24 @@
 /*
- * Local reduction kernels: one tight loop per dtype x op, generated from the
- * op list (MLC_OP_LIST) and the type lists below, written for the vectorizer
- * (restrict pointers, branch-free bodies; the library is built with -O3).
- *
- * Each (dtype, op) has three shapes, so no kernel ever sees aliased
- * restrict pointers:
- *   io(x, y):    y = x (op) y      (x is the left operand: lower rank)
- *   oi(x, y):    y = y (op) x
- *   k3(a, b, o): o = a (op) b      (o distinct from a and b)
- * fp16 / bf16 are converted to fp32 in chunks, combined with the fp32
- * kernel and rounded once; integer sum/prod wrap in the unsigned type.
+ * Local reduction: one tight loop per dtype x op x call shape, generated
+ * (reduce_kernels.h) from the op list (MLC_OP_LIST) and the type lists
+ * below, written for the vectorizer (restrict pointers, branch-free bodies;
+ * the library is built with -O3), once per instruction set. Integer sum and
+ * prod wrap in the unsigned type; fp16/bf16 are computed in fp32 and
+ * rounded once. This file holds the element operations, the dispatch, the
+ * aliasing rules of apply/apply3 and mlc_reduce_local.
  */
 #include <stdalign.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
+
+/* A second kernel set for x86-64-v3 (AVX2, F16C), chosen at run time. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
+#define MLC_HAVE_ISA_V3 1
+#include <immintrin.h>
+#else
+#define MLC_HAVE_ISA_V3 0
+#endif
 
 /*
  * The kernels compute every candidate and select (NaN and zero cases of
@@ -21,14 +26,15 @@
  * -ftrapping-math GCC will not execute a floating-point operation that the
  * source made conditional, and gives up on vectorizing. Results are
  * identical either way (this only concerns exception flags), so relax it
- * here; nothing reassociates or contracts.
+ * here. Nothing reassociates, and contraction (FMA in the x86-64-v3 set)
+ * stays off, so every set gives the same bits.
  */
-#pragma GCC optimize("no-trapping-math")
+#pragma GCC optimize("no-trapping-math", "fp-contract=off")
 
 #include "dtype.h"
 #include "error.h"
 #include "half.h"
-#include "op_user.h"
+#include "reduce_impl.h"
 
 /* Integer dtypes: X(enumerator, type, unsigned type, type avg divides in, OP) */
 #define MLC_INT_TYPES(X, OP)                           \
@@ -91,76 +97,88 @@ typedef struct mlc_kernel {
     mlc_k2_fn io, oi;
     mlc_k3_fn k3;
 } mlc_kernel_t;
+typedef struct mlc_kernel_set {
+    const char *isa;
+    mlc_kernel_t k[MLC_DTYPE_COUNT][MLC_OP_BUILTIN_COUNT];
+    void (*divide[MLC_DTYPE_COUNT])(void *buf, size_t n, int p);
+} mlc_kernel_set_t;
 
-/* The three shapes of one kernel, given the element expression EXPR(a, b). */
-#define MLC_GEN_SHAPES(NAME, T, EXPR)                                              \
-    static void mlc_io_##NAME(const void *vx, void *vy, size_t n)                  \
-    {                                                                              \
-        const T *restrict x = vx;                                                  \
-        T *restrict y = vy;                                                        \
-        for (size_t i = 0; i < n; i++) y[i] = EXPR(x[i], y[i]);                    \
-    }                                                                              \
-    static void mlc_oi_##NAME(const void *vx, void *vy, size_t n)                  \
-    {                                                                              \
-        const T *restrict x = vx;                                                  \
-        T *restrict y = vy;                                                        \
-        for (size_t i = 0; i < n; i++) y[i] = EXPR(y[i], x[i]);                    \
-    }                                                                              \
-    static void mlc_k3_##NAME(const void *va, const void *vb, void *vo, size_t n)  \
-    {                                                                              \
-        const T *restrict a = va;                                                  \
-        const T *restrict b = vb;                                                  \
-        T *restrict o = vo;                                                        \
-        for (size_t i = 0; i < n; i++) o[i] = EXPR(a[i], b[i]);                    \
-    }
-
-#define MLC_GEN_INT(E, T, U, W, OP)                                   \
-    static inline T mlc_op_##E##_##OP(T a, T b) { return (T)MLC_IOP_##OP(U, a, b); } \
-    MLC_GEN_SHAPES(E##_##OP, T, mlc_op_##E##_##OP)
-#define MLC_GEN_FLOAT(E, T, OP)                                                     \
-    static inline T mlc_op_##E##_##OP(T a, T b) { return MLC_FOP_##OP(T, a, b); }  \
-    MLC_GEN_SHAPES(E##_##OP, T, mlc_op_##E##_##OP)
+/* The element operations, shared by every instruction set (inlined). */
+#define MLC_GEN_ELEM_INT(E, T, U, W, OP) \
+    static inline T mlc_op_##E##_##OP(T a, T b) { return (T)MLC_IOP_##OP(U, a, b); }
+#define MLC_GEN_ELEM_FLOAT(E, T, OP) \
+    static inline T mlc_op_##E##_##OP(T a, T b) { return MLC_FOP_##OP(T, a, b); }
+#define MLC_GEN_ELEM_OP(OP, str)               \
+    MLC_INT_TYPES(MLC_GEN_ELEM_INT, OP)        \
+    MLC_FLOAT_TYPES(MLC_GEN_ELEM_FLOAT, OP)
+MLC_OP_LIST(MLC_GEN_ELEM_OP)
 
 /* Elements per chunk when 16-bit floats are widened to fp32 on the stack. */
 #define MLC_HALF_CHUNK 512
 
-/* Widen a chunk of both operands, combine with the fp32 kernel, narrow once.
- * A chunk is read completely before it is written: o may alias a or b. */
-#define MLC_GEN_HALF(E, TO_F, FROM_F, OP)                                                  \
-    static void mlc_k3_##E##_##OP(const void *va, const void *vb, void *vo, size_t n)      \
-    {                                                                                      \
-        const uint16_t *a = va, *b = vb;                                                   \
-        uint16_t *o = vo;                                                                  \
-        alignas(64) float fa[MLC_HALF_CHUNK];                                              \
-        alignas(64) float fb[MLC_HALF_CHUNK];                                              \
-        for (size_t off = 0; off < n; off += MLC_HALF_CHUNK) {                             \
-            size_t m = n - off < MLC_HALF_CHUNK ? n - off : MLC_HALF_CHUNK;                \
-            for (size_t i = 0; i < m; i++) fa[i] = TO_F(a[off + i]);                       \
-            for (size_t i = 0; i < m; i++) fb[i] = TO_F(b[off + i]);                       \
-            mlc_io_MLC_FLOAT32_##OP(fa, fb, m);                                            \
-            for (size_t i = 0; i < m; i++) o[off + i] = FROM_F(fb[i]);                     \
-        }                                                                                  \
-    }                                                                                      \
-    static void mlc_io_##E##_##OP(const void *x, void *y, size_t n) { mlc_k3_##E##_##OP(x, y, y, n); } \
-    static void mlc_oi_##E##_##OP(const void *x, void *y, size_t n) { mlc_k3_##E##_##OP(y, x, y, n); }
+/* The kernels, once per instruction set. */
+#define MLC_KSFX base
+#include "reduce_kernels.h"
+#undef MLC_KSFX
+#if MLC_HAVE_ISA_V3
+#pragma GCC push_options
+#pragma GCC target("arch=x86-64-v3")
+#define MLC_KSFX v3
+#include "reduce_kernels.h"
+#undef MLC_KSFX
+#pragma GCC pop_options
+#endif
 
-#define MLC_GEN_OP(OP, str)                     \
-    MLC_INT_TYPES(MLC_GEN_INT, OP)              \
-    MLC_FLOAT_TYPES(MLC_GEN_FLOAT, OP)          \
-    MLC_HALF_TYPES(MLC_GEN_HALF, OP)
-MLC_OP_LIST(MLC_GEN_OP)
+/* Every set compiled in, best first; the first one the CPU runs is used. */
+static const mlc_kernel_set_t *const mlc_kernel_sets[] = {
+#if MLC_HAVE_ISA_V3
+    &mlc_kernel_set_v3,
+#endif
+    &mlc_kernel_set_base,
+};
+#define MLC_NSETS (sizeof mlc_kernel_sets / sizeof mlc_kernel_sets[0])
 
-/* The dispatch table [dtype][op]. */
-#define MLC_ROW_INT(E, T, U, W, OP) [E][OP] = {mlc_io_##E##_##OP, mlc_oi_##E##_##OP, mlc_k3_##E##_##OP},
-#define MLC_ROW_FLOAT(E, T, OP) [E][OP] = {mlc_io_##E##_##OP, mlc_oi_##E##_##OP, mlc_k3_##E##_##OP},
-#define MLC_ROW_HALF(E, TO_F, FROM_F, OP) \
-    [E][OP] = {mlc_io_##E##_##OP, mlc_oi_##E##_##OP, mlc_k3_##E##_##OP},
-#define MLC_ROWS_OP(OP, str)                   \
-    MLC_INT_TYPES(MLC_ROW_INT, OP)             \
-    MLC_FLOAT_TYPES(MLC_ROW_FLOAT, OP)         \
-    MLC_HALF_TYPES(MLC_ROW_HALF, OP)
-static const mlc_kernel_t mlc_kernels[MLC_DTYPE_COUNT][MLC_OP_BUILTIN_COUNT] = {
-    MLC_OP_LIST(MLC_ROWS_OP)};
+static bool mlc_isa_runs(const mlc_kernel_set_t *ks)
+{
+#if MLC_HAVE_ISA_V3
+    if (ks == &mlc_kernel_set_v3) {
+        __builtin_cpu_init();
+        return __builtin_cpu_supports("x86-64-v3");
+    }
+#endif
+    return ks == &mlc_kernel_set_base;
+}
+
+static _Atomic(const mlc_kernel_set_t *) mlc_kset;
+
+static const mlc_kernel_set_t *mlc_kernels(void)
+{
+    const mlc_kernel_set_t *ks = atomic_load_explicit(&mlc_kset, memory_order_acquire);
+    if (ks == NULL) { /* racing threads pick the same set */
+        for (size_t i = 0; i < MLC_NSETS && ks == NULL; i++)
+            if (mlc_isa_runs(mlc_kernel_sets[i])) ks = mlc_kernel_sets[i];
+        atomic_store_explicit(&mlc_kset, ks, memory_order_release);
+    }
+    return ks;
+}
+
+const char *mlc_reduce_isa(void) { return mlc_kernels()->isa; }
+
+bool mlc_reduce_use_isa(const char *name)
+{
+    if (name == NULL) {
+        atomic_store(&mlc_kset, NULL);
+        mlc_kernels();
+        return true;
+    }
+    for (size_t i = 0; i < MLC_NSETS; i++) {
+        if (strcmp(mlc_kernel_sets[i]->isa, name) == 0 && mlc_isa_runs(mlc_kernel_sets[i])) {
+            atomic_store(&mlc_kset, mlc_kernel_sets[i]);
+            return true;
+        }
+    }
+    return false;
+}
 
 /* Scratch for the rare paths that must copy an operand first. It holds at
  * least one element of any dtype (records are at most 65535 bytes). */
@@ -204,7 +222,7 @@ static __attribute__((noinline)) void mlc_user_apply_left(const void *b, void *o
 static const mlc_kernel_t *mlc_kernel_for(mlc_dtype_t dtype, mlc_op_t op)
 {
     if (dtype < 0 || dtype >= MLC_DTYPE_COUNT || op < 0 || op >= MLC_OP_BUILTIN_COUNT) return NULL;
-    return &mlc_kernels[dtype][op];
+    return &mlc_kernels()->k[dtype][op];
 }
 
 void mlc_reduce_apply(const void *in, void *inout, size_t count, mlc_dtype_t dtype, mlc_op_t op)
@@ -258,51 +276,11 @@ void mlc_reduce_apply3(const void *a, const void *b, void *out, size_t count, ml
     }
 }
 
-/* ---- avg: divide by p ---------------------------------------------------- */
-#define MLC_GEN_DIV_INT(E, T, U, W, OP)                                       \
-    static void mlc_div_##E(void *vbuf, size_t n, int p)                      \
-    {                                                                         \
-        T *restrict buf = vbuf;                                               \
-        for (size_t i = 0; i < n; i++) buf[i] = (T)((W)buf[i] / (W)p);        \
-    }
-#define MLC_GEN_DIV_FLOAT(E, T, OP)                                           \
-    static void mlc_div_##E(void *vbuf, size_t n, int p)                      \
-    {                                                                         \
-        T *restrict buf = vbuf;                                               \
-        const T d = (T)p;                                                     \
-        for (size_t i = 0; i < n; i++) buf[i] = buf[i] / d;                   \
-    }
-#define MLC_GEN_DIV_HALF(E, TO_F, FROM_F, OP)                                 \
-    static void mlc_div_##E(void *vbuf, size_t n, int p)                      \
-    {                                                                         \
-        uint16_t *buf = vbuf;                                                 \
-        const float d = (float)p;                                             \
-        alignas(64) float f[MLC_HALF_CHUNK];                                  \
-        for (size_t off = 0; off < n; off += MLC_HALF_CHUNK) {                \
-            size_t m = n - off < MLC_HALF_CHUNK ? n - off : MLC_HALF_CHUNK;   \
-            for (size_t i = 0; i < m; i++) f[i] = TO_F(buf[off + i]) / d;     \
-            for (size_t i = 0; i < m; i++) buf[off + i] = FROM_F(f[i]);       \
-        }                                                                     \
-    }
-MLC_INT_TYPES(MLC_GEN_DIV_INT, _)
-MLC_FLOAT_TYPES(MLC_GEN_DIV_FLOAT, _)
-MLC_HALF_TYPES(MLC_GEN_DIV_HALF, _)
-
 void mlc_reduce_divide(void *buf, size_t count, mlc_dtype_t dtype, int p)
 {
-    if (p <= 1 || count == 0) return;
-    switch (dtype) {
-#define MLC_X_CASE(E, ...)           \
-    case E:                          \
-        mlc_div_##E(buf, count, p);  \
-        break;
-        MLC_INT_TYPES(MLC_X_CASE, _)
-        MLC_FLOAT_TYPES(MLC_X_CASE, _)
-        MLC_HALF_TYPES(MLC_X_CASE, _)
-#undef MLC_X_CASE
-    default:
-        break; /* records: a user op's average is the user's business */
-    }
+    if (p <= 1 || count == 0 || dtype < 0 || dtype >= MLC_DTYPE_COUNT)
+        return; /* records: a user op's average is the user's business */
+    mlc_kernels()->divide[dtype](buf, count, p);
 }
 
 /* ---- public pieces --------------------------------------------------------- */

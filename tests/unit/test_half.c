@@ -11,6 +11,7 @@
 #endif
 
 #include "dtype.h"
+#include "reduce_impl.h"
 #include "unit.h"
 
 /* Reference decoders from the bit layout. */
@@ -217,6 +218,40 @@ static void test_round_once(void)
     CHECK(mlc_half_to_float(x) == 2048, "pairwise rounding: %g", mlc_half_to_float(x));
 }
 
+/* Every 16-bit value through the kernels' array conversions (hardware ones
+ * where the kernel set has them): max(x, x) round-trips, x / p rounds once. */
+static void test_kernel_conversions(const table_t *t, mlc_dtype_t d, double (*dec)(uint16_t))
+{
+    static uint16_t all[65536], out[65536];
+    for (uint32_t h = 0; h <= 0xffff; h++) all[h] = (uint16_t)h;
+    uint16_t quiet = d == MLC_FLOAT16 ? 0x200 : 0x40;
+    mlc_reduce_apply3(all, all, out, 65536, d, MLC_MAX);
+    int bad = 0;
+    for (uint32_t h = 0; h <= 0xffff; h++) {
+        bool nan = isnan(dec((uint16_t)h));
+        bad += out[h] != (nan ? (h | quiet) : h);
+    }
+    CHECK(bad == 0, "%s max(x, x) != x for %d values", mlc_dtype_name(d), bad);
+
+    for (int p = 3; p <= 7; p += 4) {
+        memcpy(out, all, sizeof out);
+        mlc_reduce_divide(out, 65536, d, p);
+        bad = 0;
+        for (uint32_t h = 0; h <= 0xffff; h++) {
+            double x = dec((uint16_t)h);
+            if (isnan(x)) {
+                bad += !isnan(dec(out[h]));
+                continue;
+            }
+            uint16_t want = ref_round(t, x / p);
+            if (out[h] != want && bad++ < 5)
+                fprintf(stderr, "%s 0x%04x / %d = 0x%04x, expected 0x%04x\n", mlc_dtype_name(d),
+                        h, p, out[h], want);
+        }
+        CHECK(bad == 0, "%s x / %d: %d wrong", mlc_dtype_name(d), p, bad);
+    }
+}
+
 /* The conversions never take a subnormal fp32 input, so flush-to-zero and
  * denormals-are-zero modes (common in ML programs) change nothing. */
 static void test_ftz_daz(void)
@@ -253,7 +288,19 @@ int main(void)
     test_random(&half_table, mlc_float_to_half, "fp16");
     test_random(&bf16_table, mlc_float_to_bf16, "bf16");
     test_edges();
-    test_round_once();
-    test_ftz_daz();
+    /* the kernels, in every instruction set this CPU runs */
+    const char *isas[] = {"base", "v3"};
+    for (int i = 0; i < 2; i++) {
+        if (!mlc_reduce_use_isa(isas[i])) {
+            printf("kernel set %s: not available here\n", isas[i]);
+            continue;
+        }
+        printf("kernel set %s\n", mlc_reduce_isa());
+        test_kernel_conversions(&half_table, MLC_FLOAT16, ref_half);
+        test_kernel_conversions(&bf16_table, MLC_BFLOAT16, ref_bf16);
+        test_round_once();
+        test_ftz_daz();
+    }
+    mlc_reduce_use_isa(NULL);
     return unit_result("unit_half");
 }

@@ -69,7 +69,10 @@ int main(void)
     CHECK(in_child(NULL, expect_null) == 0, "unset -> NULL");
     CHECK(in_child("", expect_null) == 0, "empty -> NULL");
     CHECK(in_child("abc", expect_null) == 0, "not a number -> NULL");
-    CHECK(in_child("987", expect_null) == 0, "closed fd -> NULL");
+    int closed = make_state(64, 0, 0);
+    close(closed);
+    snprintf(num, sizeof num, "%d", closed);
+    CHECK(in_child(num, expect_null) == 0, "closed fd -> NULL");
     int small = make_state(64, 0, 0);
     snprintf(num, sizeof num, "%d", small);
     CHECK(in_child(num, expect_null) == 0, "too small -> NULL");

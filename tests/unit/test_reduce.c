@@ -11,6 +11,7 @@
 #include <stdlib.h>
 
 #include "dtype.h"
+#include "reduce_impl.h"
 #include "unit.h"
 
 static const size_t counts[] = {0, 1, 7, 33, 1000, 1025};
@@ -227,6 +228,29 @@ static void test_float_minmax(void)
                       "%s %s case %zu: shapes differ in bits", mlc_dtype_name(d),
                       mlc_op_name(cases[k].op), k);
             }
+        }
+    }
+}
+
+/* max/min of two NaNs: the left operand's NaN, bit for bit, in every shape
+ * (so a reduction's result does not depend on which buffer is written). */
+static void test_nan_operand_order(void)
+{
+    const uint64_t nan_a[] = {0x7e01, 0x7fc1, 0x7fc00001, 0x7ff8000000000001ull};
+    const uint64_t nan_b[] = {0x7e02, 0x7fc2, 0x7fc00002, 0x7ff8000000000002ull};
+    for (size_t t = 0; t < 4; t++) {
+        mlc_dtype_t d = float_types[t];
+        size_t es = mlc_dtype_size(d);
+        for (mlc_op_t op = MLC_MAX; op <= MLC_MIN; op++) {
+            unsigned char a[8], b[8], o[8], b2[8], a2[8];
+            memcpy(a, &nan_a[t], es), memcpy(b, &nan_b[t], es); /* little-endian low bytes */
+            memcpy(b2, b, es), memcpy(a2, a, es);
+            mlc_reduce_apply(a, b2, 1, d, op);
+            mlc_reduce_apply3(a, b, o, 1, d, op);
+            mlc_reduce_apply3(a2, b, a2, 1, d, op);
+            CHECK(memcmp(b2, a, es) == 0 && memcmp(o, a, es) == 0 && memcmp(a2, a, es) == 0,
+                  "%s %s(NaN_a, NaN_b) is not NaN_a in every shape", mlc_dtype_name(d),
+                  mlc_op_name(op));
         }
     }
 }
@@ -454,10 +478,26 @@ static void test_reduce_local_errors(void)
 
 int main(void)
 {
-    test_matrix();
-    test_float_minmax();
-    test_integer_wrap();
-    test_divide();
+    mlc_reduce_use_isa(NULL);
+    const char *best = mlc_reduce_isa();
+    /* the kernels, in every instruction set this CPU runs */
+    const char *isas[] = {"base", "v3"};
+    for (int i = 0; i < 2; i++) {
+        if (!mlc_reduce_use_isa(isas[i])) {
+            printf("kernel set %s: not available here\n", isas[i]);
+            continue;
+        }
+        CHECK_STR(mlc_reduce_isa(), isas[i]);
+        printf("kernel set %s\n", mlc_reduce_isa());
+        test_matrix();
+        test_float_minmax();
+        test_nan_operand_order();
+        test_integer_wrap();
+        test_divide();
+    }
+    CHECK(!mlc_reduce_use_isa("sse9"), "unknown set refused");
+    CHECK(mlc_reduce_use_isa(NULL), "back to the best set");
+    CHECK_STR(mlc_reduce_isa(), best);
     test_user_int32();
     test_user_records();
     test_reduce_local_errors();

@@ -31,12 +31,14 @@
 #define ENG_LINE 64
 #define ENG_MAX_ABORTS 64
 #define ENG_ANY (-1)
+#define ENG_JOINED 1u
+#define ENG_LEFT 2u
 
 typedef struct eng_ctl {
     _Alignas(ENG_LINE) atomic_uint doorbell; /* futex word; bumped by writers when waiters > 0 */
     atomic_uint waiters;                     /* threads of this rank sleeping on doorbell */
     atomic_int pid;
-    atomic_uint attached;
+    atomic_uint attached;                    /* ENG_JOINED after init, ENG_LEFT once released */
     uint64_t cma_probe;                      /* a value peers read with process_vm_readv */
     uint64_t cma_probe_addr;                 /* its address in this rank's process */
 } eng_ctl_t;

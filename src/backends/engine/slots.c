@@ -385,9 +385,18 @@ mlc_status_t eng_be_health(mlc_comm_t *comm)
     char why[128];
     for (int r = 0; r < comm->size; r++) {
         int w = ec->world_of[r];
-        if (w == ep->wrank) continue;
-        if (ep->peer_dead(ep, w, why, sizeof why))
-            return mlc_comm_fail(comm, MLC_ERR_PEER_LOST, "rank %d: peer rank %d is gone (%s)", comm->rank, r, why);
+        if (w == ep->wrank || atomic_load(&eng_ctl(ep, w)->attached) == ENG_LEFT) continue;
+        if (!ep->peer_dead(ep, w, why, sizeof why)) continue;
+        /* A peer that ended after its last send is harmless: drain what it left,
+         * and fail only if this communicator still waits for something. */
+        pthread_mutex_lock(&ep->lock);
+        eng_progress_locked(ep);
+        bool pending = false;
+        for (eng_coll_t *e = ep->colls; e; e = e->next)
+            if (e->ec == ec) pending = true;
+        pthread_mutex_unlock(&ep->lock);
+        if (atomic_load(&eng_ctl(ep, w)->attached) == ENG_LEFT || !pending) continue;
+        return mlc_comm_fail(comm, MLC_ERR_PEER_LOST, "rank %d: peer rank %d is gone (%s)", comm->rank, r, why);
     }
     return MLC_SUCCESS;
 }

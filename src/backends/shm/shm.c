@@ -88,6 +88,8 @@ static int shm_peer_dead(eng_ep_t *ep, int w, char *why, size_t len)
 static void shm_release(eng_ep_t *ep)
 {
     shm_data_t *d = ep->backend_data;
+    /* Peers must not mistake our exit for a crash. */
+    atomic_store(&eng_ctl(ep, ep->wrank)->attached, ENG_LEFT);
     munmap(ep->seg, d->map_bytes);
     free(d);
 }
@@ -269,7 +271,7 @@ static mlc_status_t shm_init(mlc_comm_t *comm, const mlc_boot_t *boot)
     /* Probe single-copy access to every peer; publish the row; wait for all rows. */
     uint8_t *cma = (uint8_t *)seg + seg->cma_off;
     for (int r = 0; r < n; r++) cma[(size_t)me * (size_t)n + (size_t)r] = r != me && ep->cma && cma_probe(ep, r);
-    atomic_store(&mine->attached, 1);
+    atomic_store(&mine->attached, ENG_JOINED);
     atomic_fetch_add(&seg->nreleased, 1); /* reused as the "probed" counter during init */
     st = wait_count(ep, &seg->nreleased, (unsigned)n, deadline, use_js, "finished the single-copy probe");
     if (st != MLC_SUCCESS) goto fail;
