@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #include "config.h"
 #include "error.h"
@@ -41,6 +42,11 @@ struct mlc_pinned_pool {
     pin_block_t *lru_head, *lru_tail;
     pin_block_t *classes[PIN_NCLASS];
 };
+
+/* The system calls themselves: sanitizer runtimes replace mlock() with a no-op,
+ * which would hide both the pinning and RLIMIT_MEMLOCK from sanitized builds. */
+static int lock_pages(void *p, size_t n) { return (int)syscall(SYS_mlock, p, n); }
+static int unlock_pages(void *p, size_t n) { return (int)syscall(SYS_munlock, p, n); }
 
 const char *mlc_pinned_mode_name(mlc_pinned_mode_t mode)
 {
@@ -204,7 +210,7 @@ static mlc_status_t pin_new(mlc_pinned_mode_t how, size_t size, void **out)
         if (p == MAP_FAILED)
             return mlc_error(MLC_ERR_NO_MEMORY, "pinned memory: mmap of %zu bytes failed: %s", size,
                              strerror(errno));
-        if (mlock(p, size) != 0) {
+        if (lock_pages(p, size) != 0) {
             int err = errno;
             munmap(p, size);
             return mlock_error(err, size, "mlock");
@@ -223,10 +229,10 @@ static mlc_status_t pin_new(mlc_pinned_mode_t how, size_t size, void **out)
 static void unpin(pin_block_t *b)
 {
     if (b->state == BLK_REGISTERED) {
-        if (b->how == MLC_PINNED_MLOCK) munlock(b->base, b->size);
+        if (b->how == MLC_PINNED_MLOCK) unlock_pages(b->base, b->size);
         else rt_of(b->how)->host_unregister(b->ptr);
     } else if (b->how == MLC_PINNED_MLOCK) {
-        munlock(b->ptr, b->size);
+        unlock_pages(b->ptr, b->size);
         munmap(b->ptr, b->size);
     } else {
         rt_of(b->how)->free_host(b->ptr);
@@ -439,7 +445,7 @@ mlc_status_t mlc_pinned_register(mlc_pinned_pool_t *pool, void *ptr, size_t byte
     if (!b) {
         st = mlc_error(MLC_ERR_NO_MEMORY, "mlc_pinned_register: out of memory");
     } else if (how == MLC_PINNED_MLOCK) {
-        if (mlock((void *)start, size) != 0) st = mlock_error(errno, size, "mlock of user memory");
+        if (lock_pages((void *)start, size) != 0) st = mlock_error(errno, size, "mlock of user memory");
     } else {
         const mlc_gpurt_t *rt = rt_of(how);
         int e = rt->host_register(ptr, bytes, MLC_GPU_HOST_REGISTER_PORTABLE);
