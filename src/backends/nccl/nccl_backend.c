@@ -558,6 +558,11 @@ static void nccl_idle(mlc_comm_t *comm, double max_s)
         if (q != MLC_GPU_ERROR_NOT_READY) return;
         double now = mlc_now();
         if (now >= end) return;
+        if (!head) {
+            /* Nothing of ours pending (completed elsewhere, e.g. by an abort). */
+            sleep_s(fmin(1e-3, end - now));
+            return;
+        }
         /* A short busy poll catches small operations; then back off to 1 ms. */
         if (spins < 32) continue;
         sleep_s(fmin(delay, end - now));

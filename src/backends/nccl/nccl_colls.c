@@ -11,6 +11,7 @@
 #include "backends/nccl/nccl_impl.h"
 #include "dtype.h"
 #include "error.h"
+#include "log.h"
 
 typedef nccl_issue_t issue_t;
 
@@ -87,7 +88,8 @@ static mlc_ncclResult_t do_barrier(issue_t *c)
             return mlc_ncclSuccess;
         }
     }
-    return c->api->ncclAllReduce(impl->barrier_buf, impl->barrier_buf, 1, mlc_ncclInt32, mlc_ncclSum,
+    /* The value is irrelevant (unsigned: wrapping is defined); completing is the barrier. */
+    return c->api->ncclAllReduce(impl->barrier_buf, impl->barrier_buf, 1, mlc_ncclUint32, mlc_ncclSum,
                                  c->nc, c->stream);
 }
 
@@ -455,8 +457,13 @@ mlc_status_t mlc_nccl_start(mlc_request_t *req)
         }
     }
     if (st != MLC_SUCCESS && c.pinned) {
-        nccl_req_t tmp = {.pinned = c.pinned};
-        mlc_nccl_stage_finish(&tmp, false);
+        if (c.out_queued) {
+            /* The GPU may still copy into the block: better pinned forever than reused. */
+            MLC_WARN("%s %s: a staging block stays allocated after the failure", impl->fl->name, what);
+        } else {
+            nccl_req_t tmp = {.pinned = c.pinned};
+            mlc_nccl_stage_finish(&tmp, false);
+        }
         nr->pinned = NULL;
     }
     mlc_nccl_dev_leave(impl, prev);

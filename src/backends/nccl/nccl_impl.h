@@ -92,6 +92,7 @@ typedef struct nccl_issue {
     void *dev_base;
     nccl_copyout_t out[2];
     int nout;
+    bool out_queued;      /* device -> pinned copies are on the stream */
 } nccl_issue_t;
 
 _Static_assert(sizeof(nccl_req_t) <= MLC_REQ_PRIV_BYTES, "nccl_req_t must fit in req->priv");

@@ -180,6 +180,7 @@ mlc_status_t mlc_nccl_stage_in(nccl_issue_t *c, const mlc_request_t *req)
 void mlc_nccl_stage_out(nccl_issue_t *c)
 {
     const mlc_gpurt_t *rt = c->impl->rt;
+    c->out_queued = c->nout > 0;
     for (int i = 0; i < c->nout; i++)
         mlc_nccl_gpu_fail(c, rt->memcpy_async((char *)c->pinned + c->out[i].off,
                                               (char *)c->dev_base + c->out[i].off, c->out[i].bytes,
