@@ -451,6 +451,12 @@ int main(int argc, char **argv)
     /* A launcher failure inside supervise already killed the ranks; reap them. */
     while (L.nrunning > 0 && waitpid(-1, NULL, 0) > 0) L.nrunning--;
 
+    /* A failed job leaves nothing running: whatever a rank started in its
+     * process group goes too (a group outliving its leader keeps its id). */
+    if (code != 0 || L.first_failed >= 0 || L.timed_out)
+        for (int r = 0; r < L.nranks; r++)
+            if (L.ranks[r].pid > 0) killpg(L.ranks[r].pid, SIGKILL);
+
     int removed = mlc_run_job_sweep_shm(&L.job);
     if (removed > 0)
         fprintf(stderr, PROG ": removed %d shared-memory segment(s) left in /dev/shm by job %s\n",

@@ -6,6 +6,8 @@
  *   launch_child DIR exit R CODE       rank R exits CODE, the others sleep
  *   launch_child DIR kill R SIG        rank R raises SIG, the others sleep
  *   launch_child DIR sleep S           sleep S seconds
+ *   launch_child DIR orphan R          rank R starts a child that sleeps (its pid in
+ *                                      DIR/orphan.<r>) and exits 3; the others sleep
  *   launch_child DIR watch R exit|signal N
  *                                      rank R ends so; the others wait for the job state
  *                                      to flag it and write DIR/watch.<r> = "ok" or why not
@@ -213,6 +215,21 @@ int main(int argc, char **argv)
     }
     if ((strcmp(mode, "exit") == 0 || strcmp(mode, "kill") == 0) && argc == 5) {
         if (rank == atoi(argv[3])) end_as(mode[0] == 'k' ? "signal" : "exit", atoi(argv[4]));
+        sleep_s(60);
+        return 0;
+    }
+    if (strcmp(mode, "orphan") == 0 && argc == 4) {
+        if (rank == atoi(argv[3])) {
+            pid_t child = fork();
+            if (child == 0) {
+                sleep_s(60);
+                _exit(0);
+            }
+            snprintf(name, sizeof name, "orphan.%d", rank);
+            snprintf(text, sizeof text, "%d\n", (int)child);
+            write_file(name, text);
+            return 3;
+        }
         sleep_s(60);
         return 0;
     }

@@ -377,6 +377,26 @@ static void scenario_parent_death(void)
     }
 }
 
+/* What a failed rank started in its process group does not outlive the job. */
+static void scenario_orphan(void)
+{
+    static result_t r;
+    run(&r, NULL, "-n", "2", child_path, dir, "orphan", "1", NULL);
+    EXPECT_CODE(&r, 3);
+    char buf[32];
+    EXPECT(read_file("orphan.1", buf, sizeof buf), "rank 1 did not start its child");
+    int pid = atoi(buf);
+    bool gone = pid <= 0 || process_gone(pid);
+    for (int i = 0; i < 500 && !gone; i++) {
+        sleep_s(0.01);
+        gone = process_gone(pid);
+    }
+    EXPECT(gone, "rank 1's child (pid %d) outlived the job", pid);
+    if (!gone) kill(pid, SIGKILL);
+    /* it held the stderr pipe: had it lived, reading to EOF took 60 s */
+    EXPECT(r.elapsed_s < STOP_BOUND_S, "the job's processes lived %.1f s", r.elapsed_s);
+}
+
 #define SCENARIOS(X)  \
     X(env)            \
     X(argv)           \
@@ -390,7 +410,8 @@ static void scenario_parent_death(void)
     X(exec_fail)      \
     X(usage)          \
     X(forward)        \
-    X(parent_death)
+    X(parent_death)   \
+    X(orphan)
 
 static void remove_dir(void)
 {
