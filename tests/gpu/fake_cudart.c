@@ -13,6 +13,7 @@
  *   FAKE_CUDA_EVENT_NEVER=1  events never complete until fake_cuda_release_events()
  *   FAKE_CUDA_HOSTALLOC_FAIL=1  cudaHostAlloc fails with cudaErrorMemoryAllocation
  *
+ * Built with -DFAKE_HIP it is a HIP runtime instead (fake_names.h).
  * Built with -DFAKE_PARTIAL, it exports only the first few symbols of the
  * loader's list (cudaDriverGetVersion is the first one missing): the loader
  * must refuse it and name that symbol.
@@ -22,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "fake_names.h"
 
 #define API __attribute__((visibility("default")))
 
@@ -70,7 +72,7 @@ API int cudaGetLastError(void)
 }
 API int cudaRuntimeGetVersion(int *v)
 {
-    *v = 13000;
+    *v = FAKE_RUNTIME_VERSION;
     return OK;
 }
 API int cudaGetDeviceCount(int *n)

@@ -11,7 +11,8 @@
  *                              says "in progress" k times before success
  *   FAKE_NCCL_ASYNC_ERROR=code after the first collective, ncclCommGetAsyncError
  *                              reports this ncclResult_t
- * Built with -DFAKE_NO_SPLIT it does not export ncclCommSplit.
+ * Built with -DFAKE_NO_SPLIT it does not export ncclCommSplit; with -DFAKE_HIP
+ * it runs on the fake HIP runtime (an RCCL).
  *
  * Counters for tests (read with dlsym): fake_nccl_aborts, fake_nccl_destroys,
  * fake_nccl_finalizes, fake_nccl_live_comms, fake_nccl_last_dtype,
@@ -22,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "fake_names.h"
 
 #define API __attribute__((visibility("default")))
 
@@ -30,6 +32,7 @@ enum { ncclSuccess = 0, ncclSystemError = 2, ncclInvalidArgument = 4, ncclInvali
 
 int fake_cuda_is_device(const void *p); /* from fake_cudart */
 void fake_cuda_release_events(void);
+int cudaGetDevice(int *device);
 
 typedef struct { char internal[128]; } uid_t128;
 typedef struct {
@@ -133,7 +136,6 @@ API int ncclCommInitRankConfig(fake_comm_t **out, int nranks, uid_t128 id, int r
     c->nranks = nranks;
     c->rank = rank;
     c->never_ready = nranks > 1;
-    extern int cudaGetDevice(int *);
     cudaGetDevice(&c->device);
     __atomic_add_fetch(&fake_nccl_live_comms, 1, __ATOMIC_RELAXED);
     *out = c;

@@ -84,6 +84,21 @@ static void test_paths(void)
     unsetenv("FAKE_CUDA_DEVICES");
     mlc_gpurt_close(&rt);
 
+    /* The same double as a HIP runtime: HIP names, HIP 6 layouts. */
+    CHECK(mlc_gpurt_open(MLC_GPU_HIP, FAKE_HIP, &rt, why, sizeof why) == MLC_SUCCESS, "fake HIP: %s", why);
+    CHECK(rt.runtime_version == 60032830 && !rt.legacy_mem_types && rt.props_mem_offset == 288,
+          "HIP version %d legacy %d offset %zu", rt.runtime_version, rt.legacy_mem_types, rt.props_mem_offset);
+    CHECK(rt.get_device_properties && rt.device_get_attribute == NULL, "HIP slots");
+    CHECK_OK(mlc_gpurt_device_info(&rt, 0, &info));
+    CHECK_STR(info.name, "Fake GPU 0");
+    CHECK(info.total_mem == ((size_t)16 << 30) && info.cc_major == -1, "HIP info mem %zu cc %d", info.total_mem,
+          info.cc_major);
+    CHECK_OK(mlc_gpurt_device_count(&rt, &n));
+    setenv("FAKE_CUDA_DEVICES", "0", 1);
+    CHECK_ERR(mlc_gpurt_device_count(&rt, &n), MLC_ERR_UNAVAILABLE, "no HIP device: hipGetDeviceCount: ");
+    unsetenv("FAKE_CUDA_DEVICES");
+    mlc_gpurt_close(&rt);
+
     /* NCCL loader */
     mlc_nccl_api_t api;
     CHECK(mlc_nccl_api_open(MLC_NCCL_FLAVOR_NCCL, FAKE_CUDART, &api, why, sizeof why) == MLC_ERR_UNAVAILABLE,

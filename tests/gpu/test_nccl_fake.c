@@ -13,6 +13,7 @@
  *   gpu_nccl_fake init_timeout two processes, unique id over shm and over TCP,
  *                              an NCCL init that never completes
  *   gpu_nccl_fake nosplit      an NCCL without ncclCommSplit
+ *   gpu_nccl_fake rccl         the rccl backend: the same doubles as HIP and RCCL
  */
 #include <arpa/inet.h>
 #include <dlfcn.h>
@@ -30,6 +31,9 @@
 
 static const mlc_gpurt_t *rt;
 static void *fake_nccl_lib, *fake_cuda_lib;
+static const char *backend = "nccl";   /* or "rccl" */
+static const char *runtime_lib = FAKE_CUDART;
+static mlc_gpu_kind_t gpu_kind = MLC_GPU_CUDA;
 
 static int *ncounter(const char *name)
 {
@@ -53,7 +57,7 @@ static int *ccounter(const char *name)
 static mlc_comm_t *make_comm(double timeout)
 {
     mlc_config_t cfg = MLC_CONFIG_INIT;
-    cfg.backend = "nccl";
+    cfg.backend = backend;
     if (timeout > 0) cfg.timeout_s = timeout;
     mlc_comm_t *comm = NULL;
     mlc_status_t st = mlc_comm_init(&cfg, &comm);
@@ -63,14 +67,14 @@ static mlc_comm_t *make_comm(double timeout)
 
 static void load_fakes(void)
 {
-    const char *nccl = getenv("MLC_NCCL_LIB");
-    fake_cuda_lib = dlopen(FAKE_CUDART, RTLD_NOW | RTLD_NOLOAD);
+    const char *nccl = getenv(gpu_kind == MLC_GPU_HIP ? "MLC_RCCL_LIB" : "MLC_NCCL_LIB");
+    fake_cuda_lib = dlopen(runtime_lib, RTLD_NOW | RTLD_NOLOAD);
     fake_nccl_lib = nccl ? dlopen(nccl, RTLD_NOW | RTLD_NOLOAD) : NULL;
     if (!fake_cuda_lib || !fake_nccl_lib) {
         fprintf(stderr, "the fake libraries were not loaded by the backend\n");
         exit(2);
     }
-    if (mlc_gpurt_get(MLC_GPU_CUDA, &rt) != MLC_SUCCESS) exit(2);
+    if (mlc_gpurt_get(gpu_kind, &rt) != MLC_SUCCESS) exit(2);
 }
 
 static float *dev_floats(size_t n)
@@ -224,7 +228,7 @@ static void test_refusals(mlc_comm_t *comm)
     rt->malloc(&other, 64);
     rt->set_device(0);
     CHECK_ERR(mlc_allreduce(other, d, 4, MLC_FLOAT32, MLC_SUM, comm, NULL), MLC_ERR_INVALID_ARG,
-              "is on CUDA device 1 but the communicator uses device 0");
+              "device 1 but the communicator uses device 0");
     rt->free(other);
     unsetenv("FAKE_CUDA_DEVICES");
     /* The communicator is still healthy after refused calls. */
@@ -366,7 +370,7 @@ static void test_ops(void)
     mlc_comm_t *comm = make_comm(0);
     if (!comm) return;
     CHECK(*ncounter("fake_nccl_last_blocking") == 0, "NCCL communicator must be non-blocking");
-    CHECK(mlc_comm_size(comm) == 1 && strcmp(mlc_comm_backend(comm), "nccl") == 0, "comm");
+    CHECK(mlc_comm_size(comm) == 1 && strcmp(mlc_comm_backend(comm), backend) == 0, "comm");
     test_collectives(comm, false);
     test_collectives(comm, true);
     test_refusals(comm);
@@ -384,7 +388,7 @@ static void test_ops(void)
     CHECK(*ccounter("fake_cuda_live_device_allocs") == live_dev, "device memory leaked: %d",
           *ccounter("fake_cuda_live_device_allocs") - live_dev);
     test_abort();
-    test_backend_table();
+    if (gpu_kind == MLC_GPU_CUDA) test_backend_table();
 }
 
 /* ---- failure modes ------------------------------------------------------------------ */
@@ -522,6 +526,14 @@ int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "ops";
     if (strcmp(mode, "nosplit") == 0) setenv("MLC_NCCL_LIB", FAKE_NCCL_NOSPLIT, 1);
+    if (strcmp(mode, "rccl") == 0) {
+        backend = "rccl";
+        runtime_lib = FAKE_HIP;
+        gpu_kind = MLC_GPU_HIP;
+        setenv("MLC_HIPRT_LIB", FAKE_HIP, 1);
+        setenv("MLC_RCCL_LIB", FAKE_RCCL, 1);
+        setenv("MLC_PINNED_LIMIT", "16M", 1);
+    }
     if (strcmp(mode, "init_timeout") == 0) {
         /* Load in each process (after fork) so counters start at 0. */
         int port = free_port();
@@ -548,7 +560,7 @@ int main(int argc, char **argv)
     if (!first) return unit_result(mode);
     mlc_comm_free(first);
     load_fakes();
-    if (strcmp(mode, "ops") == 0) test_ops();
+    if (strcmp(mode, "ops") == 0 || strcmp(mode, "rccl") == 0) test_ops();
     else if (strcmp(mode, "inprogress") == 0) test_inprogress();
     else if (strcmp(mode, "async_error") == 0) test_async_error();
     else if (strcmp(mode, "timeout") == 0) test_timeout();
