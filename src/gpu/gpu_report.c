@@ -90,7 +90,6 @@ static void report_gpudirect(FILE *f)
 
 void mlc_gpu_report(FILE *f)
 {
-    fprintf(f, "GPU:\n");
     for (int k = 0; k < MLC_GPU_KIND_COUNT; k++) report_runtime(f, (mlc_gpu_kind_t)k);
     report_nccl(f, MLC_NCCL_FLAVOR_NCCL, "NCCL");
     report_nccl(f, MLC_NCCL_FLAVOR_RCCL, "RCCL");
