@@ -3,15 +3,6 @@
 #include "build.h"
 #include "error.h"
 
-const mlc_algo_t mlc_algos[] = {
-#define MLC_X_ENTRY(coll, name, fn, ordered) {coll, name, mlc_build_##fn, ordered, mlc_cost_##fn},
-#define MLC_F_ENTRIES(coll, list) list(MLC_X_ENTRY)
-    MLC_ALGO_FAMILIES(MLC_F_ENTRIES)
-#undef MLC_F_ENTRIES
-#undef MLC_X_ENTRY
-    {0, NULL, NULL, false, NULL},
-};
-
 /* One NULL-terminated name array per collective. */
 #define MLC_X_NAME(coll, name, fn, ordered) name,
 #define MLC_F_NAMES(coll, list) static const char *const mlc_names_##coll[] = {list(MLC_X_NAME) NULL};
@@ -47,12 +38,14 @@ static bool mlc_coll_rooted(mlc_coll_t c)
            c == MLC_COLL_GATHERV || c == MLC_COLL_SCATTER || c == MLC_COLL_SCATTERV;
 }
 
-static mlc_status_t mlc_desc_check(const mlc_algo_t *a, const mlc_coll_desc_t *d)
+/* What every builder may rely on; algorithm `name` of `coll`. */
+static mlc_status_t mlc_desc_check(mlc_coll_t coll, const char *name, bool ordered,
+                                   const mlc_coll_desc_t *d)
 {
-    const char *cn = mlc_coll_name(d->coll);
-    if (a->coll != d->coll)
+    const char *cn = mlc_algos_coll_name(d->coll);
+    if (coll != d->coll)
         return mlc_error(MLC_ERR_INVALID_ARG, "algorithm %s/%s asked to build a %s",
-                         mlc_coll_name(a->coll), a->name, cn ? cn : "(unknown collective)");
+                         mlc_algos_coll_name(coll), name, cn);
     if (d->size < 1 || d->rank < 0 || d->rank >= d->size)
         return mlc_error(MLC_ERR_INVALID_ARG, "%s: rank %d out of range for size %d", cn, d->rank,
                          d->size);
@@ -70,22 +63,53 @@ static mlc_status_t mlc_desc_check(const mlc_algo_t *a, const mlc_coll_desc_t *d
     if (d->coll == MLC_COLL_ALLTOALLV && (!d->counts2 || !d->displs2))
         return mlc_error(MLC_ERR_INVALID_ARG,
                          "alltoallv: rank %d needs receive counts and displacements", d->rank);
-    if (!d->commutative && !a->order_preserving)
+    if (!d->commutative && !ordered)
         return mlc_error(MLC_ERR_UNSUPPORTED,
                          "%s algorithm '%s' does not keep rank order: it cannot run a "
                          "non-commutative op",
-                         cn, a->name);
+                         cn, name);
     return MLC_SUCCESS;
 }
 
+/* The table's build entries: check d, build, finalize (s already initialised). */
+static mlc_status_t mlc_checked_build(mlc_coll_t coll, const char *name, bool ordered,
+                                      mlc_algo_fn_t build, const mlc_coll_desc_t *d,
+                                      mlc_sched_t *s)
+{
+    if (!d || !s)
+        return mlc_error(MLC_ERR_INVALID_ARG, "%s/%s: description or schedule is NULL",
+                         mlc_algos_coll_name(coll), name);
+    mlc_status_t st = mlc_desc_check(coll, name, ordered, d);
+    if (!st) st = build(d, s);
+    if (!st) st = mlc_sched_finalize(s);
+    return st;
+}
+#define MLC_X_CHECKED(coll, name, fn, ordered)                                          \
+    static mlc_status_t mlc_checked_##fn(const mlc_coll_desc_t *d, mlc_sched_t *s)      \
+    {                                                                                   \
+        return mlc_checked_build(coll, name, ordered, mlc_build_##fn, d, s);            \
+    }
+#define MLC_F_CHECKED(coll, list) list(MLC_X_CHECKED)
+MLC_ALGO_FAMILIES(MLC_F_CHECKED)
+#undef MLC_F_CHECKED
+#undef MLC_X_CHECKED
+
+const mlc_algo_t mlc_algos[] = {
+#define MLC_X_ENTRY(coll, name, fn, ordered) {coll, name, mlc_checked_##fn, ordered, mlc_cost_##fn},
+#define MLC_F_ENTRIES(coll, list) list(MLC_X_ENTRY)
+    MLC_ALGO_FAMILIES(MLC_F_ENTRIES)
+#undef MLC_F_ENTRIES
+#undef MLC_X_ENTRY
+    {0, NULL, NULL, false, NULL},
+};
+
 mlc_status_t mlc_algo_build(const mlc_algo_t *algo, const mlc_coll_desc_t *d, mlc_sched_t *s)
 {
+    if (!s) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_algo_build: schedule is NULL");
     mlc_sched_init(s);
-    if (!algo || !algo->build || !d)
-        return mlc_error(MLC_ERR_INVALID_ARG, "mlc_algo_build: algorithm or description is NULL");
-    mlc_status_t st = mlc_desc_check(algo, d);
-    if (!st) st = algo->build(d, s);
-    if (!st) st = mlc_sched_finalize(s);
+    if (!algo || !algo->build)
+        return mlc_error(MLC_ERR_INVALID_ARG, "mlc_algo_build: algorithm is NULL");
+    mlc_status_t st = algo->build(d, s);
     if (st) mlc_sched_free(s);
     return st;
 }

@@ -78,6 +78,18 @@ MLC_ALGO_FAMILIES(MLC_F_DECL)
 #undef MLC_F_DECL
 #undef MLC_X_DECL
 
+/* The collective's short name, for messages (kept here so that src/algos
+ * needs nothing from the API layer). */
+static inline const char *mlc_algos_coll_name(mlc_coll_t coll)
+{
+    static const char *const names[] = {
+#define MLC_X_NAME(id, str, env) str,
+        MLC_COLL_LIST(MLC_X_NAME)
+#undef MLC_X_NAME
+    };
+    return coll >= 0 && coll < MLC_COLL_COUNT ? names[coll] : "(unknown collective)";
+}
+
 /* ---- appending steps ------------------------------------------------------ */
 
 /* A builder: the first failing append is kept in st, later appends do nothing. */

@@ -142,7 +142,7 @@ mlc_status_t mlc_build_allreduce_dbtree(const mlc_coll_desc_t *d, mlc_sched_t *s
 double mlc_cost_allreduce_dbtree(const mlc_coll_desc_t *d, const mlc_cost_model_t *m)
 {
     double n = mlc_bytes(d);
-    int k = mlc_dbtree_chunks((size_t)(n / 2 + 0.5));
+    int k = mlc_dbtree_chunks(mlc_blk_len(d->count, 2, 0) * d->esize);
     double rounds = 2.0 * mlc_btree_height(d->size, 0) + k - 1;
     if (rounds < 1) rounds = 1;
     return rounds * (m->alpha + n / k * (2.0 * m->beta + m->gamma));

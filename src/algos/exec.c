@@ -117,6 +117,7 @@ mlc_status_t mlc_exec_create(mlc_sched_t *s, const void *sendbuf, void *recvbuf,
                              mlc_op_t op, size_t avg_count, int avg_p, uint64_t seq,
                              mlc_exec_t **out)
 {
+    if (!s || !out) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_exec_create: schedule or output is NULL");
     mlc_exec_t *x = calloc(1, sizeof *x + s->nsteps * sizeof(void *));
     if (!x) {
         mlc_sched_free(s);

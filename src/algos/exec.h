@@ -9,8 +9,9 @@
 #include "sched.h"
 
 /* The point-to-point operations a backend lends to the executor. Tags are
- * unique per (operation sequence number, step index) and are carried in the
- * backend's hidden internal context, so they never match user receives. */
+ * unique per (operation sequence number, message between two ranks) - see
+ * mlc_exec_tag - and are carried in the backend's hidden internal context,
+ * so they never match user receives. */
 typedef struct mlc_transport {
     mlc_status_t (*isend)(void *tp, int peer, uint64_t tag, const void *buf, size_t bytes,
                           void **handle);
@@ -44,8 +45,9 @@ static inline uint64_t mlc_exec_tag(uint64_t seq, uint32_t key)
 mlc_status_t mlc_exec_create(mlc_sched_t *s, const void *sendbuf, void *recvbuf, mlc_dtype_t dtype,
                              mlc_op_t op, size_t avg_count, int avg_p, uint64_t seq,
                              mlc_exec_t **out);
-/* Advance without blocking. Returns 1 when done, 0 while pending, negative on error.
- * *progressed is set to 1 if anything moved. */
+/* Advance without blocking. Returns 1 when done, 0 while pending, negative on error
+ * (the transport's status; later calls return it again). *progressed is set to 1 if
+ * anything moved and left alone otherwise. */
 int mlc_exec_progress(mlc_exec_t *x, const mlc_transport_t *t, void *tp, int *progressed);
 /* Ranks whose steps are outstanding, e.g. "1, 3". */
 void mlc_exec_pending_peers(const mlc_exec_t *x, char *buf, size_t len);

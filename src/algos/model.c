@@ -1,4 +1,9 @@
-/* mlc_algo_print_model: the cost model's predictions and the selector's switch points. */
+/*
+ * mlc_algo_print_model: every algorithm's predicted time for one collective
+ * at p = 2, 4, ..., 16384 and a spread of sizes, then, per rank count, the
+ * sizes at which the selector's choice changes (found on a fine geometric
+ * grid, then exactly by bisection).
+ */
 #include "build.h"
 #include "select.h"
 
@@ -71,10 +76,10 @@ static void mlc_model_switches(FILE *f, mlc_coll_t coll, int p, const mlc_cost_m
 void mlc_algo_print_model(FILE *f, const mlc_cost_model_t *m, mlc_coll_t coll)
 {
     if (!m) m = &mlc_cost_model_default;
-    const char *cn = mlc_coll_name(coll);
+    const char *cn = mlc_algos_coll_name(coll);
     const char *const *names = mlc_algo_names(coll);
     if (!names[0]) {
-        fprintf(f, "# %s: no algorithms (point-to-point)\n", cn ? cn : "?");
+        fprintf(f, "# %s: no algorithms (point-to-point)\n", cn);
         return;
     }
     fprintf(f,
@@ -95,6 +100,10 @@ void mlc_algo_print_model(FILE *f, const mlc_cost_model_t *m, mlc_coll_t coll)
             fprintf(f, "  %s\n", sel ? sel->name : "-");
         }
     }
+    /* Powers of two and, since folds cost extra, 3 * 2^k between them. */
     fprintf(f, "# selector switch points (bytes per rank, up to 16 GiB):\n");
-    for (int p = 2; p <= MLC_MODEL_PMAX; p *= 2) mlc_model_switches(f, coll, p, m);
+    for (int p = 2; p <= MLC_MODEL_PMAX; p *= 2) {
+        mlc_model_switches(f, coll, p, m);
+        if (p + p / 2 < MLC_MODEL_PMAX) mlc_model_switches(f, coll, p + p / 2, m);
+    }
 }

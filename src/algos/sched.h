@@ -109,6 +109,8 @@ typedef double (*mlc_algo_cost_fn_t)(const mlc_coll_desc_t *d, const struct mlc_
 typedef struct mlc_algo {
     mlc_coll_t coll;
     const char *name;
+    /* Checks d (as mlc_algo_build), appends the steps to s (initialised by the
+     * caller) and finalizes it. On failure s may hold steps: free it. */
     mlc_algo_fn_t build;
     bool order_preserving; /* safe for non-commutative ops */
     mlc_algo_cost_fn_t cost;

@@ -3,11 +3,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/random.h>
 #include "algos/select.h"
 #include "backend.h"
 #include "error.h"
 #include "log.h"
+#include "model.h"
 #include "profile.h"
 
 void mlc_comm_free_requests(mlc_comm_t *comm); /* request.c */
@@ -16,7 +18,9 @@ void mlc_comm_free_requests(mlc_comm_t *comm); /* request.c */
 
 mlc_comm_t *mlc_comm_alloc(void)
 {
-    return calloc(1, sizeof(mlc_comm_t));
+    mlc_comm_t *c = calloc(1, sizeof(mlc_comm_t));
+    if (c) c->model = mlc_cost_model_default; /* until rank 0's measurement arrives */
+    return c;
 }
 
 void mlc_comm_release(mlc_comm_t *comm)
@@ -29,24 +33,23 @@ void mlc_comm_release(mlc_comm_t *comm)
 
 mlc_status_t mlc_comm_fail(mlc_comm_t *comm, mlc_status_t st, const char *fmt, ...)
 {
-    int expected = 0;
     char msg[sizeof comm->fail_msg];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     /* First failure wins; its message is written before the flag is published. */
-    static _Atomic int writing;
-    if (atomic_load(&comm->failed) == 0 && atomic_exchange(&writing, 1) == 0) {
-        if (atomic_load(&comm->failed) == 0) {
-            memcpy(comm->fail_msg, msg, sizeof msg);
-            atomic_compare_exchange_strong(&comm->failed, &expected, (int)st);
-            MLC_WARN("%s", msg);
-        }
-        atomic_store(&writing, 0);
+    int unclaimed = 0;
+    if (atomic_compare_exchange_strong(&comm->fail_claim, &unclaimed, 1)) {
+        memcpy(comm->fail_msg, msg, sizeof msg);
+        atomic_store(&comm->failed, (int)st);
+        MLC_WARN("%s", msg);
+        return st;
     }
-    int now = atomic_load(&comm->failed);
-    return now ? (mlc_status_t)now : st;
+    /* Another thread is publishing its failure: it is a few stores away. */
+    int now;
+    while ((now = atomic_load(&comm->failed)) == 0) sched_yield();
+    return (mlc_status_t)now;
 }
 
 mlc_status_t mlc_comm_check(const mlc_comm_t *comm)
@@ -140,8 +143,11 @@ static mlc_status_t create(const mlc_cfg_t *cfg, const mlc_boot_t *boot, mlc_com
     if (st != MLC_SUCCESS) goto fail;
     st = be->init(c, boot);
     if (st != MLC_SUCCESS) goto fail;
-    st = mlc_prof_open(c);
-    if (st == MLC_SUCCESS) st = check_agreement(c);
+    c->internal_depth++;
+    st = check_agreement(c);
+    if (st == MLC_SUCCESS) st = mlc_model_agree(c);
+    c->internal_depth--;
+    if (st == MLC_SUCCESS) st = mlc_prof_open(c);
     if (st != MLC_SUCCESS) {
         be->destroy(c);
         goto fail;
@@ -239,6 +245,12 @@ mlc_status_t mlc_comm_init_all(int n, const mlc_config_t *cfg_in, mlc_comm_t **c
     }
     st = be->init_all(n, comms);
     if (st != MLC_SUCCESS) goto fail;
+    /* One process: rank 0's model is every rank's, no communication needed. */
+    comms[0]->size = 1;
+    st = mlc_model_agree(comms[0]);
+    comms[0]->size = n;
+    if (st != MLC_SUCCESS) goto fail;
+    for (int i = 1; i < n; i++) comms[i]->model = comms[0]->model;
     return MLC_SUCCESS;
 fail:
     for (int i = 0; i < n; i++) {
@@ -276,7 +288,9 @@ mlc_status_t mlc_comm_split(mlc_comm_t *comm, int color, int key, mlc_comm_t **o
         st = mlc_error(MLC_ERR_NO_MEMORY, "mlc_comm_split: out of memory");
         goto out;
     }
+    comm->internal_depth++; /* the split's own traffic is not the user's */
     st = mlc_allgather(&mine, all, 2, MLC_INT32, comm, NULL);
+    comm->internal_depth--;
     if (st != MLC_SUCCESS) goto out;
     /* Members of my colour, ordered by (key, parent rank): insertion sort, p is small. */
     int n = 0, newrank = -1;
@@ -308,8 +322,11 @@ mlc_status_t mlc_comm_split(mlc_comm_t *comm, int color, int key, mlc_comm_t **o
         for (int k = 0; k < MLC_COLL_COUNT; k++)
             if (child->algo_forced[k]) child->algo_forced[k] = child->cfg.algo[k];
         child->stream = comm->stream;
+        child->model = comm->model;
     }
+    comm->internal_depth++;
     st = comm->be->split(comm, color, key, members, n, child);
+    comm->internal_depth--;
     if (st == MLC_SUCCESS && child) st = mlc_prof_open(child);
     if (st != MLC_SUCCESS) {
         if (child && child->impl) comm->be->destroy(child);

@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include "algos/select.h"
 #include "config.h"
 #include "mlcomm.h"
 
@@ -53,6 +54,7 @@ struct mlc_request {
     struct mlc_request *next_free;
     bool in_use;
     bool blocking;         /* the caller waits right away (no request handed out) */
+    bool internal;         /* issued by mlcomm itself (init, split): not profiled */
     /* Backend-private state: inline storage to keep the small path malloc-free. */
     _Alignas(16) unsigned char priv[MLC_REQ_PRIV_BYTES];
     void *priv_ext;        /* backend-owned heap state when priv is too small (freed by the backend) */
@@ -65,14 +67,18 @@ struct mlc_comm {
     mlc_cfg_t cfg;
     atomic_int failed;     /* sticky mlc_status_t; 0 while healthy */
     char fail_msg[512];
+    atomic_int fail_claim; /* the first failing thread writes fail_msg, then publishes failed */
     uint64_t coll_seq;     /* next collective sequence number */
     const char *algo_forced[MLC_COLL_COUNT]; /* from env or mlc_comm_set_algo; NULL = auto */
     void *stream;          /* GPU stream (cudaStream_t / hipStream_t) */
     struct mlc_profiler *prof;
+    mlc_cost_model_t model;  /* the selector's alpha/beta/gamma, identical on every rank */
+    int internal_depth;    /* > 0 while mlcomm runs its own collectives on this communicator */
     /* request pool */
     struct mlc_request *free_reqs;
     struct mlc_req_chunk *req_chunks;
     int outstanding;       /* requests handed out and not yet released */
+    int tensor_checks;     /* src/tensor: mlc_tensor_set_checks level (0 = full) */
 };
 
 /* --- used by backends ---------------------------------------------------- */

@@ -548,10 +548,11 @@ static mlc_status_t mlc_check_caller_config(const mlc_config_t *cfg)
                          "cfg->size is %zu, smaller than this library's mlc_config_t (%zu bytes): "
                          "initialize the config with MLC_CONFIG_INIT",
                          cfg->size, sizeof(mlc_config_t));
-    if (cfg->version < MLC_CONFIG_VERSION)
+    /* A newer caller's fields would be silently ignored here: refuse them. */
+    if (cfg->version != MLC_CONFIG_VERSION)
         return mlc_error(MLC_ERR_INVALID_ARG,
-                         "cfg->version is %u, expected %u or later: initialize the config with "
-                         "MLC_CONFIG_INIT",
+                         "cfg->version is %u, this library understands version %u: initialize the "
+                         "config with MLC_CONFIG_INIT and build against this library's mlcomm.h",
                          (unsigned)cfg->version, (unsigned)MLC_CONFIG_VERSION);
     return MLC_SUCCESS;
 }

@@ -377,6 +377,57 @@ static void scenario_parent_death(void)
     }
 }
 
+/* The launcher is stopped while rank 1 is killed and its peers, seeing it
+ * die, exit 1: all three end before the launcher can look, and it must
+ * still name rank 1 as the cause. */
+static void stop_launcher_while_rank_1_dies(pid_t launcher)
+{
+    EXPECT(wait_ranks_started(3), "the ranks did not start");
+    kill(launcher, SIGSTOP);
+    char go[128];
+    snprintf(go, sizeof go, "%s/go", dir);
+    FILE *f = fopen(go, "w");
+    if (f) fclose(f);
+    for (int i = 0; i < 2000; i++) {
+        if (process_gone(rank_pid(0)) && process_gone(rank_pid(1)) && process_gone(rank_pid(2)))
+            break;
+        sleep_s(0.01);
+    }
+    kill(launcher, SIGCONT);
+}
+
+static void scenario_cause(void)
+{
+    static result_t r;
+    run(&r, stop_launcher_while_rank_1_dies, "-n", "3", child_path, dir, "follow", "1", NULL);
+    EXPECT_CODE(&r, 128 + SIGKILL);
+    char want[128];
+    snprintf(want, sizeof want, "mlcomm-run: rank 1 (pid %d) killed by signal 9 (Killed)\n",
+             rank_pid(1));
+    EXPECT(strncmp(r.err, want, strlen(want)) == 0, "the first line is not '%s':\n%s", want, r.err);
+    EXPECT(has(&r, "job failed: rank 1 "), "the final line does not name rank 1:\n%s", r.err);
+}
+
+/* What a failed rank started in its process group does not outlive the job. */
+static void scenario_orphan(void)
+{
+    static result_t r;
+    run(&r, NULL, "-n", "2", child_path, dir, "orphan", "1", NULL);
+    EXPECT_CODE(&r, 3);
+    char buf[32];
+    EXPECT(read_file("orphan.1", buf, sizeof buf), "rank 1 did not start its child");
+    int pid = atoi(buf);
+    bool gone = pid <= 0 || process_gone(pid);
+    for (int i = 0; i < 500 && !gone; i++) {
+        sleep_s(0.01);
+        gone = process_gone(pid);
+    }
+    EXPECT(gone, "rank 1's child (pid %d) outlived the job", pid);
+    if (!gone) kill(pid, SIGKILL);
+    /* it held the stderr pipe: had it lived, reading to EOF took 60 s */
+    EXPECT(r.elapsed_s < STOP_BOUND_S, "the job's processes lived %.1f s", r.elapsed_s);
+}
+
 #define SCENARIOS(X)  \
     X(env)            \
     X(argv)           \
@@ -390,7 +441,9 @@ static void scenario_parent_death(void)
     X(exec_fail)      \
     X(usage)          \
     X(forward)        \
-    X(parent_death)
+    X(parent_death)   \
+    X(orphan)         \
+    X(cause)
 
 static void remove_dir(void)
 {

@@ -1,0 +1,88 @@
+/*
+ * mlcomm-bench: nccl-tests-style bandwidth and correctness sweeps of one
+ * collective. See `mlcomm-bench --help` and bench_colls.h for conventions.
+ *
+ *   mlcomm-bench -t 4 allreduce -b 8 -e 64M -f 2        4 ranks as threads
+ *   mlcomm-run -n 4 mlcomm-bench allgather -b 1K -e 1M   4 processes (shm)
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "bench_run.h"
+
+typedef struct thread_rank {
+    const mlc_bench_opts_t *o;
+    mlc_comm_t *comm;
+    int code;
+} thread_rank_t;
+
+static void *run_thread_rank(void *arg)
+{
+    thread_rank_t *t = arg;
+    t->code = mlc_bench_rank(t->o, t->comm, "threads of one process");
+    return NULL;
+}
+
+static int run_threads(const mlc_bench_opts_t *o)
+{
+    int n = o->threads, code = 0;
+    mlc_comm_t **comms = calloc((size_t)n, sizeof *comms);
+    thread_rank_t *ranks = calloc((size_t)n, sizeof *ranks);
+    pthread_t *threads = calloc((size_t)n, sizeof *threads);
+    if (!comms || !ranks || !threads) {
+        fprintf(stderr, "mlcomm-bench: out of memory for %d ranks\n", n);
+        code = MLC_BENCH_EXIT_ERROR;
+        goto out;
+    }
+    mlc_status_t st = mlc_comm_init_all(n, NULL, comms);
+    if (st != MLC_SUCCESS) {
+        fprintf(stderr, "mlcomm-bench: mlc_comm_init_all(%d) failed: %s: %s\n", n,
+                mlc_status_name(st), mlc_last_error());
+        code = MLC_BENCH_EXIT_ERROR;
+        goto out;
+    }
+    int started = 0;
+    for (; started < n; started++) {
+        ranks[started] = (thread_rank_t){o, comms[started], 0};
+        if (pthread_create(&threads[started], NULL, run_thread_rank, &ranks[started]) != 0) {
+            fprintf(stderr, "mlcomm-bench: cannot start thread %d\n", started);
+            code = MLC_BENCH_EXIT_ERROR;
+            /* the started ranks wait for this one: stop them */
+            mlc_comm_abort(comms[0]);
+            break;
+        }
+    }
+    for (int r = 0; r < started; r++) {
+        pthread_join(threads[r], NULL);
+        if (ranks[r].code > code) code = ranks[r].code;
+    }
+    for (int r = 0; r < n; r++) mlc_comm_free(comms[r]);
+out:
+    free(comms);
+    free(ranks);
+    free(threads);
+    return code;
+}
+
+static int run_process(const mlc_bench_opts_t *o)
+{
+    mlc_comm_t *comm;
+    mlc_status_t st = mlc_comm_init(NULL, &comm);
+    if (st != MLC_SUCCESS) {
+        fprintf(stderr, "mlcomm-bench: mlc_comm_init failed: %s: %s\n", mlc_status_name(st),
+                mlc_last_error());
+        return MLC_BENCH_EXIT_ERROR;
+    }
+    int code = mlc_bench_rank(o, comm, "one per process");
+    mlc_comm_free(comm);
+    return code;
+}
+
+int main(int argc, char **argv)
+{
+    mlc_bench_opts_t o;
+    int rc = mlc_bench_parse(argc, argv, &o);
+    if (rc != 0) return rc > 0 ? 0 : MLC_BENCH_EXIT_USAGE;
+    return o.threads > 0 ? run_threads(&o) : run_process(&o);
+}
