@@ -8,6 +8,7 @@
 #include <dlfcn.h>
 #include <stdint.h>
 #include <string.h>
+#include "gpu/gpudirect.h"
 #include "harness.h"
 
 typedef void (*set_limits_fn)(size_t count, size_t displ, int large_count_calls);
@@ -179,6 +180,12 @@ static int body(mlc_comm_t *comm)
     set_limits(L, 8, 0);
     if (too_wide(comm)) return 1;
     set_limits(0, 0, 1); /* back to the defaults */
+    /* The module told core (the program's own copy, statically linked here)
+     * whether its MPI is CUDA-aware. */
+    mlc_gpudirect_t g;
+    mlc_gpudirect_detect(NULL, NULL, &g);
+    CHECK(strstr(g.mpi_evidence, "has not reported") == NULL && g.mpi_evidence[0],
+          "CUDA-awareness not reported: %s (%s)", mlc_capability_name(g.cuda_aware_mpi), g.mpi_evidence);
     return mlc_test_any_failed(comm, 0);
 }
 

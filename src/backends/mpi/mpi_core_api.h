@@ -18,6 +18,7 @@
 #include "backend.h"
 #include "dtype.h"
 #include "error.h"
+#include "gpu/gpudirect.h"
 #include "log.h"
 
 /* Every core function with state or a thread-local effect the module calls.
@@ -42,7 +43,8 @@
     X(mlc_exec_create)        \
     X(mlc_exec_progress)      \
     X(mlc_exec_pending_peers) \
-    X(mlc_exec_destroy)
+    X(mlc_exec_destroy)       \
+    X(mlc_gpudirect_set_mpi)
 
 #define MLC_MPI_CORE_ABI 1u
 

@@ -29,6 +29,7 @@ extern mlc_mpi_core_t mlc_mpi_core;
 #define mlc_exec_progress(...) mlc_mpi_core.mlc_exec_progress(__VA_ARGS__)
 #define mlc_exec_pending_peers(...) mlc_mpi_core.mlc_exec_pending_peers(__VA_ARGS__)
 #define mlc_exec_destroy(...) mlc_mpi_core.mlc_exec_destroy(__VA_ARGS__)
+#define mlc_gpudirect_set_mpi(...) mlc_mpi_core.mlc_gpudirect_set_mpi(__VA_ARGS__)
 
 /* MLC_LOG and friends read the bound core's level. */
 #undef mlc_log_level_current

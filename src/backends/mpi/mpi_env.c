@@ -123,7 +123,10 @@ mlc_status_t mlc_mpi_env_start(int cfg_level)
     }
     if (!env_started) {
         st = mlc_mpi_types_start();
-        if (st == MLC_SUCCESS) env_started = true;
+        if (st == MLC_SUCCESS) {
+            mlc_mpi_report_cuda();
+            env_started = true;
+        }
     }
 out:
     pthread_mutex_unlock(&env_lock);

@@ -37,6 +37,8 @@ mlc_status_t mlc_mpi_env_start(int level);
 int mlc_mpi_thread_level(void);
 /* MPI can no longer be called (finalized by us at exit, or by the program). */
 bool mlc_mpi_finalized(void);
+/* Tell core's GPU-direct report whether this MPI is CUDA-aware (mpi_gpu.c). */
+void mlc_mpi_report_cuda(void);
 /* "MPI_ERR_TRUNCATE: message truncated" from an MPI error code, on one line. */
 void mlc_mpi_errtext(int rc, char *buf, size_t len);
 /* Set the thread's error for a failed MPI call: BACKEND (TRUNCATE for

@@ -108,6 +108,26 @@ out:
 
 /* ---- setup ----------------------------------------------------------------------- */
 
+/* MPI_Finalize has begun: free what the module created. */
+static int types_stop(MPI_Comm comm, int keyval, void *attr, void *extra)
+{
+    (void)comm;
+    (void)attr;
+    (void)extra;
+    const mlc_dtype_t halves[] = {MLC_FLOAT16, MLC_BFLOAT16};
+    for (size_t i = 0; i < 2; i++)
+        if (dtype_types[halves[i]] != MPI_DATATYPE_NULL) MPI_Type_free(&dtype_types[halves[i]]);
+    pthread_mutex_lock(&keyed_lock);
+    int n = atomic_load(&nkeyed);
+    for (int i = 0; i < n; i++) MPI_Type_free(&keyed[i].type);
+    atomic_store(&nkeyed, 0);
+    pthread_mutex_unlock(&keyed_lock);
+    MPI_Op_free(&user_op_commute);
+    MPI_Op_free(&user_op_ordered);
+    MPI_Comm_free_keyval(&keyval);
+    return MPI_SUCCESS;
+}
+
 enum { PROBES = 8 };
 
 /* Values that tell signed from unsigned and wrap-around from saturation. */
@@ -179,6 +199,10 @@ mlc_status_t mlc_mpi_types_start(void)
     if (rc == MPI_SUCCESS) rc = MPI_Op_create(keyed_reduce, 1, &user_op_commute);
     if (rc == MPI_SUCCESS) rc = MPI_Op_create(keyed_reduce, 0, &user_op_ordered);
     if (rc != MPI_SUCCESS) return mlc_mpi_error(rc, "backend 'mpi': creating its datatypes and ops");
+    /* Freed when MPI_Finalize deletes MPI_COMM_SELF's attributes, whoever calls it. */
+    int keyval;
+    if (MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, types_stop, &keyval, NULL) == MPI_SUCCESS)
+        MPI_Comm_set_attr(MPI_COMM_SELF, keyval, NULL);
     check_native_ops();
     return MLC_SUCCESS;
 }
