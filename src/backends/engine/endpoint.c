@@ -159,13 +159,19 @@ void eng_ep_unref(eng_ep_t *ep)
         ep->acks = a->next;
         free(a);
     }
-    /* Sends still queued (their communicators were freed): drop them. */
+    /* Sends still queued (their communicators were freed): drop them; the
+     * cancelled ones among them are orphans, freed next. */
     for (int d = 0; d < ep->wsize; d++)
         while (ep->sendq_head[d]) {
             eng_op_t *o = ep->sendq_head[d];
             ep->sendq_head[d] = o->next;
-            free(o);
+            if (!o->cancelled) free(o);
         }
+    while (ep->orphans) {
+        eng_op_t *o = ep->orphans;
+        ep->orphans = o->orphan_next;
+        free(o);
+    }
     free(ep->sendq_head);
     free(ep->sendq_tail);
     free(ep->in);

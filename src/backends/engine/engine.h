@@ -92,6 +92,7 @@ typedef struct eng_ep eng_ep_t;
 /* One point-to-point operation (user send/recv or a collective step). */
 struct eng_op {
     eng_op_t *next;
+    eng_op_t *orphan_next; /* on ep->orphans once cancelled while a peer may still touch it */
     bool is_send, done, cancelled;
     mlc_status_t status;
     char err[160];
@@ -160,6 +161,7 @@ struct eng_ep {
     eng_unexp_t *ux_head, *ux_tail;
     eng_ack_t *acks;
     eng_op_t *free_ops;
+    eng_op_t *orphans;     /* cancelled ops a peer may still complete (streaming, awaiting ACK): freed with the endpoint */
     /* active collectives of every communicator on this endpoint */
     struct eng_coll *colls;
     int refs;              /* communicators using this endpoint */
