@@ -121,6 +121,23 @@ void mlc_request_desc(const mlc_request_t *req, mlc_coll_desc_t *d)
     d->has_recv = a->recvbuf != NULL;
 }
 
+/* The selector's choice, ignoring any forced algorithm. */
+const char *mlc_request_default_algo(const mlc_request_t *req)
+{
+    const mlc_comm_t *comm = req->comm;
+    if (!comm->be->algos || req->coll >= MLC_COLL_SEND) return NULL;
+    const char *const *list = comm->be->algos(req->coll);
+    if (!list || !list[0] || strcmp(list[0], "native") == 0) return NULL;
+    if (comm->be->choose_algo) {
+        const char *own = comm->be->choose_algo(req);
+        if (own) return own;
+    }
+    mlc_coll_desc_t d;
+    mlc_request_desc(req, &d);
+    const mlc_algo_t *a = mlc_algo_select(&d, &mlc_cost_model_default);
+    return a ? a->name : NULL;
+}
+
 /* The algorithm every rank will run: forced, else the selector's choice. */
 static const char *choose_algo(const mlc_request_t *req)
 {
@@ -128,12 +145,7 @@ static const char *choose_algo(const mlc_request_t *req)
     if (!comm->be->algos || req->coll >= MLC_COLL_SEND) return NULL;
     const char *forced = comm->algo_forced[req->coll];
     if (forced) return strcmp(forced, "native") == 0 ? NULL : forced;
-    const char *const *list = comm->be->algos(req->coll);
-    if (!list || !list[0] || strcmp(list[0], "native") == 0) return NULL;
-    mlc_coll_desc_t d;
-    mlc_request_desc(req, &d);
-    const mlc_algo_t *a = mlc_algo_select(&d, &mlc_cost_model_default);
-    return a ? a->name : NULL;
+    return mlc_request_default_algo(req);
 }
 
 /* Start the request; block on it when the caller passed no request pointer. */

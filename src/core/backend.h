@@ -75,6 +75,10 @@ typedef struct mlc_backend {
     int (*tag_max)(mlc_comm_t *comm);
     /* Optional: algorithm names this backend can run for coll (NULL-terminated); NULL = native only. */
     const char *const *(*algos)(mlc_coll_t coll);
+    /* Optional: the backend's own algorithm for req (e.g. shm's "direct"),
+     * or NULL to let the generic selector choose among src/algos. Must give
+     * every rank the same answer. */
+    const char *(*choose_algo)(const mlc_request_t *req);
     /* Optional: set a GPU stream. */
     mlc_status_t (*set_stream)(mlc_comm_t *comm, void *stream);
 } mlc_backend_t;
@@ -93,6 +97,9 @@ MLC_BACKEND_LIST(MLC_X_DECL)
 /* The registry: every backend in list order, NULL-terminated. */
 extern const mlc_backend_t *const mlc_backends[];
 const mlc_backend_t *mlc_backend_find(const char *name);
+/* The selector's choice for req, ignoring a forced algorithm: a backend runs
+ * it when the forced one cannot take this call (as NCCL_ALGO falls back). */
+const char *mlc_request_default_algo(const mlc_request_t *req);
 /* The collective description of a request (for schedule building). */
 void mlc_request_desc(const mlc_request_t *req, mlc_coll_desc_t *d);
 

@@ -74,6 +74,7 @@ struct mlc_comm {
     struct mlc_request *free_reqs;
     struct mlc_req_chunk *req_chunks;
     int outstanding;       /* requests handed out and not yet released */
+    int tensor_checks;     /* src/tensor: mlc_tensor_set_checks level (0 = full) */
 };
 
 /* --- used by backends ---------------------------------------------------- */

@@ -29,10 +29,14 @@
     X(MLC_ALGO_REDUCE, "auto", "force the reduce algorithm")                                    \
     X(MLC_ALGO_ALLREDUCE, "auto", "force the allreduce algorithm")                              \
     X(MLC_ALGO_ALLGATHER, "auto", "force the allgather algorithm")                              \
+    X(MLC_ALGO_ALLGATHERV, "auto", "force the allgatherv algorithm")                            \
     X(MLC_ALGO_REDUCE_SCATTER, "auto", "force the reduce_scatter algorithm")                    \
     X(MLC_ALGO_ALLTOALL, "auto", "force the alltoall algorithm")                                \
+    X(MLC_ALGO_ALLTOALLV, "auto", "force the alltoallv algorithm")                              \
     X(MLC_ALGO_GATHER, "auto", "force the gather algorithm")                                    \
+    X(MLC_ALGO_GATHERV, "auto", "force the gatherv algorithm")                                  \
     X(MLC_ALGO_SCATTER, "auto", "force the scatter algorithm")                                  \
+    X(MLC_ALGO_SCATTERV, "auto", "force the scatterv algorithm")                                \
     X(MLC_ALGO_BARRIER, "auto", "force the barrier algorithm")                                  \
     X(MLC_CUDART_LIB, "", "path of the CUDA runtime library to load")                          \
     X(MLC_HIPRT_LIB, "", "path of the HIP runtime library to load")                            \

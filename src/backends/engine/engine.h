@@ -54,10 +54,27 @@ typedef struct eng_seg {
     uint64_t ring_bytes;   /* power of two */
     uint64_t total_bytes;
     uint64_t ctl_off, ring_hdr_off, ring_data_off, cma_off;
+    uint64_t slot_off;     /* direct-collective slots: [area][world rank] */
+    uint32_t slot_areas;   /* communicators (context pairs) that get an area */
     atomic_uint nattached;
     atomic_uint nreleased;
     atomic_uint aborted[ENG_MAX_ABORTS]; /* contexts aborted by mlc_comm_abort (0 = free slot) */
 } eng_seg_t;
+
+/*
+ * Direct collectives (src/backends/engine/direct.c): each communicator whose
+ * context pair k < slot_areas owns area k; each of its ranks owns one slot
+ * there. Flags hold the communicator's direct-collective sequence + 1.
+ */
+#define ENG_SLOT_DATA 8192
+typedef struct eng_slot {
+    _Alignas(ENG_LINE) atomic_uint_fast64_t pub; /* data / addresses of op v published */
+    atomic_uint_fast64_t done1;                  /* op v: finished reading peers' send buffers */
+    atomic_uint_fast64_t ready;                  /* op v: my result slice is in my receive buffer */
+    atomic_uint_fast64_t done2;                  /* op v: finished with every peer's memory */
+    uint64_t saddr, raddr;
+    _Alignas(ENG_LINE) char data[ENG_SLOT_DATA];
+} eng_slot_t;
 
 /* Record header in a ring (8-byte aligned). */
 enum { ENG_EAGER = 1, ENG_RNDV = 2, ENG_ACK = 3 };
@@ -131,6 +148,7 @@ struct eng_ep {
     char *base;
     int wrank, wsize;
     bool threads;          /* ranks are threads of this process (memcpy rendezvous) */
+    bool oversubscribed;   /* more ranks on this host than cores: yield while waiting */
     bool cma;              /* shm: single-copy allowed by config */
     const uint8_t *cma_ok; /* [reader * n + writer]: reader can process_vm_readv writer */
     pid_t *pids;           /* world rank -> pid (shm) */
@@ -161,6 +179,9 @@ struct eng_ep {
 /* Per-communicator engine state (comm->impl). */
 typedef struct eng_comm {
     eng_ep_t *ep;
+    eng_slot_t *slots;  /* this communicator's slot area, indexed by comm rank's world rank; NULL = none */
+    uint64_t direct_seq;/* direct collectives started */
+    bool cma_all;       /* every pair can single-copy (threads, or CMA probed ok) */
     mlc_comm_t *comm;
     uint32_t ctx;       /* user context; ctx + 1 carries collective traffic */
     int *world_of;      /* comm rank -> world rank */
@@ -174,6 +195,21 @@ typedef struct eng_coll {
     mlc_exec_t *exec;
     eng_comm_t *ec;
 } eng_coll_t;
+
+/* --- direct collectives ---------------------------------------------------- */
+/* Name of the direct algorithm for req if it applies, else NULL. */
+const char *eng_direct_choose(const mlc_request_t *req);
+/* Start/advance a direct collective kept in `state` (req->priv). */
+typedef struct eng_direct {
+    uint64_t v;        /* this op's flag value */
+    int stage;
+    int peer;          /* next peer to visit */
+    void *tmp;         /* in-place accumulation / bounce buffers */
+} eng_direct_t;
+mlc_status_t eng_direct_start(mlc_request_t *req, eng_direct_t *d);
+/* 1 = complete, 0 = waiting, < 0 = error. */
+int eng_direct_progress(mlc_request_t *req, eng_direct_t *d, int *moved);
+void eng_direct_cancel(eng_direct_t *d);
 
 /* --- segment layout ------------------------------------------------------ */
 size_t eng_seg_size(int nranks, size_t *ring_bytes);
@@ -219,6 +255,7 @@ mlc_status_t eng_be_health(mlc_comm_t *comm);
 void eng_be_pending_peers(const mlc_request_t *req, char *buf, size_t len);
 mlc_status_t eng_be_iprobe(mlc_comm_t *comm, int source, int tag, int *flag, mlc_msg_status_t *st);
 const char *const *eng_be_algos(mlc_coll_t coll);
+const char *eng_be_choose_algo(const mlc_request_t *req);
 mlc_status_t eng_start_coll(mlc_request_t *req);
 mlc_status_t eng_start_send(mlc_request_t *req);
 mlc_status_t eng_start_recv(mlc_request_t *req);
@@ -239,5 +276,5 @@ mlc_status_t eng_start_sendrecv(mlc_request_t *req);
     .split = eng_be_split, .destroy = eng_be_destroy, .abort = eng_be_abort,                 \
     .start = {ENG_START_SLOTS}, .iprobe = eng_be_iprobe, .progress = eng_be_progress,        \
     .idle = eng_be_idle, .health = eng_be_health, .pending_peers = eng_be_pending_peers,     \
-    .algos = eng_be_algos
+    .algos = eng_be_algos, .choose_algo = eng_be_choose_algo
 #endif

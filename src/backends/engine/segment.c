@@ -15,6 +15,14 @@ static size_t ring_size_for(int n)
     return r;
 }
 
+/* Slot areas: one per communicator up to a bound that keeps them <= 64 MiB. */
+static uint32_t slot_areas_for(int n)
+{
+    size_t per_area = sizeof(eng_slot_t) * (size_t)n;
+    size_t areas = ((size_t)64 << 20) / per_area;
+    return (uint32_t)(areas > 32 ? 32 : areas);
+}
+
 size_t eng_seg_size(int n, size_t *ring_bytes)
 {
     size_t r = ring_size_for(n);
@@ -22,6 +30,7 @@ size_t eng_seg_size(int n, size_t *ring_bytes)
     off += ALIGN_UP(sizeof(eng_ctl_t) * (size_t)n, 4096);
     off += ALIGN_UP(sizeof(eng_ring_hdr_t) * (size_t)n * (size_t)n, 4096);
     off += ALIGN_UP((size_t)n * (size_t)n, 4096);
+    off += ALIGN_UP(sizeof(eng_slot_t) * (size_t)n * slot_areas_for(n), 4096);
     off += r * (size_t)n * (size_t)n;
     *ring_bytes = r;
     return off;
@@ -40,6 +49,9 @@ void eng_seg_format(eng_seg_t *seg, int n, size_t r, size_t total)
     off += ALIGN_UP(sizeof(eng_ring_hdr_t) * (size_t)n * (size_t)n, 4096);
     seg->cma_off = off;
     off += ALIGN_UP((size_t)n * (size_t)n, 4096);
+    seg->slot_off = off;
+    seg->slot_areas = slot_areas_for(n);
+    off += ALIGN_UP(sizeof(eng_slot_t) * (size_t)n * seg->slot_areas, 4096);
     seg->ring_data_off = off;
     /* ctl blocks, ring headers and the CMA matrix start zeroed (fresh memory). */
     atomic_store_explicit(&seg->nattached, 0, memory_order_relaxed);

@@ -3,6 +3,7 @@
  * an endpoint, operations as active entries advanced by the progress pass,
  * collectives as src/algos schedules over the engine's point-to-point.
  */
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,8 @@ typedef struct eng_req {
     eng_coll_t entry;
     eng_op_t *ops[2];
     int nops;
+    bool is_direct;
+    eng_direct_t direct;
 } eng_req_t;
 
 _Static_assert(sizeof(eng_req_t) <= MLC_REQ_PRIV_BYTES, "engine request state must fit in req->priv");
@@ -106,6 +109,16 @@ static int entry_progress(eng_ep_t *ep, eng_coll_t *e)
 {
     mlc_request_t *req = e->req;
     eng_req_t *rs = req_state(req);
+    if (rs->is_direct) {
+        int moved = 0;
+        int rc = eng_direct_progress(req, &rs->direct, &moved);
+        if (rc == 0) return moved;
+        char msg[384];
+        snprintf(msg, sizeof msg, "%s", rc < 0 ? mlc_last_error() : "");
+        entry_remove(ep, e);
+        complete(ep, req, rc < 0 ? (mlc_status_t)rc : MLC_SUCCESS, msg);
+        return 1;
+    }
     if (e->exec) {
         int progressed = 0;
         int rc = mlc_exec_progress(e->exec, &eng_transport, e->ec, &progressed);
@@ -164,11 +177,41 @@ static mlc_status_t activate(eng_ep_t *ep, mlc_request_t *req)
 
 /* ---- start slots -------------------------------------------------------------- */
 
+static mlc_status_t start_coll_as(mlc_request_t *req);
+
+/* A forced algorithm that cannot take this call (size, op, missing single
+ * copy) gives way to the selector's choice; the profiler records what ran. */
 mlc_status_t eng_start_coll(mlc_request_t *req)
+{
+    mlc_status_t st = start_coll_as(req);
+    if (st != MLC_ERR_UNSUPPORTED || req->comm->algo_forced[req->coll] == NULL) return st;
+    const char *fallback = mlc_request_default_algo(req);
+    if (!fallback || (req->algo && strcmp(fallback, req->algo) == 0)) return st;
+    MLC_DEBUG("rank %d: %s #%llu: forced algorithm '%s' cannot run it (%s); using '%s'", req->comm->rank,
+              mlc_coll_name(req->coll), (unsigned long long)req->seq, req->algo, mlc_last_error(), fallback);
+    mlc_error_clear();
+    req->algo = fallback;
+    return start_coll_as(req);
+}
+
+static mlc_status_t start_coll_as(mlc_request_t *req)
 {
     eng_comm_t *ec = req->comm->impl;
     eng_ep_t *ep = ec->ep;
     eng_req_t *rs = req_state(req);
+    if (req->algo && strcmp(req->algo, "direct") == 0) {
+        memset(rs, 0, sizeof *rs);
+        rs->entry.req = req;
+        rs->entry.ec = ec;
+        rs->is_direct = true;
+        mlc_status_t st = eng_direct_start(req, &rs->direct);
+        if (st != MLC_SUCCESS) return st;
+        pthread_mutex_lock(&ep->lock);
+        st = activate(ep, req);
+        pthread_mutex_unlock(&ep->lock);
+        if (st != MLC_SUCCESS) eng_direct_cancel(&rs->direct);
+        return st;
+    }
     const mlc_algo_t *algo = mlc_algo_find(req->coll, req->algo);
     if (!algo)
         return mlc_error(MLC_ERR_INTERNAL, "%s: no algorithm '%s' in src/algos", mlc_coll_name(req->coll),
@@ -262,6 +305,15 @@ mlc_status_t eng_comm_create(mlc_comm_t *comm, eng_ep_t *ep, uint32_t ctx, const
     ec->ep = ep;
     ec->comm = comm;
     ec->ctx = ctx;
+    uint32_t area = ctx / 2;
+    if (area < ep->seg->slot_areas)
+        ec->slots = (eng_slot_t *)(ep->base + ep->seg->slot_off) + (size_t)area * (size_t)ep->wsize;
+    /* Every member computes the same answer from the shared probe matrix. */
+    ec->cma_all = true;
+    for (int i = 0; i < comm->size && !ep->threads; i++)
+        for (int j = 0; j < comm->size; j++)
+            if (i != j && !ep->cma_ok[(size_t)ec->world_of[i] * (size_t)ep->wsize + (size_t)ec->world_of[j]])
+                ec->cma_all = false;
     pthread_mutex_lock(&ep->lock);
     ep->refs++;
     pthread_mutex_unlock(&ep->lock);
@@ -283,6 +335,7 @@ void eng_be_destroy(mlc_comm_t *comm)
             eng_req_t *rs = req_state(e->req);
             if (e->exec) mlc_exec_destroy(e->exec, &eng_transport, ec);
             e->exec = NULL;
+            if (rs->is_direct) eng_direct_cancel(&rs->direct);
             for (int i = 0; i < rs->nops; i++) eng_op_cancel(ep, rs->ops[i]);
             rs->nops = 0;
             if (!e->req->blocking) ep->async_pending--;
@@ -359,8 +412,12 @@ mlc_status_t eng_be_progress(mlc_comm_t *comm, int *progressed)
     pthread_mutex_lock(&ep->lock);
     *progressed = eng_progress_locked(ep);
     pthread_mutex_unlock(&ep->lock);
+    /* More ranks than cores: let the rank we wait for run. */
+    if (!*progressed && ep->oversubscribed) sched_yield();
     return MLC_SUCCESS;
 }
+
+const char *eng_be_choose_algo(const mlc_request_t *req) { return eng_direct_choose(req); }
 
 void eng_be_idle(mlc_comm_t *comm, double max_s)
 {
@@ -405,6 +462,14 @@ void eng_be_pending_peers(const mlc_request_t *req, char *buf, size_t len)
 {
     const eng_req_t *rs = req_state(req);
     const eng_comm_t *ec = req->comm->impl;
+    if (rs->is_direct) {
+        size_t o = 0;
+        buf[0] = '\0';
+        for (int r = 0; r < req->comm->size && o < len; r++)
+            if (atomic_load(&ec->slots[ec->world_of[r]].done2) < rs->direct.v)
+                o += (size_t)snprintf(buf + o, len - o, "%s%d", o ? ", " : "", r);
+        return;
+    }
     if (rs->entry.exec) {
         mlc_exec_pending_peers(rs->entry.exec, buf, len);
         return;
@@ -440,6 +505,10 @@ static pthread_once_t algo_once = PTHREAD_ONCE_INIT;
 static void algo_table_build(void)
 {
     int n[MLC_COLL_COUNT] = {0};
+    static const mlc_coll_t direct_colls[] = {MLC_COLL_BARRIER, MLC_COLL_REDUCE, MLC_COLL_ALLREDUCE,
+                                              MLC_COLL_BROADCAST, MLC_COLL_ALLGATHER, MLC_COLL_REDUCE_SCATTER};
+    for (size_t i = 0; i < sizeof direct_colls / sizeof direct_colls[0]; i++)
+        algo_table[direct_colls[i]][n[direct_colls[i]]++] = "direct";
     for (const mlc_algo_t *a = mlc_algos; a->name; a++)
         if (a->coll >= 0 && a->coll < MLC_COLL_COUNT && n[a->coll] < ENG_MAX_ALGOS)
             algo_table[a->coll][n[a->coll]++] = a->name;

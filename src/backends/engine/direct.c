@@ -1,0 +1,373 @@
+/*
+ * Direct collectives of the shared-memory engine, registered in the selector
+ * as "direct". Two shapes:
+ *
+ *  small (payload fits a slot): every rank copies its data into its slot and
+ *  raises `pub`; each rank then reduces / copies from the slots itself, in
+ *  rank order, so every rank computes bitwise-identical results; `done2`
+ *  releases the slot for the next direct collective. One copy in, p reads.
+ *
+ *  large (single copy between every pair: threads, or CMA probed ok): ranks
+ *  publish their buffer addresses; allreduce = each rank reduces its slice
+ *  reading peers' send buffers (process_vm_readv / memcpy) through two
+ *  cache-sized bounce buffers, then copies every other slice from its owner's
+ *  receive buffer. No ring, no intermediate copies through shared memory.
+ *
+ * Everything waits on flags without blocking: the state machine returns 0
+ * while a flag is not there, and the engine's progress loop (with its
+ * timeout, abort and peer-death rules) calls it again.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include "backend.h"
+#include "dtype.h"
+#include "engine.h"
+#include "error.h"
+
+#define CHUNK_BYTES (128u << 10) /* bounce buffers stay in L2 */
+
+enum { F_PUB, F_DONE1, F_READY, F_DONE2 };
+
+static inline eng_slot_t *slot_of(const eng_comm_t *ec, int r)
+{
+    return &ec->slots[ec->world_of[r]];
+}
+
+static inline atomic_uint_fast64_t *flag(eng_slot_t *s, int f)
+{
+    switch (f) {
+    case F_PUB: return &s->pub;
+    case F_DONE1: return &s->done1;
+    case F_READY: return &s->ready;
+    default: return &s->done2;
+    }
+}
+
+static void raise_flag(eng_comm_t *ec, int f, uint64_t v)
+{
+    atomic_store_explicit(flag(slot_of(ec, ec->comm->rank), f), v, memory_order_release);
+    for (int r = 0; r < ec->comm->size; r++)
+        if (r != ec->comm->rank) eng_wake(ec->ep, ec->world_of[r]);
+}
+
+static bool flag_at_least(const eng_comm_t *ec, int r, int f, uint64_t v)
+{
+    return atomic_load_explicit(flag(slot_of(ec, r), f), memory_order_acquire) >= v;
+}
+
+static bool all_at_least(const eng_comm_t *ec, int f, uint64_t v)
+{
+    for (int r = 0; r < ec->comm->size; r++)
+        if (!flag_at_least(ec, r, f, v)) return false;
+    return true;
+}
+
+/* Elements of slice r when count is split over p ranks. */
+static void slice(size_t count, int p, int r, size_t *lo, size_t *len)
+{
+    size_t base = count / (size_t)p, rem = count % (size_t)p;
+    *lo = (size_t)r * base + ((size_t)r < rem ? (size_t)r : rem);
+    *len = base + ((size_t)r < rem ? 1 : 0);
+}
+
+static size_t payload_bytes(const mlc_request_t *req)
+{
+    const mlc_args_t *a = &req->args;
+    size_t n = a->count * a->esize;
+    if (req->coll == MLC_COLL_REDUCE_SCATTER) n *= (size_t)req->comm->size;
+    return n;
+}
+
+const char *eng_direct_choose(const mlc_request_t *req)
+{
+    const eng_comm_t *ec = req->comm->impl;
+    if (!ec || !ec->slots) return NULL;
+    size_t n = payload_bytes(req);
+    bool small = n <= ENG_SLOT_DATA;
+    switch (req->coll) {
+    case MLC_COLL_BARRIER: return "direct";
+    case MLC_COLL_REDUCE: return small ? "direct" : NULL;
+    case MLC_COLL_ALLREDUCE:
+    case MLC_COLL_BROADCAST:
+    case MLC_COLL_ALLGATHER:
+    case MLC_COLL_REDUCE_SCATTER: return small || ec->cma_all ? "direct" : NULL;
+    default: return NULL;
+    }
+}
+
+mlc_status_t eng_direct_start(mlc_request_t *req, eng_direct_t *d)
+{
+    eng_comm_t *ec = req->comm->impl;
+    if (!ec->slots)
+        return mlc_error(MLC_ERR_UNSUPPORTED, "%s: algorithm 'direct' needs a slot area and this communicator has "
+                         "none (more than %u communicators on one segment)",
+                         mlc_coll_name(req->coll), ec->ep->seg->slot_areas);
+    size_t n = payload_bytes(req);
+    bool small = n <= ENG_SLOT_DATA;
+    bool ok = req->coll == MLC_COLL_BARRIER || small ||
+              (ec->cma_all && req->coll != MLC_COLL_REDUCE);
+    if (!ok || (req->coll != MLC_COLL_BARRIER && req->coll != MLC_COLL_REDUCE &&
+                req->coll != MLC_COLL_ALLREDUCE && req->coll != MLC_COLL_BROADCAST &&
+                req->coll != MLC_COLL_ALLGATHER && req->coll != MLC_COLL_REDUCE_SCATTER))
+        return mlc_error(MLC_ERR_UNSUPPORTED, "%s of %zu bytes: algorithm 'direct' needs single-copy access "
+                         "between every pair of ranks (see MLC_CMA) or a payload of at most %d bytes",
+                         mlc_coll_name(req->coll), n, ENG_SLOT_DATA);
+    memset(d, 0, sizeof *d);
+    d->v = ++ec->direct_seq;
+    if (!small && (req->coll == MLC_COLL_ALLREDUCE || req->coll == MLC_COLL_REDUCE_SCATTER)) {
+        /* Two bounce buffers, plus the accumulator when in place. */
+        size_t lo, len = req->args.count;
+        if (req->coll == MLC_COLL_ALLREDUCE) slice(req->args.count, req->comm->size, req->comm->rank, &lo, &len);
+        size_t acc = len * req->args.esize;
+        size_t chunk = CHUNK_BYTES / req->args.esize * req->args.esize;
+        d->tmp = aligned_alloc(64, ((req->args.inplace ? acc : 0) + 2 * chunk + 63) / 64 * 64);
+        if (!d->tmp) return mlc_error(MLC_ERR_NO_MEMORY, "%s: out of memory for %zu bytes of scratch",
+                                      mlc_coll_name(req->coll), acc + 2 * chunk);
+    }
+    return MLC_SUCCESS;
+}
+
+void eng_direct_cancel(eng_direct_t *d)
+{
+    free(d->tmp);
+    d->tmp = NULL;
+}
+
+/* Reduce element block [off, off+len) (bytes) of every rank's send buffer, in
+ * rank order, into acc. Remote blocks are read into the bounce buffers. */
+static mlc_status_t reduce_block(mlc_request_t *req, size_t off, size_t len, char *acc, char *bounce)
+{
+    eng_comm_t *ec = req->comm->impl;
+    const mlc_args_t *a = &req->args;
+    int p = req->comm->size, me = req->comm->rank;
+    size_t chunk = CHUNK_BYTES / a->esize * a->esize;
+    char *b0 = bounce, *b1 = bounce + chunk;
+    for (size_t c = 0; c < len; c += chunk) {
+        size_t n = len - c < chunk ? len - c : chunk;
+        const char *src[2] = {NULL, NULL};
+        for (int r = 0; r < 2 && r < p; r++) {
+            if (r == me) {
+                src[r] = (const char *)a->sendbuf + off + c;
+            } else {
+                char *dst = r == 0 ? b0 : b1;
+                mlc_status_t st = eng_rndv_copy(ec->ep, ec->world_of[r], slot_of(ec, r)->saddr + off + c, dst, n);
+                if (st != MLC_SUCCESS) return st;
+                src[r] = dst;
+            }
+        }
+        if (p == 1) {
+            memmove(acc + c, src[0], n);
+            continue;
+        }
+        mlc_reduce_apply3(src[0], src[1], acc + c, n / a->esize, a->dtype, a->op);
+        for (int r = 2; r < p; r++) {
+            const char *b;
+            if (r == me) {
+                b = (const char *)a->sendbuf + off + c;
+            } else {
+                mlc_status_t st = eng_rndv_copy(ec->ep, ec->world_of[r], slot_of(ec, r)->saddr + off + c, b1, n);
+                if (st != MLC_SUCCESS) return st;
+                b = b1;
+            }
+            mlc_reduce_apply3(acc + c, b, acc + c, n / a->esize, a->dtype, a->op);
+        }
+    }
+    if (a->op == MLC_AVG) mlc_reduce_divide(acc, len / a->esize, a->dtype, p);
+    return MLC_SUCCESS;
+}
+
+/* Reduce the slots' [off, off+len) in rank order into out. */
+static void reduce_slots(mlc_request_t *req, size_t off, size_t len, char *out)
+{
+    eng_comm_t *ec = req->comm->impl;
+    const mlc_args_t *a = &req->args;
+    int p = req->comm->size;
+    size_t cnt = len / a->esize;
+    if (p == 1)
+        memcpy(out, slot_of(ec, 0)->data + off, len);
+    else
+        mlc_reduce_apply3(slot_of(ec, 0)->data + off, slot_of(ec, 1)->data + off, out, cnt, a->dtype, a->op);
+    for (int r = 2; r < p; r++) mlc_reduce_apply3(out, slot_of(ec, r)->data + off, out, cnt, a->dtype, a->op);
+    if (a->op == MLC_AVG) mlc_reduce_divide(out, cnt, a->dtype, p);
+}
+
+static int small_progress(mlc_request_t *req, eng_direct_t *d)
+{
+    eng_comm_t *ec = req->comm->impl;
+    const mlc_args_t *a = &req->args;
+    int p = req->comm->size, me = req->comm->rank;
+    eng_slot_t *mine = slot_of(ec, me);
+    size_t n = a->count * a->esize;
+    uint64_t v = d->v;
+    bool am_root = me == a->root;
+    switch (d->stage) {
+    case 0: /* my slot is free once every rank finished the previous direct op */
+        if (!all_at_least(ec, F_DONE2, v - 1)) return 0;
+        switch (req->coll) {
+        case MLC_COLL_BROADCAST:
+            if (!am_root) break;
+            if (n) memcpy(mine->data, a->sendbuf, n);
+            if (!a->inplace && n) memcpy(a->recvbuf, a->sendbuf, n);
+            break;
+        case MLC_COLL_REDUCE_SCATTER: /* every block goes in */
+            if (n) memcpy(mine->data, a->sendbuf, n * (size_t)p);
+            break;
+        case MLC_COLL_ALLREDUCE:
+        case MLC_COLL_REDUCE:
+        case MLC_COLL_ALLGATHER:
+            if (n) memcpy(mine->data, a->sendbuf, n);
+            break;
+        default: break;
+        }
+        raise_flag(ec, F_PUB, v);
+        if ((req->coll == MLC_COLL_BROADCAST && am_root) || (req->coll == MLC_COLL_REDUCE && !am_root)) {
+            raise_flag(ec, F_DONE2, v); /* nothing to read */
+            return 1;
+        }
+        d->stage = 1;
+        /* fall through */
+    case 1:
+        if (req->coll == MLC_COLL_BROADCAST) {
+            if (!flag_at_least(ec, a->root, F_PUB, v)) return 0;
+            if (n) memcpy(a->recvbuf, slot_of(ec, a->root)->data, n);
+        } else {
+            if (!all_at_least(ec, F_PUB, v)) return 0;
+            if (req->coll == MLC_COLL_ALLREDUCE || req->coll == MLC_COLL_REDUCE) {
+                reduce_slots(req, 0, n, a->recvbuf);
+            } else if (req->coll == MLC_COLL_REDUCE_SCATTER) {
+                reduce_slots(req, (size_t)me * n, n, a->recvbuf);
+            } else if (req->coll == MLC_COLL_ALLGATHER) {
+                for (int r = 0; r < p; r++)
+                    if (n && (r != me || !a->inplace)) memcpy((char *)a->recvbuf + (size_t)r * n, slot_of(ec, r)->data, n);
+            }
+        }
+        raise_flag(ec, F_DONE2, v);
+        return 1;
+    }
+    return 0;
+}
+
+static int large_progress(mlc_request_t *req, eng_direct_t *d)
+{
+    eng_comm_t *ec = req->comm->impl;
+    const mlc_args_t *a = &req->args;
+    int p = req->comm->size, me = req->comm->rank;
+    eng_slot_t *mine = slot_of(ec, me);
+    size_t es = a->esize, n = a->count * es;
+    uint64_t v = d->v;
+    size_t chunk = CHUNK_BYTES / es * es;
+    mlc_status_t st;
+    switch (d->stage) {
+    case 0:
+        if (!all_at_least(ec, F_DONE2, v - 1)) return 0;
+        mine->saddr = (uint64_t)(uintptr_t)a->sendbuf;
+        mine->raddr = (uint64_t)(uintptr_t)a->recvbuf;
+        raise_flag(ec, F_PUB, v);
+        d->stage = 1;
+        /* fall through */
+    case 1:
+        if (req->coll == MLC_COLL_BROADCAST) {
+            if (me == a->root) {
+                if (!a->inplace && n) memcpy(a->recvbuf, a->sendbuf, n);
+                d->stage = 4; /* wait until every rank has read our buffer */
+                raise_flag(ec, F_DONE2, v);
+                return all_at_least(ec, F_DONE2, v) ? 1 : 0;
+            }
+            if (!flag_at_least(ec, a->root, F_PUB, v)) return 0;
+            st = eng_rndv_copy(ec->ep, ec->world_of[a->root], slot_of(ec, a->root)->saddr, a->recvbuf, n);
+            if (st != MLC_SUCCESS) return st;
+            raise_flag(ec, F_DONE2, v);
+            return 1;
+        }
+        if (!all_at_least(ec, F_PUB, v)) return 0;
+        if (req->coll == MLC_COLL_ALLGATHER) {
+            for (int r = 0; r < p; r++) {
+                char *dst = (char *)a->recvbuf + (size_t)r * n;
+                if (r == me) {
+                    if (!a->inplace) memcpy(dst, a->sendbuf, n);
+                    continue;
+                }
+                st = eng_rndv_copy(ec->ep, ec->world_of[r], slot_of(ec, r)->saddr, dst, n);
+                if (st != MLC_SUCCESS) return st;
+            }
+            raise_flag(ec, F_DONE2, v);
+            d->stage = 4;
+            return all_at_least(ec, F_DONE2, v) ? 1 : 0;
+        }
+        if (req->coll == MLC_COLL_REDUCE_SCATTER) {
+            char *acc = a->inplace ? (char *)d->tmp + 2 * chunk : a->recvbuf;
+            st = reduce_block(req, (size_t)me * n, n, acc, d->tmp);
+            if (st != MLC_SUCCESS) return st;
+            /* In place, our block is read only by us: safe to write now. */
+            if (a->inplace) memcpy(a->recvbuf, acc, n);
+            raise_flag(ec, F_DONE2, v);
+            d->stage = 4;
+            return all_at_least(ec, F_DONE2, v) ? 1 : 0;
+        }
+        { /* allreduce phase 1: my slice of the result */
+            size_t lo, len;
+            slice(a->count, p, me, &lo, &len);
+            char *acc = a->inplace ? (char *)d->tmp + 2 * chunk : (char *)a->recvbuf + lo * es;
+            st = reduce_block(req, lo * es, len * es, acc, d->tmp);
+            if (st != MLC_SUCCESS) return st;
+            raise_flag(ec, F_DONE1, v);
+            if (!a->inplace) raise_flag(ec, F_READY, v);
+            d->stage = 2;
+        }
+        /* fall through */
+    case 2:
+        if (a->inplace) { /* peers may still read our send (= receive) buffer */
+            if (!all_at_least(ec, F_DONE1, v)) return 0;
+            size_t lo, len;
+            slice(a->count, p, me, &lo, &len);
+            memcpy((char *)a->recvbuf + lo * es, (char *)d->tmp + 2 * chunk, len * es);
+            raise_flag(ec, F_READY, v);
+        }
+        d->stage = 3;
+        d->peer = 0;
+        /* fall through */
+    case 3: /* phase 2: every other slice from its owner */
+        for (; d->peer < p; d->peer++) {
+            int r = d->peer;
+            if (r == me) continue;
+            if (!flag_at_least(ec, r, F_READY, v)) return 0;
+            size_t lo, len;
+            slice(a->count, p, r, &lo, &len);
+            st = eng_rndv_copy(ec->ep, ec->world_of[r], slot_of(ec, r)->raddr + lo * es,
+                               (char *)a->recvbuf + lo * es, len * es);
+            if (st != MLC_SUCCESS) return st;
+        }
+        raise_flag(ec, F_DONE2, v);
+        d->stage = 4;
+        /* fall through */
+    case 4: /* nobody reads our buffers any more once every rank is done */
+        return all_at_least(ec, F_DONE2, v) ? 1 : 0;
+    }
+    return 0;
+}
+
+int eng_direct_progress(mlc_request_t *req, eng_direct_t *d, int *moved)
+{
+    int stage = d->stage;
+    bool small = payload_bytes(req) <= ENG_SLOT_DATA && req->coll != MLC_COLL_BARRIER;
+    int rc;
+    if (req->coll == MLC_COLL_BARRIER) {
+        eng_comm_t *ec = req->comm->impl;
+        rc = 0;
+        if (d->stage == 0) {
+            if (all_at_least(ec, F_DONE2, d->v - 1)) {
+                raise_flag(ec, F_PUB, d->v);
+                d->stage = 1;
+            }
+        }
+        if (d->stage == 1 && all_at_least(ec, F_PUB, d->v)) {
+            raise_flag(ec, F_DONE2, d->v);
+            rc = 1;
+        }
+    } else {
+        rc = small ? small_progress(req, d) : large_progress(req, d);
+    }
+    if (rc != 0 || d->stage != stage) *moved = 1;
+    if (rc != 0) eng_direct_cancel(d);
+    return rc;
+}
