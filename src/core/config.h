@@ -42,7 +42,9 @@
     X(MLC_HIPRT_LIB, "", "path of the HIP runtime library to load")                            \
     X(MLC_NCCL_LIB, "", "path of the NCCL library to load")                                    \
     X(MLC_RCCL_LIB, "", "path of the RCCL library to load")                                    \
-    X(MLC_PINNED_LIMIT, "1073741824", "pinned host memory pool limit in bytes")
+    X(MLC_PINNED_LIMIT, "1073741824", "pinned host memory pool limit in bytes")                \
+    X(MLC_NCCL_NCHANNELS, "", "nccl/rccl: channels per collective (NCCL_MIN/MAX_NCHANNELS)")   \
+    X(MLC_NCCL_BUFFSIZE, "", "nccl/rccl: NCCL buffer size in bytes, K/M/G (NCCL_BUFFSIZE)")
 
 typedef struct mlc_env_var {
     const char *name, *default_text, *help;
