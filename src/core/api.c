@@ -134,7 +134,7 @@ const char *mlc_request_default_algo(const mlc_request_t *req)
     }
     mlc_coll_desc_t d;
     mlc_request_desc(req, &d);
-    const mlc_algo_t *a = mlc_algo_select(&d, &mlc_cost_model_default);
+    const mlc_algo_t *a = mlc_algo_select(&d, &comm->model);
     return a ? a->name : NULL;
 }
 
@@ -168,7 +168,7 @@ static mlc_status_t submit(mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_t *
         return mlc_error(MLC_ERR_UNSUPPORTED, "mlc_%s is not supported by backend '%s'", coll_names[coll],
                          comm->be->name);
     }
-    MLC_TRACE("rank %d: %s #%llu %zu bytes algo %s", comm->rank, coll_names[coll],
+    MLC_DEBUG("rank %d: %s #%llu %zu bytes algo %s", comm->rank, coll_names[coll],
               (unsigned long long)req->seq, bytes, req->algo ? req->algo : "native");
     mlc_status_t st = start(req);
     if (st != MLC_SUCCESS) {

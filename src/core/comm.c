@@ -9,6 +9,7 @@
 #include "backend.h"
 #include "error.h"
 #include "log.h"
+#include "model.h"
 #include "profile.h"
 
 void mlc_comm_free_requests(mlc_comm_t *comm); /* request.c */
@@ -17,7 +18,9 @@ void mlc_comm_free_requests(mlc_comm_t *comm); /* request.c */
 
 mlc_comm_t *mlc_comm_alloc(void)
 {
-    return calloc(1, sizeof(mlc_comm_t));
+    mlc_comm_t *c = calloc(1, sizeof(mlc_comm_t));
+    if (c) c->model = mlc_cost_model_default; /* until rank 0's measurement arrives */
+    return c;
 }
 
 void mlc_comm_release(mlc_comm_t *comm)
@@ -142,6 +145,7 @@ static mlc_status_t create(const mlc_cfg_t *cfg, const mlc_boot_t *boot, mlc_com
     if (st != MLC_SUCCESS) goto fail;
     c->internal_depth++;
     st = check_agreement(c);
+    if (st == MLC_SUCCESS) st = mlc_model_agree(c);
     c->internal_depth--;
     if (st == MLC_SUCCESS) st = mlc_prof_open(c);
     if (st != MLC_SUCCESS) {
@@ -241,6 +245,12 @@ mlc_status_t mlc_comm_init_all(int n, const mlc_config_t *cfg_in, mlc_comm_t **c
     }
     st = be->init_all(n, comms);
     if (st != MLC_SUCCESS) goto fail;
+    /* One process: rank 0's model is every rank's, no communication needed. */
+    comms[0]->size = 1;
+    st = mlc_model_agree(comms[0]);
+    comms[0]->size = n;
+    if (st != MLC_SUCCESS) goto fail;
+    for (int i = 1; i < n; i++) comms[i]->model = comms[0]->model;
     return MLC_SUCCESS;
 fail:
     for (int i = 0; i < n; i++) {
@@ -312,6 +322,7 @@ mlc_status_t mlc_comm_split(mlc_comm_t *comm, int color, int key, mlc_comm_t **o
         for (int k = 0; k < MLC_COLL_COUNT; k++)
             if (child->algo_forced[k]) child->algo_forced[k] = child->cfg.algo[k];
         child->stream = comm->stream;
+        child->model = comm->model;
     }
     comm->internal_depth++;
     st = comm->be->split(comm, color, key, members, n, child);

@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include "algos/select.h"
 #include "config.h"
 #include "mlcomm.h"
 
@@ -71,6 +72,7 @@ struct mlc_comm {
     const char *algo_forced[MLC_COLL_COUNT]; /* from env or mlc_comm_set_algo; NULL = auto */
     void *stream;          /* GPU stream (cudaStream_t / hipStream_t) */
     struct mlc_profiler *prof;
+    mlc_cost_model_t model;  /* the selector's alpha/beta/gamma, identical on every rank */
     int internal_depth;    /* > 0 while mlcomm runs its own collectives on this communicator */
     /* request pool */
     struct mlc_request *free_reqs;
