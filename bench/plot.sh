@@ -9,8 +9,10 @@ rows=$(((n + 1) / 2))
 {
     echo "set terminal svg size 1100,$((rows * 380)) dynamic font 'sans,11'"
     echo "set output '$out/vs-mpi-${np}ranks.svg'"
-    echo "set multiplot layout $rows,2 title 'mlcomm (shm) vs MPI, $np ranks: busbw, median of rounds (higher is better)'"
-    echo "set logscale xy 2"
+    echo "set multiplot layout $rows,2 title 'mlcomm (shm) vs MPI, $np ranks: busbw, median of rounds (higher is better)' noenhanced"
+    echo "set logscale x 2"
+    echo "set logscale y 10"
+    echo "set format y '%g'"
     echo "set format x '%.0b%B'"
     echo "set xlabel 'size (bytes)'"
     echo "set ylabel 'busbw (GB/s)'"
@@ -19,7 +21,7 @@ rows=$(((n + 1) / 2))
     echo "set datafile missing 'NaN'"
     for coll in "${colls[@]}"; do
         dat=$out/plot.$np.$coll.dat
-        echo "set title '$coll'"
+        echo "set title '$coll' noenhanced"
         cmd="plot '$dat' using 1:2 with linespoints lw 2 title 'mlcomm'"
         col=3
         for p in "${peers[@]}"; do
