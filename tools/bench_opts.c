@@ -50,7 +50,9 @@ static void usage(FILE *out)
             "reduce, sendrecv: each rank sends to rank+1 and receives from rank-1).\n"
             "Each iteration uses a different offset in buffers sized for the largest size\n"
             "so caches do not flatter small sizes; checks use fresh, exactly representable\n"
-            "data per size. The exit status is 1 if any result was wrong.\n");
+            "data per size. In place uses NCCL's in-place forms (sendrecv has none: N/A);\n"
+            "'unsupp' marks a size the forced algorithm cannot run.\n"
+            "Exit status: 0 all correct, 1 a result was wrong, 2 usage, 3 a call failed.\n");
 }
 
 static bool parse_int_arg(const char *name, const char *v, long long lo, long long hi, int *out)

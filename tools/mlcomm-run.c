@@ -65,6 +65,9 @@ typedef struct launcher {
     char **argv;      /* PROGRAM ARGS... */
     mlc_run_job_t job;
     rank_state_t *ranks;
+    struct ended {
+        int rank, wait_status;
+    } *ended; /* scratch of reap(): one per rank */
     int nrunning;
     int sigfd;
     sigset_t child_mask;
@@ -252,12 +255,11 @@ static void begin_stop(launcher_t *L, stop_reason_t why, double delay)
     L->kill_at = L->term_at + TERM_TO_KILL_S;
 }
 
+/* Rank r has been reaped (reap() already counted it out). */
 static void on_rank_end(launcher_t *L, int r, int wait_status)
 {
     rank_state_t *s = &L->ranks[r];
-    s->running = false;
     s->wait_status = wait_status;
-    L->nrunning--;
     if (WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0) return;
     mlc_run_job_mark_dead(&L->job, r, wait_status);
     bool cause = L->first_failed < 0 && !L->timed_out && s->signalled_for != STOP_PEER_FAILED &&
@@ -272,20 +274,41 @@ static void on_rank_end(launcher_t *L, int r, int wait_status)
     }
 }
 
+/* Did rank r die by a signal the launcher did not send? */
+static bool killed_on_its_own(const launcher_t *L, int r, int wait_status)
+{
+    return WIFSIGNALED(wait_status) && L->ranks[r].signalled_for == STOP_NONE;
+}
+
+/*
+ * Reap every rank that has ended. waitpid returns them in rank order, not in
+ * the order they died, so when several ended before the launcher woke, a
+ * rank killed by a signal is taken as the cause before ranks that exited
+ * non-zero: those are most often peers that saw it die and gave up.
+ */
 static void reap(launcher_t *L)
 {
+    int n = 0;
     for (;;) {
         int st;
         pid_t pid = waitpid(-1, &st, WNOHANG);
         if (pid < 0 && errno == EINTR) continue;
-        if (pid <= 0) return; /* none ready, or no children left */
+        if (pid <= 0) break; /* none ready, or no children left */
         for (int r = 0; r < L->nranks; r++) {
             if (L->ranks[r].running && L->ranks[r].pid == pid) {
-                on_rank_end(L, r, st);
+                L->ranks[r].running = false;
+                L->nrunning--;
+                L->ended[n].rank = r;
+                L->ended[n].wait_status = st;
+                n++;
                 break;
             }
         }
     }
+    for (int pass = 0; pass < 2; pass++)
+        for (int k = 0; k < n; k++)
+            if (killed_on_its_own(L, L->ended[k].rank, L->ended[k].wait_status) == (pass == 0))
+                on_rank_end(L, L->ended[k].rank, L->ended[k].wait_status);
 }
 
 static void list_running(const launcher_t *L, char *buf, size_t len)
@@ -431,22 +454,24 @@ int main(int argc, char **argv)
     if (prc != 0) return prc > 0 ? 0 : EXIT_USAGE;
 
     char err[256];
+    int code = EXIT_LAUNCHER;
     if (setup_signals(&L) != 0) {
         fprintf(stderr, PROG ": cannot set up signal handling: %s\n", strerror(errno));
-        return EXIT_LAUNCHER;
+        goto out;
     }
     if (mlc_run_job_create(L.nranks, &L.job, err, sizeof err) != 0) {
         fprintf(stderr, PROG ": cannot create the job state: %s\n", err);
-        return EXIT_LAUNCHER;
+        goto out;
     }
     L.ranks = calloc((size_t)L.nranks, sizeof *L.ranks);
-    if (!L.ranks) {
+    L.ended = calloc((size_t)L.nranks, sizeof *L.ended);
+    if (!L.ranks || !L.ended) {
         fprintf(stderr, PROG ": out of memory for %d ranks\n", L.nranks);
-        return EXIT_LAUNCHER;
+        goto out;
     }
     if (L.timeout_s > 0) L.deadline = now_s() + L.timeout_s;
 
-    int code = start_ranks(&L);
+    code = start_ranks(&L);
     if (code == 0 && supervise(&L) != 0) code = EXIT_LAUNCHER;
     /* A launcher failure inside supervise already killed the ranks; reap them. */
     while (L.nrunning > 0 && waitpid(-1, NULL, 0) > 0) L.nrunning--;
@@ -471,8 +496,10 @@ int main(int argc, char **argv)
             fprintf(stderr, PROG ": job failed: %s\n", what);
         }
     }
+out:
     mlc_run_job_destroy(&L.job);
     free(L.ranks);
-    close(L.sigfd);
+    free(L.ended);
+    if (L.sigfd >= 0) close(L.sigfd);
     return code;
 }

@@ -118,6 +118,13 @@ static int body(mlc_comm_t *comm)
         CHECK_RUN(check_allgatherv(comm, MLC_FLOAT16, bases[k], 3, seed++));
     }
     CHECK_RUN(check_allgatherv(comm, MLC_RECORD(12), 9, 2, seed++));
+    nalgo = mlc_test_algos(comm, MLC_COLL_ALLGATHERV, algos, 32);
+    for (size_t a = 0; a < nalgo; a++) {
+        CHECK_OK(mlc_comm_set_algo(comm, MLC_COLL_ALLGATHERV, algos[a]));
+        CHECK_RUN(check_allgatherv(comm, MLC_UINT32, 1, 1, seed++));
+        CHECK_RUN(check_allgatherv(comm, MLC_UINT8, MIB / 4 + 1, 0, seed++));
+    }
+    CHECK_OK(mlc_comm_set_algo(comm, MLC_COLL_ALLGATHERV, NULL));
     CHECK(!mlc_test_any_failed(comm, 0), "another rank failed");
     return 0;
 }

@@ -131,6 +131,13 @@ static int body(mlc_comm_t *comm)
         CHECK_RUN(check_alltoallv(comm, MLC_UINT8, bases[k], 5, seed++));
     }
     CHECK_RUN(check_alltoallv(comm, MLC_RECORD(20), 3, 1, seed++));
+    nalgo = mlc_test_algos(comm, MLC_COLL_ALLTOALLV, algos, 32);
+    for (size_t a = 0; a < nalgo; a++) {
+        CHECK_OK(mlc_comm_set_algo(comm, MLC_COLL_ALLTOALLV, algos[a]));
+        CHECK_RUN(check_alltoallv(comm, MLC_INT64, 5, 2, seed++));
+        CHECK_RUN(check_alltoallv(comm, MLC_UINT8, MIB / 8 + 1, 0, seed++));
+    }
+    CHECK_OK(mlc_comm_set_algo(comm, MLC_COLL_ALLTOALLV, NULL));
     CHECK(!mlc_test_any_failed(comm, 0), "another rank failed");
     return 0;
 }

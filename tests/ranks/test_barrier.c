@@ -48,6 +48,13 @@ static int body(mlc_comm_t *comm)
         CHECK_RUN(late_rank_round(comm, late, 0));
         CHECK_RUN(late_rank_round(comm, late, 1));
     }
+    const char *algos[32];
+    size_t nalgo = mlc_test_algos(comm, MLC_COLL_BARRIER, algos, 32);
+    for (size_t a = 0; a < nalgo; a++) {
+        CHECK_OK(mlc_comm_set_algo(comm, MLC_COLL_BARRIER, algos[a]));
+        CHECK_RUN(late_rank_round(comm, (int)a % p, 0));
+    }
+    CHECK_OK(mlc_comm_set_algo(comm, MLC_COLL_BARRIER, NULL));
     for (int i = 0; i < 300; i++) CHECK_OK(mlc_barrier(comm, NULL));
     /* Several barriers in flight at once complete in order. */
     mlc_request_t *reqs[8];

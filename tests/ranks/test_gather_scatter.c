@@ -193,6 +193,21 @@ static int body(mlc_comm_t *comm)
         }
         CHECK_OK(mlc_comm_set_algo(comm, colls[c], NULL));
     }
+    static const mlc_coll_t vcolls[] = {MLC_COLL_GATHERV, MLC_COLL_SCATTERV};
+    for (size_t c = 0; c < 2; c++) {
+        const char *algos[32];
+        size_t nalgo = mlc_test_algos(comm, vcolls[c], algos, 32);
+        for (size_t a = 0; a < nalgo; a++) {
+            CHECK_OK(mlc_comm_set_algo(comm, vcolls[c], algos[a]));
+            for (int root = 0; root < p; root++) {
+                if (vcolls[c] == MLC_COLL_GATHERV)
+                    CHECK_RUN(check_gatherv(comm, MLC_FLOAT16, 7, 1, root, seed++));
+                else
+                    CHECK_RUN(check_scatterv(comm, MLC_FLOAT16, 7, 1, root, seed++));
+            }
+        }
+        CHECK_OK(mlc_comm_set_algo(comm, vcolls[c], NULL));
+    }
     CHECK(!mlc_test_any_failed(comm, 0), "another rank failed");
     return 0;
 }

@@ -84,10 +84,15 @@ int main(void)
                                     mlc_status_name(again));
             if (dt > PROMPT_S) printf("rank %d: TOO SLOW: %.1f s to notice\n", r, dt);
             mlc_comm_free(comm);
+            free(send);
+            free(recv);
             return 1;
         }
         if (recv[7] != 3.0f * (float)(7 % 5)) {
             printf("rank %d: WRONG RESULT %g in iteration %d\n", r, recv[7], it);
+            mlc_comm_free(comm);
+            free(send);
+            free(recv);
             return 1;
         }
         if (r == 0 && it == 0 && getenv("MLC_JOB_ID"))

@@ -27,6 +27,10 @@ if grep -q "MLC_ERR_TIMEOUT" "$out"; then fail "a rank reported MLC_ERR_TIMEOUT"
 if grep -q "NOT STICKY\|TOO SLOW\|WRONG RESULT\|IN /dev/shm DURING\|completed all iterations" "$out"; then
     fail "see the rank output above"
 fi
+# The peers exit 1 anyway, so a sanitizer report would not show in their status.
+if grep -q "ERROR: AddressSanitizer\|ERROR: LeakSanitizer\|runtime error:" "$out"; then
+    fail "sanitizer report in the rank output"
+fi
 jobid=$(sed -n 's/^jobid=//p' "$out" | head -n 1)
 [ -n "$jobid" ] || fail "rank 0 printed no job id (MLC_JOB_ID unset under mlcomm-run?)"
 for f in /dev/shm/mlc-"$jobid"-*; do

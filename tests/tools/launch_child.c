@@ -6,6 +6,8 @@
  *   launch_child DIR exit R CODE       rank R exits CODE, the others sleep
  *   launch_child DIR kill R SIG        rank R raises SIG, the others sleep
  *   launch_child DIR sleep S           sleep S seconds
+ *   launch_child DIR follow R          rank R waits for DIR/go, then SIGKILLs itself; the
+ *                                      others exit 1 as soon as it is dead (pidfd)
  *   launch_child DIR orphan R          rank R starts a child that sleeps (its pid in
  *                                      DIR/orphan.<r>) and exits 3; the others sleep
  *   launch_child DIR watch R exit|signal N
@@ -25,6 +27,8 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <poll.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -161,6 +165,23 @@ static int watch(int who, unsigned want)
     return 0;
 }
 
+/* Exit 1 as soon as rank `who` is dead, seen directly (pidfd), not through
+ * the launcher: the way a peer notices a death on its own. */
+static int follow(int who)
+{
+    const mlc_jobstate_t *js = map_job();
+    int pid = 0;
+    for (int i = 0; i < 2000 && (pid = atomic_load(&js->pid[who])) == 0; i++) sleep_s(0.01);
+    int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (fd < 0) {
+        fprintf(stderr, "launch_child: pidfd_open(%d): %s\n", pid, strerror(errno));
+        return 94;
+    }
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    poll(&p, 1, 20000);
+    return 1;
+}
+
 static void end_as(const char *how, int n)
 {
     if (strcmp(how, "signal") == 0) {
@@ -217,6 +238,16 @@ int main(int argc, char **argv)
         if (rank == atoi(argv[3])) end_as(mode[0] == 'k' ? "signal" : "exit", atoi(argv[4]));
         sleep_s(60);
         return 0;
+    }
+    if (strcmp(mode, "follow") == 0 && argc == 4) {
+        int who = atoi(argv[3]);
+        if (rank == who) {
+            char go[512];
+            snprintf(go, sizeof go, "%s/go", dir);
+            for (int i = 0; i < 2000 && access(go, F_OK) != 0; i++) sleep_s(0.01);
+            end_as("signal", SIGKILL);
+        }
+        return follow(who);
     }
     if (strcmp(mode, "orphan") == 0 && argc == 4) {
         if (rank == atoi(argv[3])) {

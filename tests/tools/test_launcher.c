@@ -377,6 +377,37 @@ static void scenario_parent_death(void)
     }
 }
 
+/* The launcher is stopped while rank 1 is killed and its peers, seeing it
+ * die, exit 1: all three end before the launcher can look, and it must
+ * still name rank 1 as the cause. */
+static void stop_launcher_while_rank_1_dies(pid_t launcher)
+{
+    EXPECT(wait_ranks_started(3), "the ranks did not start");
+    kill(launcher, SIGSTOP);
+    char go[128];
+    snprintf(go, sizeof go, "%s/go", dir);
+    FILE *f = fopen(go, "w");
+    if (f) fclose(f);
+    for (int i = 0; i < 2000; i++) {
+        if (process_gone(rank_pid(0)) && process_gone(rank_pid(1)) && process_gone(rank_pid(2)))
+            break;
+        sleep_s(0.01);
+    }
+    kill(launcher, SIGCONT);
+}
+
+static void scenario_cause(void)
+{
+    static result_t r;
+    run(&r, stop_launcher_while_rank_1_dies, "-n", "3", child_path, dir, "follow", "1", NULL);
+    EXPECT_CODE(&r, 128 + SIGKILL);
+    char want[128];
+    snprintf(want, sizeof want, "mlcomm-run: rank 1 (pid %d) killed by signal 9 (Killed)\n",
+             rank_pid(1));
+    EXPECT(strncmp(r.err, want, strlen(want)) == 0, "the first line is not '%s':\n%s", want, r.err);
+    EXPECT(has(&r, "job failed: rank 1 "), "the final line does not name rank 1:\n%s", r.err);
+}
+
 /* What a failed rank started in its process group does not outlive the job. */
 static void scenario_orphan(void)
 {
@@ -411,7 +442,8 @@ static void scenario_orphan(void)
     X(usage)          \
     X(forward)        \
     X(parent_death)   \
-    X(orphan)
+    X(orphan)         \
+    X(cause)
 
 static void remove_dir(void)
 {
