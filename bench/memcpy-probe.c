@@ -4,13 +4,14 @@
  * each copy SIZE bytes between two buffers of their own, all at the same
  * time: a collective whose every rank must write SIZE bytes of result from
  * at least SIZE bytes of input cannot beat this. Per size: ITERS copies
+ * (at least; more for small sizes with -B: enough copies to move BYTES)
  * after a shared start barrier, buffers freshly written with --seed's data,
  * the slowest process's average.
  *
  * Output, one line per size ('#' lines are comments):
  *   memcpy SIZE ITERS TIME_US GBPS        (GBPS = SIZE / TIME_US)
  *
- * Usage: memcpy-probe [-p P] [-n ITERS] [-S SEED] [--bind core|none] SIZE...
+ * Usage: memcpy-probe [-p P] [-n ITERS] [-B BYTES] [-S SEED] [--bind core|none] SIZE...
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -70,7 +71,7 @@ static int parse_size(const char *s, size_t *out)
 /* One process: copy each size ITERS times between the shared barriers. A
  * process that cannot set up still keeps step with the barriers (its time
  * is -1) so that nobody waits forever. */
-static int copier(shared_t *sh, int me, const size_t *sizes, int nsizes, long iters,
+static int copier(shared_t *sh, int me, const size_t *sizes, int nsizes, const long *iters,
                   unsigned long long seed, int bind)
 {
     int ok = 1;
@@ -99,12 +100,12 @@ static int copier(shared_t *sh, int me, const size_t *sizes, int nsizes, long it
         }
         pthread_barrier_wait(&sh->start);
         double t0 = now();
-        for (long it = 0; ok && it < iters; it++) {
+        for (long it = 0; ok && it < iters[k]; it++) {
             memcpy(dst, src, sizes[k]);
             /* keep the copies from being optimised away or merged */
             __asm__ volatile("" : : "r"(dst) : "memory");
         }
-        sh->time_s[me] = ok ? (now() - t0) / (double)iters : -1;
+        sh->time_s[me] = ok ? (now() - t0) / (double)iters[k] : -1;
         pthread_barrier_wait(&sh->done);
         pthread_barrier_wait(&sh->start); /* the parent has read the times */
     }
@@ -115,7 +116,7 @@ static int copier(shared_t *sh, int me, const size_t *sizes, int nsizes, long it
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: memcpy-probe [-p P] [-n ITERS] [-S SEED] [--bind core|none] SIZE...\n");
+    fprintf(stderr, "usage: memcpy-probe [-p P] [-n ITERS] [-B BYTES] [-S SEED] [--bind core|none] SIZE...\n");
 }
 
 int main(int argc, char **argv)
@@ -123,12 +124,19 @@ int main(int argc, char **argv)
     size_t sizes[MAX_SIZES];
     int nsizes = 0, p = 2, bind = 1;
     long iters = 10;
+    size_t min_bytes = 0;
+    long per_size[MAX_SIZES];
     unsigned long long seed = 1;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-p") == 0 && i + 1 < argc) {
             p = atoi(argv[++i]);
         } else if (strcmp(argv[i], "-n") == 0 && i + 1 < argc) {
             iters = atol(argv[++i]);
+        } else if (strcmp(argv[i], "-B") == 0 && i + 1 < argc) {
+            if (parse_size(argv[++i], &min_bytes) != 0) {
+                usage();
+                return 2;
+            }
         } else if (strcmp(argv[i], "-S") == 0 && i + 1 < argc) {
             seed = strtoull(argv[++i], NULL, 10);
         } else if (strcmp(argv[i], "--bind") == 0 && i + 1 < argc) {
@@ -150,6 +158,10 @@ int main(int argc, char **argv)
         usage();
         return 2;
     }
+    for (int k = 0; k < nsizes; k++) {
+        size_t want = min_bytes / sizes[k];
+        per_size[k] = want > (size_t)iters ? (long)(want < 100000 ? want : 100000) : iters;
+    }
     size_t shbytes = sizeof(shared_t) + (size_t)p * sizeof(double);
     shared_t *sh = mmap(NULL, shbytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (sh == MAP_FAILED) {
@@ -162,13 +174,13 @@ int main(int argc, char **argv)
     /* the parent joins both barriers so it can read each size's times */
     pthread_barrier_init(&sh->start, &attr, (unsigned)p + 1);
     pthread_barrier_init(&sh->done, &attr, (unsigned)p + 1);
-    printf("# memcpy-probe: %d processes copying at once, bind %s, %ld iterations, seed %llu\n", p,
-           bind ? "core" : "none", iters, seed);
+    printf("# memcpy-probe: %d processes copying at once, bind %s, at least %ld iterations, seed %llu\n",
+           p, bind ? "core" : "none", iters, seed);
     fflush(stdout);
     pid_t *pids = calloc((size_t)p, sizeof *pids);
     for (int r = 0; r < p; r++) {
         pids[r] = fork();
-        if (pids[r] == 0) _exit(copier(sh, r, sizes, nsizes, iters, seed, bind));
+        if (pids[r] == 0) _exit(copier(sh, r, sizes, nsizes, per_size, seed, bind));
         if (pids[r] < 0) {
             perror("memcpy-probe: fork");
             /* the started ones wait at a barrier that never fills: end them */
@@ -189,7 +201,7 @@ int main(int argc, char **argv)
             pthread_barrier_wait(&sh->start);
             continue;
         }
-        printf("memcpy %zu %ld %.3f %.4f\n", sizes[k], iters, worst * 1e6,
+        printf("memcpy %zu %ld %.3f %.4f\n", sizes[k], per_size[k], worst * 1e6,
                worst > 0 ? (double)sizes[k] / worst / 1e9 : 0);
         fflush(stdout);
         pthread_barrier_wait(&sh->start);

@@ -28,7 +28,8 @@ rows=$(((n + 1) / 2))
             cmd="$cmd, '' using 1:$col with linespoints title '${title[$p]:-$p}'"
             col=$((col + 1))
         done
-        if [ "$coll" = allreduce ]; then
+        # the memcpy bound, where it was measured (sizes of 512 KiB and up)
+        if [ "$coll" = allreduce ] && awk -v c="$col" '!/^#/ && $c != "NaN" { f = 1 } END { exit !f }' "$dat"; then
             cmd="$cmd, '' using 1:$col with lines dt 2 lc rgb 'gray40' title 'memcpy bound'"
         fi
         echo "$cmd"

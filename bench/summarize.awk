@@ -20,6 +20,12 @@ function human(n,    u, k) {
     return n " " u[k]
 }
 
+# Ratios: two decimals, or two significant digits below 0.1 (never a bare 0.00).
+function fmt_ratio(q) {
+    if (q == "") return "-"
+    return q >= 0.1 ? sprintf("%.2f", q) : sprintf("%.2g", q)
+}
+
 function factor(coll, p) {
     if (coll == "allreduce") return 2 * (p - 1) / p
     if (coll == "allgather" || coll == "reduce_scatter") return (p - 1) / p
@@ -75,14 +81,14 @@ function target(np, peer, coll, lo, hi, gmin, cellmin, title,    i, s, q, n, sum
         if (q == "") continue
         n++; sum += log(q)
         if (worst == "" || q < worst) worst = q
-        cells = cells sprintf(" %.2f", q)
+        cells = cells " " fmt_ratio(q)
     }
     if (n == 0) return
     g = exp(sum / n)
     ok = worst >= cellmin && (gmin == 0 || g >= gmin)
     verdict = ok ? "PASS" : "FAIL"
     if (gmin > 0)
-        printf "  %-34s geomean %5.2f (>= %.2f), worst cell %5.2f (>= %.3f)  %s\n", title, g, gmin, worst, cellmin, verdict
+        printf "  %-34s geomean %5s (>= %.2f), worst cell %5s (>= %.3f)  %s\n", title, fmt_ratio(g), gmin, fmt_ratio(worst), cellmin, verdict
     else
         printf "  %-34s cells%s (each >= %.2f)  %s\n", title, cells, cellmin, verdict
     npass += ok; ntargets++
@@ -144,7 +150,7 @@ END {
                 for (k = 1; k <= npeers; k++) {
                     tp = med_of(T, np, coll, s, P[k])
                     q = ratio_of(np, coll, s, P[k])
-                    row = row sprintf(" %10s | %6s |", tp == "" ? "-" : sprintf("%.2f", tp), q == "" ? "-" : sprintf("%.2f", q))
+                    row = row sprintf(" %10s | %6s |", tp == "" ? "-" : sprintf("%.2f", tp), fmt_ratio(q))
                     bp = med_of(B, np, coll, s, P[k])
                     csv = csv "," tp "," bp "," q
                     plot = plot " " (bp == "" ? "NaN" : bp)

@@ -209,7 +209,7 @@ run_memcpy() {
     local np=$1 round=$2 big=()
     for s in $SIZES; do [ "$s" -ge 524288 ] && big+=("$s"); done
     [ ${#big[@]} -gt 0 ] || return 0
-    "$OUT_DIR/bin/memcpy-probe" -p "$np" -n "$MIN_ITERS" -S "$((round * 7919 + np))" --bind "$BIND" \
+    "$OUT_DIR/bin/memcpy-probe" -p "$np" -n "$MIN_ITERS" -B 256M -S "$((round * 7919 + np))" --bind "$BIND" \
         "${big[@]}" | tee -a "$OUT_DIR/logs/memcpy.$np.log" |
         awk -v np="$np" -v r="$round" \
             '!/^#/ && NF >= 5 { printf "%s,%s,memcpy,memcpy,%s,%s,%s,%s,%s,-\n", np, r, $2, $3, $4, $5, $5 }'
@@ -230,16 +230,25 @@ done
 
 # segments_for NP COLL CALFILE: "MIN:MAX:ITERS" groups of consecutive sizes that
 # share one iteration count: per size the power of two nearest below
-# time-per-size / (the slowest side's calibrated time), clamped.
+# time-per-size / (the slowest side's calibrated time), clamped, so that no
+# side spends much more than time-per-size on a size. Calibration runs twice;
+# each side's time is the lower of its two, so that a burst of load during
+# one side's few calibration calls does not shrink the counts for everybody.
 segments_for() {
     local np=$1 coll=$2 cal=$3
     awk -F, -v np="$np" -v coll="$coll" -v T="$TIME_PER_SIZE" -v lo="$MIN_ITERS" -v hi="$MAX_ITERS" \
         -v sizes="$SIZES" '
-        $1 == np && $4 == coll { idx = ++seen[$3]; t = $7 / 1e6; if (t > worst[idx]) worst[idx] = t }
+        BEGIN { n = split(sizes, sz, " ") }
+        $1 == np && $4 == coll {
+            i = (seen[$3]++ % n) + 1; t = $7 / 1e6
+            if (!(($3, i) in best) || t < best[$3, i]) best[$3, i] = t
+            if (!($3 in sides)) sides[$3] = 1
+        }
         END {
-            n = split(sizes, sz, " ")
             for (i = 1; i <= n; i++) {
-                it = (worst[i] > 0) ? T / worst[i] : hi
+                worst = 0
+                for (s in sides) if (best[s, i] > worst) worst = best[s, i]
+                it = (worst > 0) ? T / worst : hi
                 p2 = 1; while (p2 * 2 <= it) p2 *= 2
                 it = p2 < lo ? lo : p2 > hi ? hi : p2
                 if (i > 1 && it == cur) { last = sz[i]; continue }
@@ -258,18 +267,23 @@ log "mode $MODE: ranks [$RANKS], rounds $ROUNDS, peers [$AVAILABLE_PEERS ], coll
 for np in $RANKS; do
     cal=$OUT_DIR/calibration.$np.csv
     : >"$cal"
-    log "$np ranks: calibrating iteration counts"
-    for coll in $COLLS; do
-        args=()
-        for seg in "${CAL_SEGS[@]}"; do
-            IFS=: read -r lo hi it <<<"$seg"
-            run_mlcomm "$np" 0 "$coll" "$it" "$lo" "$hi" >>"$cal"
-            args+=("$lo:$hi:$FACTOR:$it")
-        done
-        for p in $AVAILABLE_PEERS; do
-            run_peer "$p" "$np" 0 "$coll" "${args[@]}" >>"$cal"
+    log "$np ranks: calibrating iteration counts (two passes)"
+    timed_warmup=$WARMUP
+    WARMUP=1
+    for pass in 1 2; do
+        for coll in $COLLS; do
+            args=()
+            for seg in "${CAL_SEGS[@]}"; do
+                IFS=: read -r lo hi it <<<"$seg"
+                run_mlcomm "$np" 0 "$coll" "$it" "$lo" "$hi" >>"$cal"
+                args+=("$lo:$hi:$FACTOR:$it")
+            done
+            for p in $AVAILABLE_PEERS; do
+                run_peer "$p" "$np" 0 "$coll" "${args[@]}" >>"$cal"
+            done
         done
     done
+    WARMUP=$timed_warmup
     declare -A SEGS=()
     for coll in $COLLS; do
         SEGS[$coll]=$(segments_for "$np" "$coll" "$cal" | tr '\n' ' ')
