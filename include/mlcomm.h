@@ -495,5 +495,6 @@ MLC_API mlc_status_t mlc_profile_stats(const mlc_comm_t *comm, mlc_profile_stat_
 #endif
 
 /* The rest of the API, in its own headers (each also usable alone). */
-#include "mlcomm_tensor.h" /* tensors, meshes, the communicator factory */
+#include "mlcomm_exchange.h" /* distributed arrays: halo exchange plans, global combine */
+#include "mlcomm_tensor.h"   /* tensors, meshes, the communicator factory */
 #endif /* MLCOMM_H */

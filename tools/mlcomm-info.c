@@ -1,7 +1,7 @@
 /*
  * mlcomm-info: what this build of mlcomm can do here.
  *
- *   mlcomm-info [--backends] [--env] [--algos]
+ *   mlcomm-info [--backends] [--env] [--algos] [--gpu]
  *
  * Prints the version, every backend with whether it is available (and why
  * not), every environment variable with its current value, default and
@@ -15,12 +15,14 @@
 #include "algos/sched.h"
 #include "backend.h"
 #include "config.h"
+#include "gpu/gpu_report.h"
 
 /* X(flag, title, printer) in printing order. */
 #define MLC_INFO_SECTIONS(X)                              \
     X(backends, "Backends", print_backends)               \
     X(env, "Environment variables", print_env)            \
-    X(algos, "Algorithms", print_algos)
+    X(algos, "Algorithms", print_algos)                   \
+    X(gpu, "GPU", print_gpu)
 
 static int max_int(int a, int b) { return a > b ? a : b; }
 
@@ -72,31 +74,42 @@ static void print_env(void)
     }
 }
 
+/* Per backend that runs algorithms (threads, shm): what MLC_ALGO_<COLL> accepts. */
 static void print_algos(void)
 {
-    static const char *const coll_names[] = {
-#define MLC_X_NAME(name, str, env) str,
-        MLC_COLL_LIST(MLC_X_NAME)
-#undef MLC_X_NAME
-    };
     int w = 4;
-    for (int c = 0; c < MLC_COLL_COUNT; c++) w = max_int(w, (int)strlen(coll_names[c]));
-    for (int c = 0; c < MLC_COLL_COUNT; c++) {
-        printf("  %-*s ", w, coll_names[c]);
-        int n = 0;
-        for (const mlc_algo_t *a = mlc_algos; a->name; a++) {
-            if (a->coll != c) continue;
-            printf(" %s%s", a->name, a->order_preserving ? "" : "*");
-            n++;
+    for (int c = 0; c < MLC_COLL_COUNT; c++) w = max_int(w, (int)strlen(mlc_coll_name(c)));
+    for (int b = 0; mlc_backends[b]; b++) {
+        const mlc_backend_t *be = mlc_backends[b];
+        if (!be->algos) {
+            printf("  %s: the library's own collectives (native)\n", be->name);
+            continue;
         }
-        printf("%s\n", n ? "" : " - (the backend's own)");
+        printf("  %s:\n", be->name);
+        for (int c = 0; c < MLC_COLL_COUNT; c++) {
+            const char *const *list = be->algos(c);
+            printf("    %-*s ", w, mlc_coll_name(c));
+            if (!list || !list[0]) {
+                printf(" %s\n", c < MLC_COLL_SEND ? "native" : "- (point-to-point)");
+                continue;
+            }
+            for (; *list; list++) {
+                const mlc_algo_t *a = mlc_algo_find(c, *list);
+                printf(" %s%s", *list, a && !a->order_preserving ? "*" : "");
+            }
+            printf("\n");
+        }
     }
-    printf("  (* = commutative ops only; force one with MLC_ALGO_<COLLECTIVE>=name)\n");
+    printf("  (* = commutative ops only; force one with MLC_ALGO_<COLLECTIVE>=name;\n"
+           "   'direct' = the shared-memory engine's own slot / single-copy algorithm)\n");
 }
+
+/* GPUs, runtimes, NCCL/RCCL and GPU-direct capabilities (each with its evidence). */
+static void print_gpu(void) { mlc_gpu_report(stdout); }
 
 static void usage(FILE *out)
 {
-    fprintf(out, "usage: mlcomm-info [--backends] [--env] [--algos]\n"
+    fprintf(out, "usage: mlcomm-info [--backends] [--env] [--algos] [--gpu]\n"
                  "Print the version, backends, environment variables and algorithms;\n"
                  "with flags, only the sections named.\n");
 }

@@ -158,6 +158,7 @@ static mlc_status_t submit(mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_t *
     req->args = *args;
     req->bytes = bytes;
     req->blocking = out == NULL;
+    req->internal = comm->internal_depth > 0;
     if (coll < MLC_COLL_SEND) req->seq = comm->coll_seq++;
     req->algo = choose_algo(req);
     if (comm->prof) req->t_start = mlc_now();

@@ -88,7 +88,9 @@ typedef struct mlc_backend {
 /* X(identifier) - the order is the listing order of mlcomm-info. */
 #define MLC_BACKEND_LIST(X) \
     X(threads)              \
-    X(shm)
+    X(shm)                  \
+    X(nccl)                 \
+    X(rccl)
 
 #define MLC_X_DECL(id) extern const mlc_backend_t mlc_backend_##id;
 MLC_BACKEND_LIST(MLC_X_DECL)

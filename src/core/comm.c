@@ -140,8 +140,10 @@ static mlc_status_t create(const mlc_cfg_t *cfg, const mlc_boot_t *boot, mlc_com
     if (st != MLC_SUCCESS) goto fail;
     st = be->init(c, boot);
     if (st != MLC_SUCCESS) goto fail;
-    st = mlc_prof_open(c);
-    if (st == MLC_SUCCESS) st = check_agreement(c);
+    c->internal_depth++;
+    st = check_agreement(c);
+    c->internal_depth--;
+    if (st == MLC_SUCCESS) st = mlc_prof_open(c);
     if (st != MLC_SUCCESS) {
         be->destroy(c);
         goto fail;
@@ -276,7 +278,9 @@ mlc_status_t mlc_comm_split(mlc_comm_t *comm, int color, int key, mlc_comm_t **o
         st = mlc_error(MLC_ERR_NO_MEMORY, "mlc_comm_split: out of memory");
         goto out;
     }
+    comm->internal_depth++; /* the split's own traffic is not the user's */
     st = mlc_allgather(&mine, all, 2, MLC_INT32, comm, NULL);
+    comm->internal_depth--;
     if (st != MLC_SUCCESS) goto out;
     /* Members of my colour, ordered by (key, parent rank): insertion sort, p is small. */
     int n = 0, newrank = -1;
@@ -309,7 +313,9 @@ mlc_status_t mlc_comm_split(mlc_comm_t *comm, int color, int key, mlc_comm_t **o
             if (child->algo_forced[k]) child->algo_forced[k] = child->cfg.algo[k];
         child->stream = comm->stream;
     }
+    comm->internal_depth++;
     st = comm->be->split(comm, color, key, members, n, child);
+    comm->internal_depth--;
     if (st == MLC_SUCCESS && child) st = mlc_prof_open(child);
     if (st != MLC_SUCCESS) {
         if (child && child->impl) comm->be->destroy(child);

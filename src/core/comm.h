@@ -53,6 +53,7 @@ struct mlc_request {
     struct mlc_request *next_free;
     bool in_use;
     bool blocking;         /* the caller waits right away (no request handed out) */
+    bool internal;         /* issued by mlcomm itself (init, split): not profiled */
     /* Backend-private state: inline storage to keep the small path malloc-free. */
     _Alignas(16) unsigned char priv[MLC_REQ_PRIV_BYTES];
     void *priv_ext;        /* backend-owned heap state when priv is too small (freed by the backend) */
@@ -70,6 +71,7 @@ struct mlc_comm {
     const char *algo_forced[MLC_COLL_COUNT]; /* from env or mlc_comm_set_algo; NULL = auto */
     void *stream;          /* GPU stream (cudaStream_t / hipStream_t) */
     struct mlc_profiler *prof;
+    int internal_depth;    /* > 0 while mlcomm runs its own collectives on this communicator */
     /* request pool */
     struct mlc_request *free_reqs;
     struct mlc_req_chunk *req_chunks;

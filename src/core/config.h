@@ -29,16 +29,22 @@
     X(MLC_ALGO_REDUCE, "auto", "force the reduce algorithm")                                    \
     X(MLC_ALGO_ALLREDUCE, "auto", "force the allreduce algorithm")                              \
     X(MLC_ALGO_ALLGATHER, "auto", "force the allgather algorithm")                              \
+    X(MLC_ALGO_ALLGATHERV, "auto", "force the allgatherv algorithm")                            \
     X(MLC_ALGO_REDUCE_SCATTER, "auto", "force the reduce_scatter algorithm")                    \
     X(MLC_ALGO_ALLTOALL, "auto", "force the alltoall algorithm")                                \
+    X(MLC_ALGO_ALLTOALLV, "auto", "force the alltoallv algorithm")                              \
     X(MLC_ALGO_GATHER, "auto", "force the gather algorithm")                                    \
+    X(MLC_ALGO_GATHERV, "auto", "force the gatherv algorithm")                                  \
     X(MLC_ALGO_SCATTER, "auto", "force the scatter algorithm")                                  \
+    X(MLC_ALGO_SCATTERV, "auto", "force the scatterv algorithm")                                \
     X(MLC_ALGO_BARRIER, "auto", "force the barrier algorithm")                                  \
     X(MLC_CUDART_LIB, "", "path of the CUDA runtime library to load")                          \
     X(MLC_HIPRT_LIB, "", "path of the HIP runtime library to load")                            \
     X(MLC_NCCL_LIB, "", "path of the NCCL library to load")                                    \
     X(MLC_RCCL_LIB, "", "path of the RCCL library to load")                                    \
-    X(MLC_PINNED_LIMIT, "1073741824", "pinned host memory pool limit in bytes")
+    X(MLC_PINNED_LIMIT, "1073741824", "pinned host memory pool limit in bytes")                \
+    X(MLC_NCCL_NCHANNELS, "", "nccl/rccl: channels per collective (NCCL_MIN/MAX_NCHANNELS)")   \
+    X(MLC_NCCL_BUFFSIZE, "", "nccl/rccl: NCCL buffer size in bytes, K/M/G (NCCL_BUFFSIZE)")
 
 typedef struct mlc_env_var {
     const char *name, *default_text, *help;

@@ -85,7 +85,7 @@ void mlc_request_complete(mlc_request_t *req, mlc_status_t st, const char *fmt, 
         vsnprintf(req->errmsg, sizeof req->errmsg, fmt, ap);
         va_end(ap);
     }
-    if (req->comm->prof) {
+    if (req->comm->prof && !req->internal) {
         req->t_end = mlc_now();
         mlc_prof_record(req);
     }

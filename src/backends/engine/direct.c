@@ -183,6 +183,7 @@ static void reduce_slots(mlc_request_t *req, size_t off, size_t len, char *out)
     const mlc_args_t *a = &req->args;
     int p = req->comm->size;
     size_t cnt = len / a->esize;
+    if (len == 0) return; /* count 0: buffers may be NULL */
     if (p == 1)
         memcpy(out, slot_of(ec, 0)->data + off, len);
     else

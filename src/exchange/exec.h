@@ -1,0 +1,44 @@
+/*
+ * Executors move the data a plan describes. The plan (plan.h) is backend
+ * independent; an executor decides how its messages travel. `p2p` packs one
+ * message per neighbour and uses mlc_send/mlc_recv, so it runs on every
+ * backend. A backend with a better path (MPI subarray datatypes and
+ * persistent requests, say) adds an entry in front of MLC_XEXEC_LIST whose
+ * applies() accepts the communicators it can serve.
+ */
+#ifndef MLC_EXCHANGE_EXEC_H
+#define MLC_EXCHANGE_EXEC_H
+#include "plan.h"
+
+/* The views a run reads and writes, indexed by provide / need number. */
+typedef struct mlc_xbind {
+    const mlc_view_t *provs;
+    const mlc_view_t *needs;
+} mlc_xbind_t;
+
+typedef struct mlc_xexec {
+    const char *name;
+    /* 1 if this executor can serve exchanges on comm. */
+    int (*applies)(mlc_comm_t *comm);
+    /* Allocate per-plan state (buffers, requests) once per build. */
+    mlc_status_t (*prepare)(const mlc_xplan_t *plan, mlc_comm_t *comm, void **state);
+    /* Post the messages of one exchange with `tag` and do the local copies. */
+    mlc_status_t (*start)(void *state, const mlc_xplan_t *plan, const mlc_xbind_t *b, int tag);
+    /* Complete the exchange begun by start (also after a failed start: releases what it posted). */
+    mlc_status_t (*finish)(void *state, const mlc_xplan_t *plan, const mlc_xbind_t *b);
+    void (*release)(void *state);
+} mlc_xexec_t;
+
+/* X(identifier): tried in order, the first that applies serves the plan. */
+#define MLC_XEXEC_LIST(X) X(p2p)
+
+#define MLC_X_DECL(id) extern const mlc_xexec_t mlc_xexec_##id;
+MLC_XEXEC_LIST(MLC_X_DECL)
+#undef MLC_X_DECL
+
+/* The executor for comm (p2p applies everywhere, so never NULL). */
+const mlc_xexec_t *mlc_xexec_select(mlc_comm_t *comm);
+
+/* Local copies of a plan, shared by executors: provide -> need inside this rank. */
+void mlc_xexec_local_copies(const mlc_xplan_t *plan, const mlc_xbind_t *b);
+#endif
