@@ -147,6 +147,7 @@ static mlc_status_t create(const mlc_cfg_t *cfg, const mlc_boot_t *boot, mlc_com
     st = check_agreement(c);
     if (st == MLC_SUCCESS) st = mlc_model_agree(c);
     c->internal_depth--;
+    c->coll_seq = 0; /* init's own collectives are complete: the user's first is #0 */
     if (st == MLC_SUCCESS) st = mlc_prof_open(c);
     if (st != MLC_SUCCESS) {
         be->destroy(c);
