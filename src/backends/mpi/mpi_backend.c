@@ -43,7 +43,20 @@ static mlc_status_t mpi_start(mlc_request_t *req)
         [MLC_COLL_RECV] = mlc_mpi_start_recv,
         [MLC_COLL_SENDRECV] = mlc_mpi_start_sendrecv,
     };
-    if (req->algo) return mlc_mpi_start_algo(req);
+    if (req->coll < MLC_COLL_SEND) {
+        mlc_mpi_comm_t *c = req->comm->impl;
+        c->started = req->seq + 1; /* what this rank answers a timed-out peer */
+    }
+    if (req->algo) {
+        mlc_status_t st = mlc_mpi_start_algo(req);
+        if (st != MLC_ERR_UNSUPPORTED) return st;
+        /* A forced algorithm that cannot take this call falls back to MPI's own
+         * (as NCCL_ALGO does); every rank sees the same reason. */
+        MLC_DEBUG("rank %d: %s #%llu: algorithm '%s' cannot run it (%s); using MPI's own", req->comm->rank,
+                  mlc_coll_name(req->coll), (unsigned long long)req->seq, req->algo, mlc_last_error());
+        mlc_error_clear();
+        req->algo = NULL;
+    }
     return native[req->coll](req);
 }
 

@@ -4,6 +4,7 @@
  * (MPI_Comm_split). Abort reaches the peers as a control message on the
  * hidden communicator; each rank keeps one receive posted for it.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,30 +25,19 @@ static mlc_status_t comm_setup(mlc_comm_t *comm, mlc_mpi_comm_t *c)
     int *ub = NULL, flag = 0;
     rc = MPI_Comm_get_attr(c->comm, MPI_TAG_UB, &ub, &flag);
     c->tag_ub = rc == MPI_SUCCESS && flag && ub ? *ub : 32767; /* the least MPI guarantees */
+    /* Hidden tags: the two at the top carry control messages (ctrl_tag) and
+     * their replies (ctrl_tag - 1); algorithm tags stay below both:
+     * (window << KEY_BITS) - 1 <= tag_ub - 2. */
     c->ctrl_tag = c->tag_ub;
-    /* hidden tags stay below ctrl_tag: (window << KEY_BITS) - 1 < tag_ub */
-    c->seq_window = (unsigned)c->tag_ub >> MLC_SCHED_KEY_BITS;
-    rc = MPI_Irecv(c->ctrl_msg, 2, MPI_INT, MPI_ANY_SOURCE, c->ctrl_tag, c->hidden, &c->ctrl);
-    if (rc != MPI_SUCCESS) return mlc_mpi_error(rc, "rank %d: MPI_Irecv (control messages)", comm->rank);
-    return MLC_SUCCESS;
+    c->seq_window = (unsigned)(c->tag_ub - 1) >> MLC_SCHED_KEY_BITS;
+    comm->impl = c;
+    return mlc_mpi_ctrl_start(comm);
 }
 
 static void comm_release(mlc_mpi_comm_t *c)
 {
     if (!mlc_mpi_finalized()) {
-        if (c->ctrl != MPI_REQUEST_NULL) {
-            MPI_Cancel(&c->ctrl);
-            MPI_Wait(&c->ctrl, MPI_STATUS_IGNORE);
-        }
-        for (int i = 0; i < c->nnotices; i++) {
-            int done = 0;
-            MPI_Test(&c->notices[i], &done, MPI_STATUS_IGNORE);
-            if (!done) {
-                /* A peer that never looked: cancelling is local (MPI_Cancel + MPI_Wait). */
-                MPI_Cancel(&c->notices[i]);
-                MPI_Wait(&c->notices[i], MPI_STATUS_IGNORE);
-            }
-        }
+        mlc_mpi_ctrl_stop(c);
         if (c->hidden != MPI_COMM_NULL) MPI_Comm_free(&c->hidden);
         if (c->comm != MPI_COMM_NULL) MPI_Comm_free(&c->comm);
     }
@@ -77,57 +67,20 @@ mlc_status_t mlc_mpi_comm_create(mlc_comm_t *comm, MPI_Comm base, bool adopt)
         }
     }
     st = comm_setup(comm, c);
-    if (st != MLC_SUCCESS) goto fail;
-    comm->impl = c;
-    return MLC_SUCCESS;
+    if (st == MLC_SUCCESS) return MLC_SUCCESS;
 fail:
+    comm->impl = NULL;
     comm_release(c);
     return st;
 }
 
-/* ---- abort and control messages --------------------------------------------- */
-
-void mlc_mpi_flush_abort(mlc_mpi_comm_t *c)
-{
-    if (!atomic_exchange(&c->abort_pending, 0)) return;
-    int p = 0, me = 0;
-    MPI_Comm_size(c->hidden, &p);
-    MPI_Comm_rank(c->hidden, &me);
-    c->abort_msg[0] = MLC_MPI_CTRL_ABORT;
-    c->abort_msg[1] = me;
-    c->notices = malloc(sizeof *c->notices * (size_t)p);
-    if (!c->notices) {
-        MLC_WARN("rank %d: out of memory: the peers are not told of mlc_comm_abort", me);
-        return;
-    }
-    /* Everyone, ourselves included: our own notice wakes a wait blocked in MPI. */
-    for (int r = 0; r < p; r++)
-        if (MPI_Isend(c->abort_msg, 2, MPI_INT, r, c->ctrl_tag, c->hidden, &c->notices[c->nnotices]) ==
-            MPI_SUCCESS)
-            c->nnotices++;
-}
-
-mlc_status_t mlc_mpi_check_ctrl(mlc_comm_t *comm)
-{
-    mlc_mpi_comm_t *c = comm->impl;
-    if (c->ctrl != MPI_REQUEST_NULL) {
-        int flag = 0;
-        int rc = MPI_Test(&c->ctrl, &flag, MPI_STATUS_IGNORE);
-        if (rc != MPI_SUCCESS) {
-            c->ctrl = MPI_REQUEST_NULL;
-            MLC_WARN("rank %d: the control receive failed; remote aborts will not be seen", comm->rank);
-        } else if (flag && c->ctrl_msg[0] == MLC_MPI_CTRL_ABORT) {
-            mlc_comm_fail(comm, MLC_ERR_ABORTED, "rank %d aborted the communicator (mlc_comm_abort)",
-                          c->ctrl_msg[1]);
-        }
-    }
-    return (mlc_status_t)atomic_load(&comm->failed);
-}
+/* ---- abort ------------------------------------------------------------------- */
 
 void mlc_mpi_abort(mlc_comm_t *comm)
 {
     mlc_mpi_comm_t *c = comm->impl;
-    atomic_store(&c->abort_pending, 1);
+    int none = MLC_MPI_ABORT_NONE;
+    atomic_compare_exchange_strong(&c->abort_pending, &none, MLC_MPI_ABORT_PENDING);
     /* Below MPI_THREAD_MULTIPLE only the owner may call MPI: it sends at its next call. */
     if (mlc_mpi_thread_level() == MPI_THREAD_MULTIPLE) mlc_mpi_flush_abort(c);
 }
@@ -146,13 +99,67 @@ int mlc_mpi_tag_max(mlc_comm_t *comm)
 
 /* ---- table slots ---------------------------------------------------------------- */
 
+/*
+ * mlc_comm_init_rank on MPI: every MPI process joins (MPI cannot rendezvous
+ * a subset of processes that do not know each other), in the rank order the
+ * callers asked for. Every caller must hold the same id and ask for a
+ * different rank; the checks see the same data everywhere, so all fail alike.
+ */
+static mlc_status_t init_by_id(mlc_comm_t *comm, const mlc_boot_t *boot)
+{
+    int world = 0;
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    if (boot->size != world)
+        return mlc_error(MLC_ERR_UNSUPPORTED, "mlc_comm_init_rank on backend 'mpi' joins every MPI process: "
+                         "nranks is %d but MPI_COMM_WORLD has %d (mlc_comm_split makes a subset)",
+                         boot->size, world);
+    MPI_Comm all = MPI_COMM_NULL;
+    int64_t *every = malloc(sizeof *every * 2 * (size_t)world);
+    char *seen = calloc((size_t)world, 1);
+    mlc_status_t st = MLC_SUCCESS;
+    if (!every || !seen) {
+        st = mlc_error(MLC_ERR_NO_MEMORY, "mlc_comm_init_rank: out of memory for %d ranks", world);
+        goto out;
+    }
+    int rc = MPI_Comm_dup(MPI_COMM_WORLD, &all);
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_set_errhandler(all, MPI_ERRORS_RETURN);
+    uint64_t h = 1469598103934665603ull; /* FNV-1a of the id */
+    for (size_t i = 0; i < sizeof boot->uid->internal; i++)
+        h = (h ^ (unsigned char)boot->uid->internal[i]) * 1099511628211ull;
+    int64_t mine[2] = {(int64_t)h, boot->rank};
+    if (rc == MPI_SUCCESS) rc = MPI_Allgather(mine, 2, MPI_INT64_T, every, 2, MPI_INT64_T, all);
+    if (rc != MPI_SUCCESS) {
+        st = mlc_mpi_error(rc, "mlc_comm_init_rank: rank %d: agreeing on the id over MPI_COMM_WORLD", boot->rank);
+        goto out;
+    }
+    for (int k = 0; k < world && st == MLC_SUCCESS; k++) {
+        int64_t r = every[2 * k + 1];
+        if (every[2 * k] != (int64_t)h)
+            st = mlc_error(MLC_ERR_MISMATCH, "mlc_comm_init_rank: MPI process %d joined with another unique id", k);
+        else if (seen[r]++)
+            st = mlc_error(MLC_ERR_MISMATCH, "mlc_comm_init_rank: two MPI processes asked for rank %lld",
+                           (long long)r);
+    }
+    if (st != MLC_SUCCESS) goto out;
+    MPI_Comm nc = MPI_COMM_NULL;
+    rc = MPI_Comm_split(all, 0, boot->rank, &nc);
+    if (rc != MPI_SUCCESS) {
+        st = mlc_mpi_error(rc, "mlc_comm_init_rank: rank %d: MPI_Comm_split", boot->rank);
+        goto out;
+    }
+    st = mlc_mpi_comm_create(comm, nc, true);
+out:
+    if (all != MPI_COMM_NULL) MPI_Comm_free(&all);
+    free(every);
+    free(seen);
+    return st;
+}
+
 mlc_status_t mlc_mpi_init(mlc_comm_t *comm, const mlc_boot_t *boot)
 {
-    if (boot->uid)
-        return mlc_error(MLC_ERR_UNSUPPORTED, "mlc_comm_init_rank does not apply to backend 'mpi': its ranks "
-                         "are MPI's (mlc_comm_init, or mlc_comm_from_mpi from mlcomm_mpi.h)");
     mlc_status_t st = mlc_mpi_env_start(comm->cfg.mpi_thread_level);
     if (st != MLC_SUCCESS) return st;
+    if (boot->uid) return init_by_id(comm, boot);
     if (boot->be_arg) return mlc_mpi_comm_create(comm, *(const MPI_Comm *)boot->be_arg, false);
     int r = -1, p = -1;
     MPI_Comm_rank(MPI_COMM_WORLD, &r);

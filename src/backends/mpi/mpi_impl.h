@@ -15,6 +15,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include "mpi_core_api.h"
 #include "mpi_core_calls.h"
 
@@ -78,6 +79,11 @@ int mlc_mpi_big_type(size_t n, MPI_Datatype elem, size_t es, MPI_Datatype *out);
 
 #define MLC_MPI_COMM_MAGIC 0x4d504943u /* "MPIC" */
 
+/* Control messages: {kind, rank, value} as int64 (mpi_ctrl.c). */
+#define MLC_MPI_CTRL_WORDS 3
+enum { MLC_MPI_CTRL_ABORT = 1, MLC_MPI_CTRL_QUERY, MLC_MPI_CTRL_REPLY };
+#define MLC_MPI_REPLY_SLOTS 8
+
 typedef struct mlc_mpi_handle mlc_mpi_handle_t;
 typedef struct mlc_mpi_op mlc_mpi_op_t;
 
@@ -88,18 +94,21 @@ typedef struct mlc_mpi_comm {
     int tag_ub;              /* MPI_TAG_UB of both */
     int ctrl_tag;            /* on hidden: control messages (= tag_ub) */
     unsigned seq_window;     /* hidden tags: (seq mod window) << MLC_SCHED_KEY_BITS | key */
-    MPI_Request ctrl;        /* posted receive for a control message */
-    int ctrl_msg[2];         /* {MLC_MPI_CTRL_ABORT, rank} */
-    atomic_int abort_pending; /* mlc_comm_abort called; notices not sent yet */
-    int abort_msg[2];        /* the notice we send: {MLC_MPI_CTRL_ABORT, our rank} */
+    MPI_Request ctrl;        /* posted receive for a control message (mpi_ctrl.c) */
+    int64_t ctrl_msg[MLC_MPI_CTRL_WORDS];
+    atomic_int abort_pending; /* MLC_MPI_ABORT_*: mlc_comm_abort called, notices sent */
+    int64_t abort_msg[MLC_MPI_CTRL_WORDS]; /* the notice we send */
     MPI_Request *notices;    /* sends of that notice, one per rank */
     int nnotices;
+    uint64_t started;        /* collectives started here (the last one's seq + 1) */
+    int64_t reply_msg[MLC_MPI_REPLY_SLOTS][MLC_MPI_CTRL_WORDS]; /* answers to queries */
+    MPI_Request reply_req[MLC_MPI_REPLY_SLOTS];
     mlc_mpi_op_t *head, *tail; /* operations in flight, in start order */
     int npolled;             /* of them, the ones only our polling advances (algorithms) */
     mlc_mpi_handle_t *free_handles, *all_handles; /* transport handles for algorithms */
 } mlc_mpi_comm_t;
 
-#define MLC_MPI_CTRL_ABORT 1
+enum { MLC_MPI_ABORT_NONE, MLC_MPI_ABORT_PENDING, MLC_MPI_ABORT_SENT };
 
 /* Build the backend state of comm from `base` (duplicated; base stays the caller's). */
 mlc_status_t mlc_mpi_comm_create(mlc_comm_t *comm, MPI_Comm base, bool adopt);
@@ -111,10 +120,18 @@ void mlc_mpi_destroy(mlc_comm_t *comm);
 void mlc_mpi_abort(mlc_comm_t *comm);
 mlc_status_t mlc_mpi_health(mlc_comm_t *comm);
 int mlc_mpi_tag_max(mlc_comm_t *comm);
+/* mpi_ctrl.c: post / cancel the control receive (and finish our own control sends). */
+mlc_status_t mlc_mpi_ctrl_start(mlc_comm_t *comm);
+void mlc_mpi_ctrl_stop(mlc_mpi_comm_t *c);
 /* Send pending abort notices (owner thread, or any thread at MPI_THREAD_MULTIPLE). */
 void mlc_mpi_flush_abort(mlc_mpi_comm_t *c);
-/* Test the control receive: a peer's abort fails comm. Returns comm's sticky status. */
+/* Service control messages (a peer's abort fails comm; queries are answered).
+ * Returns comm's sticky status. */
 mlc_status_t mlc_mpi_check_ctrl(mlc_comm_t *comm);
+/* The control receive completed with rc (inside a wait): handle and repost. */
+mlc_status_t mlc_mpi_ctrl_arrived(mlc_comm_t *comm, int rc);
+/* At a timeout: ask the peers which of them have not started req's collective. */
+void mlc_mpi_query_peers(const mlc_request_t *req, char *buf, size_t len);
 
 /* ---- operations in flight (mpi_op.c) ------------------------------------------- */
 

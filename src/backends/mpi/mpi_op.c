@@ -303,12 +303,7 @@ mlc_status_t mlc_mpi_wait_native(mlc_request_t *req)
         int rc = MPI_Waitany(op->nreq + 1, op->reqs, &idx, &mst);
         op->reqs[0] = MPI_REQUEST_NULL;
         if (idx == 0) {
-            c->ctrl = MPI_REQUEST_NULL;
-            if (rc == MPI_SUCCESS && c->ctrl_msg[0] == MLC_MPI_CTRL_ABORT) {
-                mlc_comm_fail(comm, MLC_ERR_ABORTED, "rank %d aborted the communicator (mlc_comm_abort)",
-                              c->ctrl_msg[1]);
-                return mlc_comm_check(comm);
-            }
+            if (mlc_mpi_ctrl_arrived(comm, rc) != MLC_SUCCESS) return mlc_comm_check(comm);
             continue;
         }
         int moved = 0;
@@ -380,6 +375,6 @@ void mlc_mpi_pending_peers(const mlc_request_t *req, char *buf, size_t len)
         if (a->peer2 == MLC_ANY_SOURCE) snprintf(buf, len, "%d, any (MLC_ANY_SOURCE)", a->root);
         else snprintf(buf, len, "%d, %d", a->root, a->peer2);
     } else {
-        snprintf(buf, len, "not known (inside MPI's collective: MPI does not say which ranks it waits for)");
+        mlc_mpi_query_peers(req, buf, len);
     }
 }
