@@ -102,6 +102,13 @@ mlc_status_t mlc_exchange_create(mlc_comm_t *comm, const mlc_exchange_config_t *
     ex->geom.domain = ex->cfg.domain;
     for (int d = 0; d < cfg->ndim; d++) ex->geom.periodic[d] = cfg->periodic[d] != 0;
     ex->cfg_hash = config_hash(&ex->cfg);
+    /* The private communicator below has the caller's backend. */
+    st = mlc_xexec_select(comm, getenv("MLC_EXCHANGE_EXEC"), "mlc_exchange_create: MLC_EXCHANGE_EXEC",
+                          &ex->exec);
+    if (st) {
+        free(ex);
+        return st;
+    }
     /* A private context: the exchange's messages never meet the caller's. */
     st = mlc_comm_split(comm, 0, mlc_comm_rank(comm), &ex->priv);
     if (st) {
@@ -118,13 +125,6 @@ mlc_status_t mlc_exchange_create(mlc_comm_t *comm, const mlc_exchange_config_t *
                          mlc_comm_backend(comm), tag_max);
     }
     ex->run_tags = tag_max;
-    const char *forced = getenv("MLC_EXCHANGE_EXEC");
-    st = mlc_xexec_select(ex->priv, forced, "mlc_exchange_create: MLC_EXCHANGE_EXEC", &ex->exec);
-    if (st) {
-        mlc_comm_free(ex->priv);
-        free(ex);
-        return st;
-    }
     *out = ex;
     return MLC_SUCCESS;
 }
