@@ -59,14 +59,7 @@ static void *progress_main(void *arg)
     pthread_mutex_lock(&ep->lock);
     while (!ep->thread_stop) {
         if (ep->async_pending == 0) {
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_nsec += 100000000;
-            if (ts.tv_nsec >= 1000000000) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000;
-            }
-            pthread_cond_timedwait(&ep->cond, &ep->lock, &ts);
+            eng_cond_wait_slice(&ep->cond, &ep->lock);
             continue;
         }
         /* Drive work while it moves; then sleep until a peer writes to us. */
