@@ -4,9 +4,10 @@
  * collectives otherwise (never a thread running the blocking one).
  *
  * Counts above what one MPI call takes (mlc_mpi_limits.count, INT_MAX):
- * reductions are cut into chunks, one collective each, all started at once
- * in the same order on every rank; data movement uses MPI-4's large-count
- * calls where the library has them, else one big datatype per block.
+ * reductions and broadcast are cut into chunks, one collective each, all
+ * started at once in the same order on every rank; the other data movement
+ * uses MPI-4's large-count calls where the library has them, else one big
+ * datatype per block.
  */
 #include <limits.h>
 #include <string.h>
@@ -63,20 +64,52 @@ static mlc_status_t fail_setup(mlc_mpi_op_t *op, mlc_status_t st)
 
 static MPI_Comm comm_of(const mlc_request_t *req) { return ((mlc_mpi_comm_t *)req->comm->impl)->comm; }
 
+/* Elements per chunk: the count limit, and at most INT_MAX bytes (MPICH 4.0
+ * fails nonblocking collectives that move more in one call). */
+static size_t chunk_elems(size_t es)
+{
+    size_t per = mlc_mpi_limits.count;
+    return per > (size_t)INT_MAX / es ? (size_t)INT_MAX / es : per;
+}
+
+static size_t nchunks(size_t n, size_t per) { return n == 0 ? 1 : (n + per - 1) / per; }
+
+/* Elements in chunk k of n. */
+static size_t chunk_len(size_t n, size_t k, size_t per)
+{
+    size_t off = k * per;
+    return n - off < per ? n - off : per;
+}
+
 /* ---- data movement -------------------------------------------------------------- */
 
+/*
+ * Broadcast is cut into chunks of at most the count limit and INT_MAX bytes,
+ * like the reductions: MPICH 4.0's nonblocking broadcast of more than
+ * INT_MAX bytes fails on the receivers, large-count call or not.
+ */
 mlc_status_t mlc_mpi_start_broadcast(mlc_request_t *req)
 {
     const mlc_args_t *a = &req->args;
     mlc_mpi_op_t *op = mlc_mpi_op_init(req);
     bool blk = mlc_mpi_blocking(req);
-    span_t s;
-    mlc_status_t st = span_of(op, a->count, &s);
+    size_t n = a->count, es = a->esize, per = chunk_elems(es), k = nchunks(n, per);
+    MPI_Datatype t;
+    bool owned;
+    mlc_status_t st = mlc_mpi_elem_type(a->dtype, &t, &owned);
+    if (st == MLC_SUCCESS && owned) st = mlc_mpi_op_keep_type(op, t);
+    if (st == MLC_SUCCESS && k > (size_t)INT_MAX / 2)
+        st = mlc_error(MLC_ERR_UNSUPPORTED, "rank %d: broadcast of %zu elements needs %zu MPI calls",
+                       req->comm->rank, n, k);
+    if (st == MLC_SUCCESS && !blk) st = mlc_mpi_op_reserve(op, (int)k);
     if (st != MLC_SUCCESS) return fail_setup(op, st);
     /* MPI broadcasts one buffer: the root's data starts in its recvbuf. */
-    if (req->comm->rank == a->root && !a->inplace && a->count) memcpy(a->recvbuf, a->sendbuf, a->count * a->esize);
-    int rc = s.use_c ? MLC_MPI_ISSUE_C(blk, op, MPI_Bcast_c, MPI_Ibcast_c, a->recvbuf, s.big, s.type, a->root, comm_of(req))
-                     : MLC_MPI_ISSUE(blk, op, MPI_Bcast, MPI_Ibcast, a->recvbuf, s.count, s.type, a->root, comm_of(req));
+    if (req->comm->rank == a->root && !a->inplace && n) memcpy(a->recvbuf, a->sendbuf, n * es);
+    int rc = MPI_SUCCESS;
+    for (size_t i = 0; i < k && rc == MPI_SUCCESS; i++) {
+        rc = MLC_MPI_ISSUE(blk, op, MPI_Bcast, MPI_Ibcast, mlc_mpi_at(a->recvbuf, i * per * es),
+                           (int)chunk_len(n, i, per), t, a->root, comm_of(req));
+    }
     return issued(op, rc, "MPI_Bcast");
 }
 
@@ -153,19 +186,6 @@ mlc_status_t mlc_mpi_start_barrier(mlc_request_t *req)
 
 /* ---- reductions ---------------------------------------------------------------- */
 
-/* Elements in chunk k of n (chunks of the count limit). */
-static size_t chunk_len(size_t n, size_t k)
-{
-    size_t L = mlc_mpi_limits.count, off = k * L;
-    return n - off < L ? n - off : L;
-}
-
-static size_t nchunks(size_t n)
-{
-    size_t L = mlc_mpi_limits.count;
-    return n == 0 ? 1 : (n + L - 1) / L;
-}
-
 /* Type, op and room for `calls` requests; avg divides `avg_buf` at the end. */
 static mlc_status_t reduce_setup(mlc_mpi_op_t *op, size_t calls, bool blk, void *avg_buf, size_t avg_count,
                                  MPI_Datatype *type, MPI_Op *mop)
@@ -189,17 +209,17 @@ mlc_status_t mlc_mpi_start_allreduce(mlc_request_t *req)
     const mlc_args_t *a = &req->args;
     mlc_mpi_op_t *op = mlc_mpi_op_init(req);
     bool blk = mlc_mpi_blocking(req);
-    size_t n = a->count, k = nchunks(n), es = a->esize;
+    size_t n = a->count, es = a->esize, per = chunk_elems(es), k = nchunks(n, per);
     MPI_Datatype t;
     MPI_Op mop;
     mlc_status_t st = reduce_setup(op, k, blk, a->recvbuf, n, &t, &mop);
     if (st != MLC_SUCCESS) return fail_setup(op, st);
     int rc = MPI_SUCCESS;
     for (size_t i = 0; i < k && rc == MPI_SUCCESS; i++) {
-        size_t off = i * mlc_mpi_limits.count * es;
+        size_t off = i * per * es;
         const void *sb = a->inplace ? MPI_IN_PLACE : mlc_mpi_at(a->sendbuf, off);
-        rc = MLC_MPI_ISSUE(blk, op, MPI_Allreduce, MPI_Iallreduce, sb, mlc_mpi_at(a->recvbuf, off), (int)chunk_len(n, i), t, mop,
-                   comm_of(req));
+        rc = MLC_MPI_ISSUE(blk, op, MPI_Allreduce, MPI_Iallreduce, sb, mlc_mpi_at(a->recvbuf, off),
+                           (int)chunk_len(n, i, per), t, mop, comm_of(req));
     }
     return issued(op, rc, "MPI_Allreduce");
 }
@@ -210,17 +230,17 @@ mlc_status_t mlc_mpi_start_reduce(mlc_request_t *req)
     mlc_mpi_op_t *op = mlc_mpi_op_init(req);
     bool blk = mlc_mpi_blocking(req);
     bool root = req->comm->rank == a->root;
-    size_t n = a->count, k = nchunks(n), es = a->esize;
+    size_t n = a->count, es = a->esize, per = chunk_elems(es), k = nchunks(n, per);
     MPI_Datatype t;
     MPI_Op mop;
     mlc_status_t st = reduce_setup(op, k, blk, root ? a->recvbuf : NULL, n, &t, &mop);
     if (st != MLC_SUCCESS) return fail_setup(op, st);
     int rc = MPI_SUCCESS;
     for (size_t i = 0; i < k && rc == MPI_SUCCESS; i++) {
-        size_t off = i * mlc_mpi_limits.count * es;
+        size_t off = i * per * es;
         const void *sb = root && a->inplace ? MPI_IN_PLACE : mlc_mpi_at(a->sendbuf, off);
-        rc = MLC_MPI_ISSUE(blk, op, MPI_Reduce, MPI_Ireduce, sb, root ? mlc_mpi_at(a->recvbuf, off) : NULL, (int)chunk_len(n, i),
-                   t, mop, a->root, comm_of(req));
+        rc = MLC_MPI_ISSUE(blk, op, MPI_Reduce, MPI_Ireduce, sb, root ? mlc_mpi_at(a->recvbuf, off) : NULL,
+                           (int)chunk_len(n, i, per), t, mop, a->root, comm_of(req));
     }
     return issued(op, rc, "MPI_Reduce");
 }
@@ -237,9 +257,9 @@ mlc_status_t mlc_mpi_start_reduce_scatter(mlc_request_t *req)
     mlc_mpi_op_t *op = mlc_mpi_op_init(req);
     bool blk = mlc_mpi_blocking(req);
     int p = req->comm->size, me = req->comm->rank;
-    size_t n = a->count, es = a->esize, bytes = n * es;
-    bool chunked = n > mlc_mpi_limits.count;
-    size_t k = chunked ? nchunks(n) : 1;
+    size_t n = a->count, es = a->esize, bytes = n * es, per = chunk_elems(es);
+    bool chunked = n > per;
+    size_t k = chunked ? nchunks(n, per) : 1;
     MPI_Datatype t;
     MPI_Op mop;
     mlc_status_t st = reduce_setup(op, chunked ? k * (size_t)p : 1, blk, a->recvbuf, n, &t, &mop);
@@ -260,10 +280,10 @@ mlc_status_t mlc_mpi_start_reduce_scatter(mlc_request_t *req)
     }
     for (int r = 0; r < p && rc == MPI_SUCCESS; r++) {
         for (size_t i = 0; i < k && rc == MPI_SUCCESS; i++) {
-            size_t off = i * mlc_mpi_limits.count * es;
+            size_t off = i * per * es;
             const void *sb = r == me && a->inplace ? MPI_IN_PLACE : mlc_mpi_at(a->sendbuf, (size_t)r * bytes + off);
             rc = MLC_MPI_ISSUE(blk, op, MPI_Reduce, MPI_Ireduce, sb, r == me ? mlc_mpi_at(a->recvbuf, off) : NULL,
-                       (int)chunk_len(n, i), t, mop, r, comm_of(req));
+                               (int)chunk_len(n, i, per), t, mop, r, comm_of(req));
         }
     }
     return issued(op, rc, "MPI_Reduce (reduce_scatter block)");

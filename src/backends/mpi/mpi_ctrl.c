@@ -157,7 +157,12 @@ void mlc_mpi_query_peers(const mlc_request_t *req, char *buf, size_t len)
     int all = 0;
     while (!all && now_s() < end) {
         mlc_mpi_check_ctrl(comm);
-        MPI_Testall(p, rr, &all, MPI_STATUSES_IGNORE);
+        all = 1;
+        for (int r = 0; r < p; r++) {
+            int done = 1;
+            if (rr[r] != MPI_REQUEST_NULL) MPI_Test(&rr[r], &done, MPI_STATUS_IGNORE);
+            all &= done;
+        }
         if (!all) {
             struct timespec ts = {0, 1000000};
             nanosleep(&ts, NULL);

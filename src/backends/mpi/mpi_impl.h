@@ -164,7 +164,6 @@ struct mlc_mpi_op {
     size_t recv_cap;       /* bytes */
     MPI_Datatype recv_type;
     MPI_Status recv_status;
-    bool recv_done;
     /* algorithms over MPI point-to-point */
     mlc_exec_t *exec;
 };

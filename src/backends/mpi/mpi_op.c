@@ -192,7 +192,6 @@ static bool request_done(mlc_mpi_op_t *op, int i, int rc, const MPI_Status *st)
     if (i == op->recv_slot) {
         op->recv_status = *st;
         op->recv_status.MPI_ERROR = MPI_SUCCESS; /* single completions leave it unset */
-        op->recv_done = true;
         int cls = rc;
         if (rc != MPI_SUCCESS) MPI_Error_class(rc, &cls);
         if (cls == MPI_ERR_TRUNCATE) {

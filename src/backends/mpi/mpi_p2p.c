@@ -67,7 +67,6 @@ static void blocking_recv_done(mlc_mpi_op_t *op, int rc)
     if (rc != MPI_SUCCESS) MPI_Error_class(rc, &cls);
     op->recv_status.MPI_ERROR = cls == MPI_ERR_TRUNCATE ? MPI_ERR_TRUNCATE : MPI_SUCCESS;
     op->recv_slot = -1; /* reported by op_finish, no request behind it */
-    op->recv_done = true;
 }
 
 mlc_status_t mlc_mpi_start_send(mlc_request_t *req)

@@ -28,7 +28,13 @@ void mlc_mpi_set_limits(size_t count, size_t displ, int large_count_calls)
  * types (2 contiguous bytes), created by mlc_mpi_types_start. */
 static MPI_Datatype dtype_types[MLC_DTYPE_COUNT];
 
-static bool mpi_has_arith(mlc_dtype_t d) { return d >= 0 && d < MLC_DTYPE_COUNT && d != MLC_FLOAT16 && d != MLC_BFLOAT16; }
+/* MPI's own op agrees with mlcomm's kernel on (dtype, op), checked once at
+ * start: MPICH 4.0's unsigned max and min compare as signed. */
+static bool native_ok[MLC_DTYPE_COUNT][MLC_OP_BUILTIN_COUNT];
+static const MPI_Op *const native_ops[MLC_OP_BUILTIN_COUNT] = {
+    [MLC_SUM] = &(const MPI_Op){MPI_SUM}, [MLC_PROD] = &(const MPI_Op){MPI_PROD},
+    [MLC_MAX] = &(const MPI_Op){MPI_MAX}, [MLC_MIN] = &(const MPI_Op){MPI_MIN},
+    [MLC_AVG] = &(const MPI_Op){MPI_SUM}};
 
 /* ---- keyed reduction types ------------------------------------------------------ */
 
@@ -102,6 +108,60 @@ out:
 
 /* ---- setup ----------------------------------------------------------------------- */
 
+enum { PROBES = 8 };
+
+/* Values that tell signed from unsigned and wrap-around from saturation. */
+static void probe_values(mlc_dtype_t d, unsigned char v[PROBES][8])
+{
+    static const float f32[PROBES] = {0.5f, 1.5f, -2.25f, 3e10f, -7e-5f, 1.0f, 1024.0f, -3.0f};
+    static const double f64[PROBES] = {0.5, 1.5, -2.25, 3e200, -7e-5, 1.0, 1024.0, -3.0};
+    size_t e = mlc_dtype_size(d);
+    memset(v, 0, (size_t)PROBES * 8);
+    if (d == MLC_FLOAT32) {
+        for (int k = 0; k < PROBES; k++) memcpy(v[k], &f32[k], 4);
+        return;
+    }
+    if (d == MLC_FLOAT64) {
+        for (int k = 0; k < PROBES; k++) memcpy(v[k], &f64[k], 8);
+        return;
+    }
+    /* little-endian integers of e bytes */
+    const unsigned char top[PROBES] = {0x00, 0x00, 0x7f, 0x80, 0xff, 0x90, 0x50, 0x00};
+    const unsigned char low[PROBES] = {0x00, 0x00, 0xff, 0x00, 0xff, 0x12, 0x34, 0x00};
+    for (int k = 0; k < PROBES; k++) {
+        memset(v[k], low[k], e);
+        v[k][e - 1] = top[k];
+    }
+    v[1][0] = 1;
+    v[7][0] = 3;
+}
+
+static void check_native_ops(void)
+{
+    for (mlc_dtype_t d = 0; d < MLC_DTYPE_COUNT; d++) {
+        if (d == MLC_FLOAT16 || d == MLC_BFLOAT16) continue;
+        size_t e = mlc_dtype_size(d);
+        unsigned char v[PROBES][8], in[PROBES * 8], mine[PROBES * 8], theirs[PROBES * 8];
+        probe_values(d, v);
+        for (int k = 0; k < PROBES; k++) {
+            memcpy(in + k * e, v[k], e);
+            memcpy(mine + k * e, v[(k + 3) % PROBES], e);
+        }
+        for (mlc_op_t op = MLC_SUM; op <= MLC_MIN; op++) {
+            memcpy(theirs, mine, PROBES * e);
+            unsigned char want[PROBES * 8];
+            memcpy(want, mine, PROBES * e);
+            mlc_reduce_apply(in, want, PROBES, d, op);
+            int rc = MPI_Reduce_local(in, theirs, PROBES, dtype_types[d], *native_ops[op]);
+            native_ok[d][op] = rc == MPI_SUCCESS && memcmp(theirs, want, PROBES * e) == 0;
+            if (!native_ok[d][op])
+                MLC_INFO("MPI's %s on %s disagrees with mlcomm's; it is reduced with a user-defined MPI op",
+                         mlc_op_name(op), mlc_dtype_name(d));
+        }
+        native_ok[d][MLC_AVG] = native_ok[d][MLC_SUM];
+    }
+}
+
 mlc_status_t mlc_mpi_types_start(void)
 {
     const MPI_Datatype basic[MLC_DTYPE_COUNT] = {
@@ -119,6 +179,7 @@ mlc_status_t mlc_mpi_types_start(void)
     if (rc == MPI_SUCCESS) rc = MPI_Op_create(keyed_reduce, 1, &user_op_commute);
     if (rc == MPI_SUCCESS) rc = MPI_Op_create(keyed_reduce, 0, &user_op_ordered);
     if (rc != MPI_SUCCESS) return mlc_mpi_error(rc, "backend 'mpi': creating its datatypes and ops");
+    check_native_ops();
     return MLC_SUCCESS;
 }
 
@@ -139,14 +200,9 @@ mlc_status_t mlc_mpi_elem_type(mlc_dtype_t dtype, MPI_Datatype *type, bool *owne
 
 mlc_status_t mlc_mpi_reduce_type(mlc_dtype_t dtype, mlc_op_t op, MPI_Datatype *type, MPI_Op *mop)
 {
-    if (mpi_has_arith(dtype) && op >= 0 && op < MLC_OP_BUILTIN_COUNT) {
+    if (dtype >= 0 && dtype < MLC_DTYPE_COUNT && op >= 0 && op < MLC_OP_BUILTIN_COUNT && native_ok[dtype][op]) {
         *type = dtype_types[dtype];
-        switch (op) {
-        case MLC_PROD: *mop = MPI_PROD; break;
-        case MLC_MAX: *mop = MPI_MAX; break;
-        case MLC_MIN: *mop = MPI_MIN; break;
-        default: *mop = MPI_SUM; break; /* sum, avg */
-        }
+        *mop = *native_ops[op]; /* avg: sum, divided at the end */
         return MLC_SUCCESS;
     }
     mlc_status_t st = keyed_type(dtype, op, type);
