@@ -121,7 +121,7 @@ typedef struct mlc_exchange_info {
     uint64_t cache_hits;      /* builds answered by the cached plan */
     uint64_t runs;            /* exchanges started */
     uint64_t layout_hash;     /* hash of this rank's boxes, config and view order */
-    const char *executor;     /* name of what moves the data ("p2p"); static storage */
+    const char *executor;     /* what moves the data ("p2p", "mpi_pack", "mpi_subarray"); static */
 } mlc_exchange_info_t;
 
 /**
@@ -182,6 +182,19 @@ MLC_API mlc_status_t mlc_exchange_set_topology_version(mlc_exchange_t *ex, uint6
  * configs), BUSY (in flight), communication errors.
  */
 MLC_API mlc_status_t mlc_exchange_build(mlc_exchange_t *ex);
+
+/**
+ * Choose what moves the data: "auto" (or NULL: the default order), "p2p"
+ * (packed messages over mlc_send/mlc_recv, every backend), and on the mpi
+ * backend "mpi_pack" (packed messages, persistent MPI requests on the
+ * library's own buffers) or "mpi_subarray" (MPI_Type_create_subarray over
+ * each view's parent, no packing). The environment variable
+ * MLC_EXCHANGE_EXEC sets the same at mlc_exchange_create. Every rank must
+ * choose the same. Local: a built plan keeps working (its executor state is
+ * made again). Errors: INVALID_ARG (unknown name), UNSUPPORTED (the executor
+ * cannot serve this backend), BUSY (in flight), NO_MEMORY.
+ */
+MLC_API mlc_status_t mlc_exchange_set_executor(mlc_exchange_t *ex, const char *name);
 
 /**
  * Begin one exchange: post the receives, pack and send one message per

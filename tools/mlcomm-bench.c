@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "bench_model.h"
 #include "bench_run.h"
 
 typedef struct thread_rank {
@@ -81,6 +82,7 @@ static int run_process(const mlc_bench_opts_t *o)
 
 int main(int argc, char **argv)
 {
+    if (mlc_bench_model_wanted(argc, argv)) return mlc_bench_model_main(argc, argv);
     mlc_bench_opts_t o;
     int rc = mlc_bench_parse(argc, argv, &o);
     if (rc != 0) return rc > 0 ? 0 : MLC_BENCH_EXIT_USAGE;

@@ -26,7 +26,9 @@ const mlc_algo_t *mlc_algo_select(const mlc_coll_desc_t *d, const mlc_cost_model
     for (const mlc_algo_t *a = mlc_algos; a->name; a++) {
         if (a->coll != d->coll || (!d->commutative && !a->order_preserving)) continue;
         double t = mlc_algo_predict(a, d, m);
-        if (!best || t < best_t) best = a, best_t = t;
+        /* Equal costs up to rounding keep the earlier algorithm, so the choice
+         * does not flip back and forth between formulas that agree. */
+        if (!best || t < best_t * (1.0 - 1e-9)) best = a, best_t = t;
     }
     return best;
 }

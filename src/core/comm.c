@@ -130,10 +130,11 @@ static void random_hex(char *out, size_t nbytes)
     for (size_t i = 0; i < nbytes; i++) sprintf(out + 2 * i, "%02x", raw[i]);
 }
 
-static mlc_status_t create(const mlc_cfg_t *cfg, const mlc_boot_t *boot, mlc_comm_t **out)
+/* be == NULL: choose the backend from cfg. */
+static mlc_status_t create(const mlc_cfg_t *cfg, const mlc_boot_t *boot, const mlc_backend_t *be,
+                           mlc_comm_t **out)
 {
-    const mlc_backend_t *be;
-    mlc_status_t st = mlc_backend_select(cfg, &be);
+    mlc_status_t st = be ? MLC_SUCCESS : mlc_backend_select(cfg, &be);
     if (st != MLC_SUCCESS) return st;
     mlc_comm_t *c = mlc_comm_alloc();
     if (!c) return mlc_error(MLC_ERR_NO_MEMORY, "mlc_comm_init: out of memory");
@@ -147,6 +148,7 @@ static mlc_status_t create(const mlc_cfg_t *cfg, const mlc_boot_t *boot, mlc_com
     st = check_agreement(c);
     if (st == MLC_SUCCESS) st = mlc_model_agree(c);
     c->internal_depth--;
+    c->coll_seq = 0; /* init's own collectives are complete: the user's first is #0 */
     if (st == MLC_SUCCESS) st = mlc_prof_open(c);
     if (st != MLC_SUCCESS) {
         be->destroy(c);
@@ -177,7 +179,34 @@ mlc_status_t mlc_comm_init(const mlc_config_t *cfg_in, mlc_comm_t **out)
         random_hex(cfg.job_id, 8);
     }
     mlc_boot_t boot = {cfg.rank, cfg.world_size, cfg.local_rank, cfg.local_size, cfg.job_id, NULL};
-    return create(&cfg, &boot, out);
+    return create(&cfg, &boot, NULL, out);
+}
+
+mlc_status_t mlc_comm_create_with(const mlc_backend_t *be, const mlc_config_t *cfg_in, const mlc_boot_t *boot_in,
+                                  mlc_comm_t **out)
+{
+    mlc_error_clear();
+    if (!be || !boot_in || !out)
+        return mlc_error(MLC_ERR_INVALID_ARG, "mlc_comm_create_with: %s is NULL", !be ? "be" : !boot_in ? "boot" : "out");
+    if (boot_in->size < 1 || boot_in->rank < 0 || boot_in->rank >= boot_in->size)
+        return mlc_error(MLC_ERR_INVALID_ARG, "mlc_comm_create_with: rank %d of %d is out of range", boot_in->rank,
+                         boot_in->size);
+    mlc_cfg_t cfg;
+    mlc_status_t st = mlc_config_resolve(cfg_in, &cfg);
+    if (st != MLC_SUCCESS) return st;
+    mlc_log_configure(cfg.log_level, cfg.log_file);
+    /* Rank and size come from whoever handed the communicator over, not the environment. */
+    snprintf(cfg.backend, sizeof cfg.backend, "%s", be->name);
+    cfg.rank = boot_in->rank;
+    cfg.world_size = boot_in->size;
+    cfg.local_rank = boot_in->local_rank;
+    cfg.local_size = boot_in->local_size;
+    cfg.rank_source = "handed over";
+    if (boot_in->job_id && boot_in->job_id[0]) snprintf(cfg.job_id, sizeof cfg.job_id, "%s", boot_in->job_id);
+    else if (!cfg.job_id[0]) random_hex(cfg.job_id, 8);
+    mlc_boot_t boot = *boot_in;
+    boot.job_id = cfg.job_id;
+    return create(&cfg, &boot, be, out);
 }
 
 mlc_status_t mlc_get_unique_id(mlc_unique_id_t *id)
@@ -203,13 +232,14 @@ mlc_status_t mlc_comm_init_rank(const mlc_unique_id_t *id, int nranks, int rank,
     mlc_status_t st = mlc_config_resolve(cfg_in, &cfg);
     if (st != MLC_SUCCESS) return st;
     mlc_log_configure(cfg.log_level, cfg.log_file);
-    if (!cfg_in || !cfg_in->backend) snprintf(cfg.backend, sizeof cfg.backend, "threads");
+    /* Ranks joining a unique id are threads unless the caller or MLC_BACKEND says otherwise. */
+    if (!cfg.backend[0] || strcmp(cfg.backend, "auto") == 0) snprintf(cfg.backend, sizeof cfg.backend, "threads");
     cfg.rank = cfg.local_rank = rank;
     cfg.world_size = cfg.local_size = nranks;
     cfg.rank_source = "mlc_comm_init_rank";
     snprintf(cfg.job_id, sizeof cfg.job_id, "%s", id->internal + strlen(MLC_UID_MAGIC));
     mlc_boot_t boot = {rank, nranks, rank, nranks, cfg.job_id, id};
-    return create(&cfg, &boot, out);
+    return create(&cfg, &boot, NULL, out);
 }
 
 mlc_status_t mlc_comm_init_all(int n, const mlc_config_t *cfg_in, mlc_comm_t **comms)

@@ -24,6 +24,7 @@
     X(MLC_PROFILE, "", "write a Chrome/Perfetto trace per rank; %r = rank; 'stats' = no file") \
     X(MLC_MEMORY, "host", "buffer memory kind: host, cuda, rocm, auto")                        \
     X(MLC_MPI_THREAD_LEVEL, "multiple", "MPI thread level: single, funneled, serialized, multiple") \
+    X(MLC_EXCHANGE_EXEC, "auto", "exchange executor: auto, mpi_pack, mpi_subarray, p2p")        \
     X(MLC_CMA, "1", "shm: single-copy transfers with process_vm_readv where allowed (0/1)")    \
     X(MLC_ALGO_BROADCAST, "auto", "force the broadcast algorithm")                              \
     X(MLC_ALGO_REDUCE, "auto", "force the reduce algorithm")                                    \

@@ -15,7 +15,8 @@
 #include "profile.h"
 
 #define MLC_REQ_CHUNK 32
-#define MLC_SPIN_ROUNDS 2000       /* progress calls without progress before sleeping */
+#define MLC_SPIN_SECONDS 0.002     /* spin (yielding when oversubscribed) this long before sleeping */
+#define MLC_SPIN_CHECK 64          /* progress calls between clock reads while spinning */
 #define MLC_IDLE_SLICE_S 0.1       /* longest sleep between checks (DESIGN.md: ~100 ms) */
 
 typedef struct mlc_req_chunk {
@@ -149,8 +150,12 @@ mlc_status_t mlc_request_wait_internal(mlc_request_t *req)
     }
 
     double timeout = comm->cfg.timeout_s;
-    double last_progress = 0; /* read the clock only once we stop making progress */
-    int idle_rounds = 0;
+    /* Spin on progress for a couple of milliseconds (a collective's peers
+     * usually arrive within that), then sleep in slices: waking a sleeper costs
+     * a scheduler round trip, which on a loaded or oversubscribed host is
+     * milliseconds. The clock is read only every MLC_SPIN_CHECK calls. */
+    double last_progress = 0, spin_until = 0;
+    int calls = 0;
     for (;;) {
         int progressed = 0;
         mlc_status_t st = be->progress(comm, &progressed);
@@ -160,15 +165,19 @@ mlc_status_t mlc_request_wait_internal(mlc_request_t *req)
             return fail_pending(req, failed ? failed : st);
         }
         if (progressed) {
-            idle_rounds = 0;
-            last_progress = 0;
+            last_progress = spin_until = 0;
+            calls = 0;
             continue;
         }
-        if (++idle_rounds < MLC_SPIN_ROUNDS) continue;
+        if (++calls % MLC_SPIN_CHECK != 0) continue;
+        double now = mlc_now();
+        if (spin_until == 0) spin_until = now + MLC_SPIN_SECONDS;
+        if (now < spin_until) continue;
 
         /* Slow path: health, deadline, then sleep a slice. */
-        double now = mlc_now();
         if (last_progress == 0) last_progress = now;
+        failed = atomic_load(&comm->failed);
+        if (failed) return fail_pending(req, failed);
         st = be->health(comm);
         if (is_done(req)) return finish(req);
         if (st != MLC_SUCCESS) return fail_pending(req, st);
@@ -191,7 +200,7 @@ mlc_status_t mlc_request_wait_internal(mlc_request_t *req)
             struct timespec ts = {0, 200000};
             nanosleep(&ts, NULL);
         }
-        idle_rounds = MLC_SPIN_ROUNDS - 50; /* after a sleep, spin briefly again */
+        spin_until = mlc_now() + MLC_SPIN_SECONDS / 4; /* after a wake-up, spin briefly again */
     }
 }
 

@@ -102,6 +102,13 @@ mlc_status_t mlc_exchange_create(mlc_comm_t *comm, const mlc_exchange_config_t *
     ex->geom.domain = ex->cfg.domain;
     for (int d = 0; d < cfg->ndim; d++) ex->geom.periodic[d] = cfg->periodic[d] != 0;
     ex->cfg_hash = config_hash(&ex->cfg);
+    /* The private communicator below has the caller's backend. */
+    st = mlc_xexec_select(comm, getenv("MLC_EXCHANGE_EXEC"), "mlc_exchange_create: MLC_EXCHANGE_EXEC",
+                          &ex->exec);
+    if (st) {
+        free(ex);
+        return st;
+    }
     /* A private context: the exchange's messages never meet the caller's. */
     st = mlc_comm_split(comm, 0, mlc_comm_rank(comm), &ex->priv);
     if (st) {
@@ -118,7 +125,6 @@ mlc_status_t mlc_exchange_create(mlc_comm_t *comm, const mlc_exchange_config_t *
                          mlc_comm_backend(comm), tag_max);
     }
     ex->run_tags = tag_max;
-    ex->exec = mlc_xexec_select(ex->priv);
     *out = ex;
     return MLC_SUCCESS;
 }
@@ -274,6 +280,28 @@ mlc_status_t mlc_exchange_build(mlc_exchange_t *ex)
     ex->plan_version = ex->version;
     ex->views_changed = false;
     ex->builds++;
+    return MLC_SUCCESS;
+}
+
+mlc_status_t mlc_exchange_set_executor(mlc_exchange_t *ex, const char *name)
+{
+    mlc_error_clear();
+    if (!ex) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_exchange_set_executor: NULL ex");
+    if (ex->in_flight)
+        return mlc_error(MLC_ERR_BUSY, "mlc_exchange_set_executor: an exchange is in flight");
+    const mlc_xexec_t *x;
+    mlc_status_t st = mlc_xexec_select(ex->priv, name, "mlc_exchange_set_executor", &x);
+    if (st) return st;
+    if (x == ex->exec) return MLC_SUCCESS;
+    if (ex->built) {
+        /* The plan stays; only its executor state is made again. */
+        void *state = NULL;
+        st = x->prepare(&ex->plan, ex->priv, &state);
+        if (st) return st;
+        ex->exec->release(ex->exec_state);
+        ex->exec_state = state;
+    }
+    ex->exec = x;
     return MLC_SUCCESS;
 }
 

@@ -29,15 +29,28 @@ typedef struct mlc_xexec {
     void (*release)(void *state);
 } mlc_xexec_t;
 
-/* X(identifier): tried in order, the first that applies serves the plan. */
-#define MLC_XEXEC_LIST(X) X(p2p)
+/*
+ * X(identifier): tried in order, the first that is present and applies
+ * serves the plan (the order is the default choice; MLC_EXCHANGE_EXEC or
+ * mlc_exchange_set_executor force one). mlc_xexec_lookup_<id>() returns the
+ * executor, or NULL when this process does not have it (the MPI executors
+ * live in the MPI module: xexec_mpi.h).
+ */
+#define MLC_XEXEC_LIST(X) X(mpi_pack) X(mpi_subarray) X(p2p)
 
-#define MLC_X_DECL(id) extern const mlc_xexec_t mlc_xexec_##id;
+extern const mlc_xexec_t mlc_xexec_p2p;
+#define MLC_X_DECL(id) const mlc_xexec_t *mlc_xexec_lookup_##id(void);
 MLC_XEXEC_LIST(MLC_X_DECL)
 #undef MLC_X_DECL
 
-/* The executor for comm (p2p applies everywhere, so never NULL). */
-const mlc_xexec_t *mlc_xexec_select(mlc_comm_t *comm);
+/*
+ * The executor for comm: `name` (NULL, "" or "auto": the first in
+ * MLC_XEXEC_LIST that applies; p2p applies everywhere). A named executor
+ * that is unknown or cannot serve comm is INVALID_ARG / UNSUPPORTED, the
+ * message naming what there is. `what` prefixes the message.
+ */
+mlc_status_t mlc_xexec_select(mlc_comm_t *comm, const char *name, const char *what,
+                              const mlc_xexec_t **out);
 
 /* Local copies of a plan, shared by executors: provide -> need inside this rank. */
 void mlc_xexec_local_copies(const mlc_xplan_t *plan, const mlc_xbind_t *b);

@@ -353,6 +353,29 @@ static void *abort_thread(void *p)
     return NULL;
 }
 
+/* Rank 0 stays out of an allreduce and aborts from a helper thread while
+ * the others wait in it: they are released with MLC_ERR_ABORTED. */
+static int abort_releases_collective(mlc_comm_t *comm)
+{
+    mlc_comm_t *sub = NULL;
+    if (mlc_comm_size(comm) < 2) return 0;
+    CHECK_OK(mlc_comm_split(comm, 0, 0, &sub));
+    float x[1000] = {0}, y[1000];
+    if (mlc_comm_rank(sub) == 0) {
+        abort_later_t arg = {sub, 200};
+        pthread_t tid;
+        CHECK(pthread_create(&tid, NULL, abort_thread, &arg) == 0, "pthread_create");
+        pthread_join(tid, NULL);
+    } else {
+        mlc_status_t st = mlc_allreduce(x, y, 1000, MLC_FLOAT32, MLC_SUM, sub, NULL);
+        CHECK(st == MLC_ERR_ABORTED, "allreduce waiting for the aborting rank -> %s (%s)",
+              mlc_status_name(st), mlc_last_error());
+    }
+    CHECK_RUN(all_calls_fail(comm, sub, MLC_ERR_ABORTED));
+    CHECK_OK(mlc_comm_free(sub));
+    return 0;
+}
+
 /* mlc_comm_abort from another thread releases a blocked receive and fails
  * a pending asynchronous one. Every rank does it to its own rank. */
 static int abort_from_thread(mlc_comm_t *comm)
@@ -421,6 +444,7 @@ static int body(mlc_comm_t *comm)
 
     CHECK_RUN(abort_seen_by_peers(comm));
     CHECK_RUN(abort_from_thread(comm));
+    CHECK_RUN(abort_releases_collective(comm));
     CHECK_RUN(many_aborts_at_once(comm));
     CHECK(mlc_comm_free(NULL) == MLC_SUCCESS, "mlc_comm_free(NULL)");
     mlc_test_free(a);

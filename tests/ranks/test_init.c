@@ -1,8 +1,9 @@
 /*
  * Communicator creation besides the harness's own: mlc_comm_init_rank with a
  * unique id made by rank 0 and broadcast (same backend as the world, ranks
- * in order and reversed), the version string, and per-collective profile
- * statistics (run with MLC_PROFILE=stats).
+ * in order and reversed), the version string, per-collective profile
+ * statistics (run with MLC_PROFILE=stats) and an algorithm forced from the
+ * environment (run with MLC_ALGO_ALLREDUCE=ring) on every communicator.
  */
 #include "harness.h"
 
@@ -41,6 +42,19 @@ static int body(mlc_comm_t *comm)
     CHECK_OK(mlc_allgather(&me, all, 1, MLC_INT32, reversed, NULL));
     for (int q = 0; q < p; q++)
         CHECK(all[q] == p - 1 - q, "rank %d of the reversed communicator is world rank %d", q, all[q]);
+
+    const char *forced = getenv("MLC_ALGO_ALLREDUCE"), *names[32];
+    if (forced && mlc_test_algos(comm, MLC_COLL_ALLREDUCE, names, 32) > 0) {
+        static const size_t sizes[] = {8, 4096, 1u << 24};
+        for (size_t k = 0; k < 3; k++) {
+            const char *a = NULL, *b = NULL;
+            CHECK_OK(mlc_comm_get_algo(comm, MLC_COLL_ALLREDUCE, sizes[k], &a));
+            CHECK_OK(mlc_comm_get_algo(reversed, MLC_COLL_ALLREDUCE, sizes[k], &b));
+            CHECK(a && b && strcmp(a, forced) == 0 && strcmp(b, forced) == 0,
+                  "MLC_ALGO_ALLREDUCE=%s but %zu bytes get %s (world) and %s (joined)", forced,
+                  sizes[k], a ? a : "(null)", b ? b : "(null)");
+        }
+    }
 
     /* Five allreduces and a barrier, then the statistics say so. */
     double x[100], y[100];

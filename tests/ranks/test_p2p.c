@@ -170,6 +170,26 @@ static int truncation(mlc_comm_t *comm, int next, int prev)
     CHECK(names_both(mlc_last_error(), "400", "200") || names_both(mlc_last_error(), "100", "50"),
           "async truncation message does not name both sizes: \"%s\"", mlc_last_error());
     CHECK_OK(mlc_request_wait(&reqs[0]));
+
+    /* wait_all returns the first error and reports every request's status. */
+    mlc_request_t *sends[3], *recvs[3];
+    int32_t a[10], b[50], c[10];
+    CHECK_OK(mlc_send(after, 10, MLC_INT32, next, 20, comm, &sends[0]));
+    CHECK_OK(mlc_send(big, 100, MLC_INT32, next, 21, comm, &sends[1]));
+    CHECK_OK(mlc_send(after, 10, MLC_INT32, next, 22, comm, &sends[2]));
+    CHECK_OK(mlc_recv(a, 10, MLC_INT32, prev, 20, comm, NULL, &recvs[0]));
+    CHECK_OK(mlc_recv(b, 50, MLC_INT32, prev, 21, comm, NULL, &recvs[1]));
+    CHECK_OK(mlc_recv(c, 10, MLC_INT32, prev, 22, comm, NULL, &recvs[2]));
+    mlc_status_t rs[3] = {MLC_ERR_INTERNAL, MLC_ERR_INTERNAL, MLC_ERR_INTERNAL};
+    st = mlc_request_wait_all(3, recvs, rs);
+    CHECK(st == MLC_ERR_TRUNCATE, "wait_all over one truncated receive -> %s", mlc_status_name(st));
+    CHECK(rs[0] == MLC_SUCCESS && rs[1] == MLC_ERR_TRUNCATE && rs[2] == MLC_SUCCESS,
+          "wait_all statuses %s %s %s", mlc_status_name(rs[0]), mlc_status_name(rs[1]),
+          mlc_status_name(rs[2]));
+    CHECK(!recvs[0] && !recvs[1] && !recvs[2], "wait_all left a request set");
+    CHECK(a[9] == 5009 && c[0] == 5000, "the receives around the truncated one: %d %d", a[9], c[0]);
+    CHECK_OK(mlc_request_wait_all(3, sends, NULL));
+    CHECK(mlc_comm_status(comm) == MLC_SUCCESS, "truncation made the communicator fail");
     return 0;
 }
 

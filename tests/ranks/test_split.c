@@ -2,8 +2,10 @@
  * mlc_comm_split: uneven colours, keys that reverse the order, ties broken
  * by parent rank, MLC_UNDEFINED, collectives and p2p on subgroups while the
  * parent carries traffic with the same tags, nested splits, and many
- * split/free cycles.
+ * split/free cycles, and two communicators driven at the same time by two
+ * threads of every rank.
  */
+#include <pthread.h>
 #include "harness.h"
 
 /* Check the new communicator holds `members` (parent ranks, in new-rank
@@ -157,6 +159,54 @@ static int ties_and_cycles(mlc_comm_t *comm)
     return 0;
 }
 
+typedef struct worker {
+    mlc_comm_t *comm;
+    int salt, failed;
+    char why[256];
+} worker_t;
+
+/* 200 allreduces and p2p ring exchanges on one communicator. */
+static void *drive(void *arg)
+{
+    worker_t *w = arg;
+    int p = mlc_comm_size(w->comm), r = mlc_comm_rank(w->comm);
+    int next = (r + 1) % p, prev = (r + p - 1) % p;
+    int32_t v[33], sum[33], in = -1, out;
+    for (int it = 0; it < 200 && !w->failed; it++) {
+        for (int i = 0; i < 33; i++) v[i] = r * w->salt + i + it;
+        mlc_status_t st = mlc_allreduce(v, sum, 33, MLC_INT32, MLC_SUM, w->comm, NULL);
+        out = w->salt * 1000 + r;
+        if (st == MLC_SUCCESS)
+            st = mlc_sendrecv(&out, 1, next, 1, &in, 1, prev, 1, MLC_INT32, w->comm, NULL, NULL);
+        if (st != MLC_SUCCESS) {
+            snprintf(w->why, sizeof w->why, "iteration %d: %s: %s", it, mlc_status_name(st), mlc_last_error());
+            w->failed = 1;
+        } else if (sum[5] != w->salt * p * (p - 1) / 2 + p * (5 + it) || in != w->salt * 1000 + prev) {
+            snprintf(w->why, sizeof w->why, "iteration %d: allreduce %d, ring %d", it, sum[5], in);
+            w->failed = 1;
+        }
+    }
+    return NULL;
+}
+
+/* Different communicators may be used from different threads at once. */
+static int two_threads_two_comms(mlc_comm_t *comm)
+{
+    mlc_comm_t *a = NULL, *b = NULL;
+    CHECK_OK(mlc_comm_split(comm, 0, 0, &a));
+    CHECK_OK(mlc_comm_split(comm, 0, -mlc_comm_rank(comm), &b)); /* reversed order */
+    worker_t wa = {a, 3, 0, ""}, wb = {b, 7, 0, ""};
+    pthread_t tid;
+    CHECK(pthread_create(&tid, NULL, drive, &wa) == 0, "pthread_create");
+    drive(&wb);
+    pthread_join(tid, NULL);
+    CHECK(!wa.failed, "communicator a (its own thread): %s", wa.why);
+    CHECK(!wb.failed, "communicator b (main thread): %s", wb.why);
+    CHECK_OK(mlc_comm_free(a));
+    CHECK_OK(mlc_comm_free(b));
+    return 0;
+}
+
 static int body(mlc_comm_t *comm)
 {
     mlc_comm_t *sub = NULL;
@@ -168,6 +218,7 @@ static int body(mlc_comm_t *comm)
     CHECK_RUN(nested(comm, sub));
     CHECK_OK(mlc_comm_free(sub));
     CHECK_RUN(ties_and_cycles(comm));
+    CHECK_RUN(two_threads_two_comms(comm));
     CHECK(mlc_comm_free(NULL) == MLC_SUCCESS, "mlc_comm_free(NULL) failed");
     CHECK(!mlc_test_any_failed(comm, 0), "another rank failed");
     return 0;

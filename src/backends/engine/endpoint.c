@@ -59,14 +59,7 @@ static void *progress_main(void *arg)
     pthread_mutex_lock(&ep->lock);
     while (!ep->thread_stop) {
         if (ep->async_pending == 0) {
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_nsec += 100000000;
-            if (ts.tv_nsec >= 1000000000) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000;
-            }
-            pthread_cond_timedwait(&ep->cond, &ep->lock, &ts);
+            eng_cond_wait_slice(&ep->cond, &ep->lock);
             continue;
         }
         /* Drive work while it moves; then sleep until a peer writes to us. */
@@ -159,13 +152,19 @@ void eng_ep_unref(eng_ep_t *ep)
         ep->acks = a->next;
         free(a);
     }
-    /* Sends still queued (their communicators were freed): drop them. */
+    /* Sends still queued (their communicators were freed): drop them; the
+     * cancelled ones among them are orphans, freed next. */
     for (int d = 0; d < ep->wsize; d++)
         while (ep->sendq_head[d]) {
             eng_op_t *o = ep->sendq_head[d];
             ep->sendq_head[d] = o->next;
-            free(o);
+            if (!o->cancelled) free(o);
         }
+    while (ep->orphans) {
+        eng_op_t *o = ep->orphans;
+        ep->orphans = o->orphan_next;
+        free(o);
+    }
     free(ep->sendq_head);
     free(ep->sendq_tail);
     free(ep->in);

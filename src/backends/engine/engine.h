@@ -24,6 +24,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <time.h>
 #include "algos/exec.h"
 #include "comm.h"
 
@@ -92,6 +93,7 @@ typedef struct eng_ep eng_ep_t;
 /* One point-to-point operation (user send/recv or a collective step). */
 struct eng_op {
     eng_op_t *next;
+    eng_op_t *orphan_next; /* on ep->orphans once cancelled while a peer may still touch it */
     bool is_send, done, cancelled;
     mlc_status_t status;
     char err[160];
@@ -160,6 +162,7 @@ struct eng_ep {
     eng_unexp_t *ux_head, *ux_tail;
     eng_ack_t *acks;
     eng_op_t *free_ops;
+    eng_op_t *orphans;     /* cancelled ops a peer may still complete (streaming, awaiting ACK): freed with the endpoint */
     /* active collectives of every communicator on this endpoint */
     struct eng_coll *colls;
     int refs;              /* communicators using this endpoint */
@@ -210,6 +213,19 @@ mlc_status_t eng_direct_start(mlc_request_t *req, eng_direct_t *d);
 /* 1 = complete, 0 = waiting, < 0 = error. */
 int eng_direct_progress(mlc_request_t *req, eng_direct_t *d, int *moved);
 void eng_direct_cancel(eng_direct_t *d);
+
+/* Wait on cond for at most 100 ms (waits re-check abort, death and deadlines). */
+static inline void eng_cond_wait_slice(pthread_cond_t *cond, pthread_mutex_t *lock)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 100000000;
+    if (ts.tv_nsec >= 1000000000) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000;
+    }
+    pthread_cond_timedwait(cond, lock, &ts);
+}
 
 /* --- segment layout ------------------------------------------------------ */
 size_t eng_seg_size(int nranks, size_t *ring_bytes);

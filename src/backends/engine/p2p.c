@@ -302,12 +302,9 @@ static void on_rndv(eng_ep_t *ep, int src, const eng_hdr_t *h)
 static void on_ack(eng_ep_t *ep, uint64_t cookie)
 {
     eng_op_t *op = (eng_op_t *)(uintptr_t)cookie;
-    if (op->cancelled) {
-        eng_op_put(ep, op);
-        return;
-    }
+    (void)ep;
     op->got = op->bytes;
-    op_done(op, MLC_SUCCESS);
+    op_done(op, MLC_SUCCESS); /* a cancelled one stays on ep->orphans */
 }
 
 /* Consume what rank src has written to us. Returns 1 if anything moved. */
@@ -402,10 +399,7 @@ static int push_sends(eng_ep_t *ep, int dst)
         }
         if (op->got < op->bytes) break;
         sendq_pop(ep, dst);
-        if (op->cancelled)
-            eng_op_put(ep, op);
-        else
-            op_done(op, MLC_SUCCESS);
+        op_done(op, MLC_SUCCESS); /* a cancelled one stays on ep->orphans */
     }
     if (moved) {
         atomic_store_explicit(&h->head, head, memory_order_release);
@@ -537,7 +531,10 @@ void eng_op_cancel(eng_ep_t *ep, eng_op_t *op)
             if (ep->sendq_tail[op->peer] == op) ep->sendq_tail[op->peer] = prev;
             eng_op_put(ep, op);
         }
-        /* else: streaming (finishes with zeros) or awaiting an ACK (freed then) */
+        /* Streaming (finishes with zeros) or awaiting an ACK that may never come
+         * (dead peer): it lives until the endpoint goes. */
+        op->orphan_next = ep->orphans;
+        ep->orphans = op;
         return;
     }
     eng_op_t *prev = NULL;

@@ -92,14 +92,7 @@ static mlc_status_t join_unique_id(mlc_comm_t *comm, const mlc_boot_t *boot)
             j->joined--;
             break;
         }
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 100000000;
-        if (ts.tv_nsec >= 1000000000) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000;
-        }
-        pthread_cond_timedwait(&jobs_cond, &jobs_lock, &ts);
+        eng_cond_wait_slice(&jobs_cond, &jobs_lock);
     }
     if (st == MLC_SUCCESS && atomic_fetch_add(&seg->nattached, 1) + 1 == seg->nranks) {
         /* Everyone is in: forget the id (the segment lives on with its endpoints). */

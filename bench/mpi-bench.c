@@ -1,0 +1,338 @@
+/*
+ * mpi-bench: the raw-MPI side of bench/vs-mpi.sh. It measures MPI's own
+ * collectives the way mlcomm-bench measures mlcomm's, so that the two
+ * columns of the comparison differ only in the library:
+ *
+ *   - sizes and geometry as nccl-tests / mlcomm-bench: for S bytes of float32,
+ *     c = S/4; allreduce and broadcast move c on every rank; allgather and
+ *     reduce_scatter move c/p per rank, buffers hold (c/p)*p; the printed
+ *     size is the larger buffer, algbw = that many bytes / time;
+ *   - one segment = sizes MIN, MIN*F, ... <= MAX with ITERS timed calls each;
+ *     buffers are sized for the segment's largest size and successive
+ *     iterations walk through them at offsets of one size (as mlcomm-bench
+ *     does within one invocation), warm-up at the segment's largest and
+ *     smallest size;
+ *   - per size: one call on freshly written data, a barrier, ITERS timed
+ *     calls, the slowest rank's average (MPI_Allreduce MAX);
+ *   - buffer contents come from --seed, so successive runs see new data.
+ *
+ * Output (rank 0), one line per size, '#' lines are comments:
+ *   COLL SIZE COUNT ITERS TIME_US ALGBW_GBPS BUSBW_GBPS
+ *
+ * Usage: mpi-bench [-c COLL[,COLL...]] [-w WARMUP] [-S SEED] SEGMENT...
+ *        SEGMENT = MIN:MAX:FACTOR:ITERS (sizes take K/M/G suffixes)
+ */
+#define _GNU_SOURCE
+#include <mpi.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_SEGMENTS 64
+
+/* X(name): the collectives compared */
+#define COLL_LIST(X)   \
+    X(allreduce)       \
+    X(allgather)       \
+    X(reduce_scatter)  \
+    X(broadcast)
+
+typedef enum coll {
+#define X_ENUM(n) COLL_##n,
+    COLL_LIST(X_ENUM)
+#undef X_ENUM
+    COLL_COUNT
+} coll_t;
+
+static const char *const coll_names[] = {
+#define X_NAME(n) #n,
+    COLL_LIST(X_NAME)
+#undef X_NAME
+};
+
+typedef struct segment {
+    size_t min, max, factor;
+    long iters;
+} segment_t;
+
+typedef struct geom {
+    size_t count;      /* the count argument */
+    size_t send_elems; /* elements of the send buffer */
+    size_t recv_elems;
+    size_t size_bytes; /* the larger buffer */
+} geom_t;
+
+typedef struct bench {
+    int rank, p;
+    float *send, *recv;
+    size_t buf_elems;
+    unsigned long long seed;
+} bench_t;
+
+static geom_t geometry(coll_t c, size_t bytes, int p)
+{
+    size_t elems = bytes / sizeof(float), n = elems / (size_t)p;
+    geom_t g;
+    switch (c) {
+    case COLL_allgather:
+        g = (geom_t){n, n, n * (size_t)p, 0};
+        break;
+    case COLL_reduce_scatter:
+        g = (geom_t){n, n * (size_t)p, n, 0};
+        break;
+    default:
+        g = (geom_t){elems, elems, elems, 0};
+        break;
+    }
+    g.size_bytes = (g.send_elems > g.recv_elems ? g.send_elems : g.recv_elems) * sizeof(float);
+    return g;
+}
+
+static double busbw_factor(coll_t c, int p)
+{
+    switch (c) {
+    case COLL_allreduce: return 2.0 * (p - 1) / p;
+    case COLL_allgather:
+    case COLL_reduce_scatter: return (double)(p - 1) / p;
+    default: return 1.0;
+    }
+}
+
+static int run(coll_t c, const float *send, float *recv, const geom_t *g)
+{
+    int n = (int)g->count;
+    switch (c) {
+    case COLL_allreduce: return MPI_Allreduce(send, recv, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    case COLL_allgather:
+        return MPI_Allgather(send, n, MPI_FLOAT, recv, n, MPI_FLOAT, MPI_COMM_WORLD);
+    case COLL_reduce_scatter:
+        return MPI_Reduce_scatter_block(send, recv, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    case COLL_broadcast: return MPI_Bcast(recv, n, MPI_FLOAT, 0, MPI_COMM_WORLD);
+    default: return MPI_ERR_OTHER;
+    }
+}
+
+/* Offset (elements) of iteration it: walk through the buffers one size at a time. */
+static size_t shift_of(const bench_t *b, const geom_t *g, long it)
+{
+    size_t elems = g->size_bytes / sizeof(float);
+    if (elems == 0) return 0;
+    return elems * ((size_t)it % (b->buf_elems / elems));
+}
+
+/* Small integers (exact in float32 sums over any rank count we run), new per seed. */
+static void fill(float *buf, size_t n, unsigned long long seed, int rank)
+{
+    uint64_t x = seed * 0x9E3779B97F4A7C15ull + (uint64_t)rank * 0xBF58476D1CE4E5B9ull + 1;
+    for (size_t i = 0; i < n; i++) {
+        x ^= x >> 31;
+        x *= 0x94D049BB133111EBull;
+        x ^= x >> 29;
+        buf[i] = (float)((int)(x % 64) - 32);
+    }
+}
+
+static int call_at(const bench_t *b, coll_t c, const geom_t *g, size_t shift)
+{
+    /* broadcast sends from the root's recv buffer, as MPI_Bcast does */
+    return run(c, b->send + shift, b->recv + shift, g);
+}
+
+static int measure(bench_t *b, coll_t c, size_t bytes, long iters, double *time_s, geom_t *gout)
+{
+    geom_t g = geometry(c, bytes, b->p);
+    /* one call on fresh data */
+    fill(b->send, g.send_elems, b->seed ^ bytes, b->rank);
+    if (c == COLL_broadcast) fill(b->recv, g.recv_elems, b->seed ^ bytes, b->rank);
+    int rc = call_at(b, c, &g, 0);
+    if (rc == MPI_SUCCESS) rc = MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = MPI_Wtime();
+    for (long it = 0; it < iters && rc == MPI_SUCCESS; it++) rc = call_at(b, c, &g, shift_of(b, &g, it));
+    double t = (MPI_Wtime() - t0) / (double)iters;
+    if (rc == MPI_SUCCESS) rc = MPI_Allreduce(&t, time_s, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    *gout = g;
+    return rc;
+}
+
+static int warm_up(bench_t *b, coll_t c, const segment_t *s, long warmup, size_t last)
+{
+    const size_t sizes[2] = {last, s->min};
+    int rc = MPI_SUCCESS;
+    for (int k = 0; k < 2; k++) {
+        geom_t g = geometry(c, sizes[k], b->p);
+        for (long it = 0; it < warmup && rc == MPI_SUCCESS; it++)
+            rc = call_at(b, c, &g, shift_of(b, &g, it));
+    }
+    return rc;
+}
+
+/* The largest size of the segment's sweep. */
+static size_t last_size(const segment_t *s)
+{
+    size_t x = s->min;
+    while (s->factor > 1 && x <= s->max / s->factor) x *= s->factor;
+    return x;
+}
+
+static int run_segment(bench_t *b, coll_t c, const segment_t *s, long warmup)
+{
+    size_t last = last_size(s);
+    geom_t big = geometry(c, last, b->p);
+    size_t elems = big.size_bytes / sizeof(float);
+    b->buf_elems = elems > 16 ? elems : 16;
+    b->send = malloc(b->buf_elems * sizeof(float));
+    b->recv = malloc(b->buf_elems * sizeof(float));
+    int rc = MPI_SUCCESS;
+    if (!b->send || !b->recv) {
+        fprintf(stderr, "mpi-bench: rank %d: cannot allocate 2 x %zu bytes\n", b->rank,
+                b->buf_elems * sizeof(float));
+        MPI_Abort(MPI_COMM_WORLD, 3);
+    }
+    /* every page written (no shared zero page), with this run's data */
+    fill(b->send, b->buf_elems, b->seed, b->rank);
+    fill(b->recv, b->buf_elems, b->seed + 1, b->rank);
+    rc = warm_up(b, c, s, warmup, last);
+    for (size_t bytes = s->min; rc == MPI_SUCCESS;) {
+        double t = 0;
+        geom_t g;
+        rc = measure(b, c, bytes, s->iters, &t, &g);
+        if (rc == MPI_SUCCESS && b->rank == 0) {
+            double algbw = t > 0 ? (double)g.size_bytes / t / 1e9 : 0;
+            printf("%s %zu %zu %ld %.3f %.4f %.4f\n", coll_names[c], g.size_bytes, g.count,
+                   s->iters, t * 1e6, algbw, algbw * busbw_factor(c, b->p));
+            fflush(stdout);
+        }
+        if (s->factor <= 1 || bytes > s->max / s->factor) break;
+        bytes *= s->factor;
+    }
+    free(b->send);
+    free(b->recv);
+    b->send = b->recv = NULL;
+    return rc;
+}
+
+static int parse_size(const char *s, size_t *out)
+{
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (end == s) return -1;
+    int shift = 0;
+    if (*end == 'K' || *end == 'k') shift = 10, end++;
+    else if (*end == 'M' || *end == 'm') shift = 20, end++;
+    else if (*end == 'G' || *end == 'g') shift = 30, end++;
+    if (*end != '\0' && *end != ':') return -1;
+    *out = (size_t)v << shift;
+    return (int)(end - s);
+}
+
+static int parse_segment(const char *arg, segment_t *s)
+{
+    size_t f = 0;
+    long it = 0;
+    int n = parse_size(arg, &s->min);
+    if (n < 0 || arg[n] != ':') return -1;
+    arg += n + 1;
+    n = parse_size(arg, &s->max);
+    if (n < 0 || arg[n] != ':') return -1;
+    arg += n + 1;
+    char *end;
+    f = strtoul(arg, &end, 10);
+    if (end == arg || *end != ':') return -1;
+    it = strtol(end + 1, &end, 10);
+    if (*end != '\0' || it < 1 || f < 1 || s->min > s->max || s->max > ((size_t)1 << 34)) return -1;
+    s->factor = f;
+    s->iters = it;
+    return 0;
+}
+
+static int parse_colls(char *list, int *selected)
+{
+    for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
+        int found = 0;
+        for (int c = 0; c < COLL_COUNT; c++)
+            if (strcmp(tok, coll_names[c]) == 0) selected[c] = found = 1;
+        if (!found) {
+            fprintf(stderr, "mpi-bench: unknown collective '%s'\n", tok);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: mpi-bench [-c COLL[,COLL...]] [-w WARMUP] [-S SEED] MIN:MAX:FACTOR:ITERS...\n"
+                    "collectives: allreduce allgather reduce_scatter broadcast (default all)\n");
+}
+
+/* "cpus 0-1" style list of this process's affinity, for the header. */
+static void affinity_text(char *buf, size_t len)
+{
+    cpu_set_t set;
+    size_t o = 0;
+    buf[0] = '\0';
+    if (sched_getaffinity(0, sizeof set, &set) != 0) {
+        snprintf(buf, len, "?");
+        return;
+    }
+    for (int c = 0; c < CPU_SETSIZE && o + 8 < len; c++)
+        if (CPU_ISSET(c, &set)) o += (size_t)snprintf(buf + o, len - o, "%s%d", o ? "," : "", c);
+}
+
+int main(int argc, char **argv)
+{
+    segment_t segs[MAX_SEGMENTS];
+    int nsegs = 0, selected[COLL_COUNT] = {0}, any = 0;
+    long warmup = 5;
+    unsigned long long seed = 1;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "-c") == 0 && i + 1 < argc) {
+            if (parse_colls(argv[++i], selected) != 0) return 2;
+        } else if (strcmp(argv[i], "-w") == 0 && i + 1 < argc) {
+            warmup = strtol(argv[++i], NULL, 10);
+        } else if (strcmp(argv[i], "-S") == 0 && i + 1 < argc) {
+            seed = strtoull(argv[++i], NULL, 10);
+        } else if (nsegs < MAX_SEGMENTS && parse_segment(argv[i], &segs[nsegs]) == 0) {
+            nsegs++;
+        } else {
+            fprintf(stderr, "mpi-bench: bad argument '%s'\n", argv[i]);
+            usage();
+            return 2;
+        }
+    }
+    if (nsegs == 0) {
+        usage();
+        return 2;
+    }
+    for (int c = 0; c < COLL_COUNT; c++) any |= selected[c];
+    if (!any)
+        for (int c = 0; c < COLL_COUNT; c++) selected[c] = 1;
+
+    MPI_Init(&argc, &argv);
+    bench_t b = {.seed = seed};
+    MPI_Comm_rank(MPI_COMM_WORLD, &b.rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &b.p);
+    char aff[256];
+    affinity_text(aff, sizeof aff);
+    if (b.rank == 0) {
+        char version[MPI_MAX_LIBRARY_VERSION_STRING];
+        int len = 0;
+        MPI_Get_library_version(version, &len);
+        char *nl = strchr(version, '\n');
+        if (nl) *nl = '\0';
+        printf("# mpi-bench: %s; %d ranks; seed %llu; rank 0 on cpus %s\n", version, b.p, seed, aff);
+        fflush(stdout);
+    }
+    int rc = MPI_SUCCESS;
+    for (int c = 0; c < COLL_COUNT && rc == MPI_SUCCESS; c++)
+        for (int k = 0; k < nsegs && selected[c] && rc == MPI_SUCCESS; k++)
+            rc = run_segment(&b, (coll_t)c, &segs[k], warmup);
+    if (rc != MPI_SUCCESS) {
+        fprintf(stderr, "mpi-bench: rank %d: an MPI call failed (%d)\n", b.rank, rc);
+        MPI_Abort(MPI_COMM_WORLD, 3);
+    }
+    MPI_Finalize();
+    return 0;
+}

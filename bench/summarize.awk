@@ -1,0 +1,192 @@
+# Summary of bench/vs-mpi.sh's raw.csv (awk -F, -f summarize.awk raw.csv).
+# Variables: peers ("ompi mpich"), summary (CSV to write), plotdir (gnuplot data).
+#
+# Per rank count, collective and size: the median time of each side over the
+# rounds, and per peer the ratio peer time / mlcomm time taken round by round
+# (both ran in the same round) and then the median of those: > 1 means
+# mlcomm is faster. Then the issue's targets, checked against each peer.
+
+function median(a, n,    i, j, v, b) {
+    if (n == 0) return ""
+    for (i = 1; i <= n; i++) b[i] = a[i]
+    for (i = 2; i <= n; i++) { v = b[i]; for (j = i - 1; j >= 1 && b[j] > v; j--) b[j + 1] = b[j]; b[j + 1] = v }
+    return (n % 2) ? b[(n + 1) / 2] : (b[n / 2] + b[n / 2 + 1]) / 2
+}
+
+function human(n,    u, k) {
+    split("B KiB MiB GiB", u, " ")
+    k = 1
+    while (n >= 1024 && k < 4 && n % 1024 == 0) { n /= 1024; k++ }
+    return n " " u[k]
+}
+
+# Ratios: two decimals, or two significant digits below 0.1 (never a bare 0.00).
+function fmt_ratio(q) {
+    if (q == "") return "-"
+    return q >= 0.1 ? sprintf("%.2f", q) : sprintf("%.2g", q)
+}
+
+function factor(coll, p) {
+    if (coll == "allreduce") return 2 * (p - 1) / p
+    if (coll == "allgather" || coll == "reduce_scatter") return (p - 1) / p
+    return 1
+}
+
+# Median over rounds of field F (time/algbw/busbw) of side at (np, coll, size).
+function med_of(arr, np, coll, size, side,    r, v, n) {
+    n = 0
+    for (r = 1; r <= maxround[np]; r++)
+        if ((np, coll, size, side, r) in arr) v[++n] = arr[np, coll, size, side, r]
+    return median(v, n)
+}
+
+# Median over rounds of peer time / mlcomm time.
+function ratio_of(np, coll, size, peer,    r, v, n) {
+    n = 0
+    for (r = 1; r <= maxround[np]; r++)
+        if ((np, coll, size, peer, r) in T && (np, coll, size, "mlcomm", r) in T && T[np, coll, size, "mlcomm", r] > 0)
+            v[++n] = T[np, coll, size, peer, r] / T[np, coll, size, "mlcomm", r]
+    return median(v, n)
+}
+
+# Median over rounds of mlcomm algbw / memcpy bandwidth at the same size.
+function frac_of(np, coll, size,    r, v, n) {
+    n = 0
+    for (r = 1; r <= maxround[np]; r++)
+        if ((np, coll, size, "mlcomm", r) in A && (np, size, r) in MEM && MEM[np, size, r] > 0)
+            v[++n] = A[np, coll, size, "mlcomm", r] / MEM[np, size, r]
+    return median(v, n)
+}
+
+function memcpy_of(np, size,    r, v, n) {
+    n = 0
+    for (r = 1; r <= maxround[np]; r++) if ((np, size, r) in MEM) v[++n] = MEM[np, size, r]
+    return median(v, n)
+}
+
+function add_unique(list, n, x,    i) {
+    for (i = 1; i <= n; i++) if (list[i] == x) return n
+    list[++n] = x
+    return n
+}
+
+# Check one target: cells of coll at sizes in [lo, hi] against peer.
+# Every cell >= cellmin and the geometric mean >= gmin (gmin 0: cells only).
+function target(np, peer, coll, lo, hi, gmin, cellmin, title,    i, s, q, n, sum, worst, cells, ok, g, verdict) {
+    n = 0; sum = 0; worst = ""; cells = ""
+    for (i = 1; i <= nsizes[np, coll]; i++) {
+        s = sizes[np, coll, i]
+        if (s < lo || s > hi || s == 0) continue
+        q = ratio_of(np, coll, s, peer)
+        if (q == "") continue
+        n++; sum += log(q)
+        if (worst == "" || q < worst) worst = q
+        cells = cells " " fmt_ratio(q)
+    }
+    if (n == 0) return
+    g = exp(sum / n)
+    ok = worst >= cellmin && (gmin == 0 || g >= gmin)
+    verdict = ok ? "PASS" : "FAIL"
+    if (gmin > 0)
+        printf "  %-34s geomean %5s (>= %.2f), worst cell %5s (>= %.3f)  %s\n", title, fmt_ratio(g), gmin, fmt_ratio(worst), cellmin, verdict
+    else
+        printf "  %-34s cells%s (each >= %.2f)  %s\n", title, cells, cellmin, verdict
+    npass += ok; ntargets++
+}
+
+NR == 1 { next } # header
+$3 == "memcpy" {
+    MEM[$1, $5, $2] = $7 > 0 ? $5 / ($7 * 1e3) : 0
+    if ($2 > maxround[$1]) maxround[$1] = $2
+    next
+}
+$2 > 0 {
+    np = $1; r = $2; side = $3; coll = $4; size = $5 + 0
+    # bandwidths from size and time (the tools print them rounded)
+    T[np, coll, size, side, r] = $7
+    A[np, coll, size, side, r] = $7 > 0 ? size / ($7 * 1e3) : 0
+    B[np, coll, size, side, r] = A[np, coll, size, side, r] * factor(coll, np)
+    if (side == "mlcomm") ALGO[np, coll, size] = $10
+    if (r > maxround[np]) maxround[np] = r
+    nnp = add_unique(nps, nnp, np)
+    ncoll = add_unique(colls, ncoll, coll)
+    if (!((np, coll, size) in have)) {
+        have[np, coll, size] = 1
+        k = ++nsizes[np, coll]
+        # keep sizes sorted
+        for (j = k; j > 1 && sizes[np, coll, j - 1] > size; j--) sizes[np, coll, j] = sizes[np, coll, j - 1]
+        sizes[np, coll, j] = size
+    }
+}
+END {
+    npeers = split(peers, P, " ")
+    head = "np,coll,size,mlcomm_algo,rounds,mlcomm_us,mlcomm_busbw"
+    for (k = 1; k <= npeers; k++) head = head "," P[k] "_us," P[k] "_busbw," P[k] "_ratio"
+    head = head ",memcpy_gbps,mlcomm_algbw_over_memcpy"
+    print head > summary
+    for (a = 1; a <= nnp; a++) {
+        np = nps[a]
+        printf "\n## %d ranks (%d rounds; time: median us; ratio: peer time / mlcomm time, median over rounds, > 1 = mlcomm faster)\n", np, maxround[np]
+        for (c = 1; c <= ncoll; c++) {
+            coll = colls[c]
+            if (!nsizes[np, coll]) continue
+            printf "\n### %s, %d ranks\n\n", coll, np
+            line = sprintf("| %9s | %-12s | %10s |", "size", "mlcomm algo", "mlcomm us")
+            sep = "|----------:|:-------------|-----------:|"
+            for (k = 1; k <= npeers; k++) {
+                line = line sprintf(" %10s | %6s |", P[k] " us", "ratio")
+                sep = sep "-----------:|-------:|"
+            }
+            if (coll == "allreduce") { line = line " of memcpy |"; sep = sep "----------:|" }
+            print line; print sep
+            dat = plotdir "/plot." np "." coll ".dat"
+            print "# size mlcomm_busbw " peers " memcpy_busbw" > dat
+            for (i = 1; i <= nsizes[np, coll]; i++) {
+                s = sizes[np, coll, i]
+                tm = med_of(T, np, coll, s, "mlcomm")
+                row = sprintf("| %9s | %-12s | %10s |", human(s), ALGO[np, coll, s], tm == "" ? "-" : sprintf("%.2f", tm))
+                csv = np "," coll "," s "," ALGO[np, coll, s] "," maxround[np] "," tm "," med_of(B, np, coll, s, "mlcomm")
+                plot = s " " (tm == "" ? "NaN" : med_of(B, np, coll, s, "mlcomm"))
+                for (k = 1; k <= npeers; k++) {
+                    tp = med_of(T, np, coll, s, P[k])
+                    q = ratio_of(np, coll, s, P[k])
+                    row = row sprintf(" %10s | %6s |", tp == "" ? "-" : sprintf("%.2f", tp), fmt_ratio(q))
+                    bp = med_of(B, np, coll, s, P[k])
+                    csv = csv "," tp "," bp "," q
+                    plot = plot " " (bp == "" ? "NaN" : bp)
+                }
+                mc = memcpy_of(np, s)
+                fr = frac_of(np, coll, s)
+                if (coll == "allreduce") row = row sprintf(" %9s |", fr == "" ? "-" : sprintf("%.2f", fr))
+                csv = csv "," mc "," fr
+                plot = plot " " ((mc == "" || coll != "allreduce") ? "NaN" : mc * factor(coll, np))
+                print row
+                print csv > summary
+                print plot > dat
+            }
+            close(dat)
+        }
+    }
+    # The issue's targets (issue 3, item 2), per rank count and peer.
+    for (a = 1; a <= nnp; a++) {
+        np = nps[a]
+        for (k = 1; k <= npeers; k++) {
+            printf "\n## targets, %d ranks, against %s (ratio = peer time / mlcomm time)\n", np, P[k]
+            target(np, P[k], "allreduce", 32 * 1048576, 1e18, 0, 3, "allreduce >= 32 MiB: >= 3x algbw")
+            target(np, P[k], "allreduce", 512 * 1024, 8 * 1048576, 1.25, 0.9 * 1.25, "allreduce 512 KiB..8 MiB: >= 1.25x")
+            target(np, P[k], "allreduce", 1, 4096, 1.0, 1 / 1.1, "allreduce 8 B..4 KiB: time <= 1.0x")
+            target(np, P[k], "allgather", 1, 1e18, 1.0, 0.9, "allgather: >= 1.0x")
+            target(np, P[k], "reduce_scatter", 1, 1e18, 1.0, 0.9, "reduce_scatter: >= 1.0x")
+            target(np, P[k], "broadcast", 1, 1e18, 1.0, 0.9, "broadcast: >= 1.0x")
+        }
+        for (i = 1; i <= nsizes[np, "allreduce"]; i++) {
+            s = sizes[np, "allreduce", i]
+            if (s < 32 * 1048576) continue
+            fr = frac_of(np, "allreduce", s)
+            if (fr != "")
+                printf "  allreduce %s, %d ranks: mlcomm algbw = %.2f of the memcpy bound (%.2f GB/s per rank copying at once)\n", human(s), np, fr, memcpy_of(np, s)
+        }
+    }
+    printf "\n%d of %d target checks pass\n", npass, ntargets
+    close(summary)
+}

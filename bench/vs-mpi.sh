@@ -1,0 +1,337 @@
+#!/bin/bash
+# mlcomm against raw MPI, side by side (issue 3; method in docs/PERFORMANCE.md).
+#
+# Builds mlcomm (Release), a raw-MPI benchmark (bench/mpi-bench.c) with each
+# MPI's compiler wrapper and a memcpy-bound probe, then for each rank count:
+#   1. calibrates: one short run of every side over every size, to pick per
+#      size an iteration count that keeps each size's timed loop near
+#      --time-per-size seconds (the same count for every side);
+#   2. runs rounds: mlcomm-bench (shm backend), Open MPI, MPICH, memcpy probe,
+#      in turn (A B C A B C ...), each round with new buffer contents;
+#   3. prints per size the median times, the ratio peer time / mlcomm time
+#      (median over rounds; > 1: mlcomm is faster), the issue's targets with
+#      PASS/FAIL, and writes raw.csv, summary.csv and busbw plots (gnuplot).
+#
+#   bench/vs-mpi.sh --quick          a few sizes, 2 ranks, 2 rounds (a minute or two)
+#   bench/vs-mpi.sh                  the full comparison (see --help for the defaults)
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BENCH_DIR=$ROOT/bench
+
+# ---- options -------------------------------------------------------------------
+MODE=full
+ROUNDS=""
+RANKS=""
+PEERS="ompi mpich"
+COLLS="allreduce allgather reduce_scatter broadcast"
+MIN_BYTES=""
+MAX_BYTES=""
+FACTOR=""
+TIME_PER_SIZE=""
+MIN_ITERS=3
+MAX_ITERS=20000
+WARMUP=2
+BIND=core
+BUILD_DIR=""
+OUT_DIR=$BENCH_DIR/out
+DO_BUILD=1
+DO_PLOT=1
+LAUNCH_TIMEOUT=900
+
+usage() {
+    cat <<EOF
+usage: bench/vs-mpi.sh [options]
+
+  --quick               sizes 8 B..8 MiB x16, 2 ranks, 2 rounds, 0.02 s per size
+  --full                (default) sizes 8 B..128 MiB x4, 2 and 4 ranks, 5 rounds, 0.1 s per size
+  --rounds N            interleaved rounds (A B C, A B C, ...); medians over them
+  --ranks "2 4"         rank counts (above the core count they are oversubscribed)
+  --peers "ompi mpich"  which MPIs to compare with (ompi: mpicc/mpirun, mpich: mpicc.mpich/mpiexec.mpich)
+  --colls "..."         collectives (default: $COLLS)
+  --min SIZE --max SIZE --factor F    the size sweep (K/M/G suffixes)
+  --time-per-size S     seconds each size's timed loop aims at (iterations are
+                        calibrated once, clamped to [$MIN_ITERS, $MAX_ITERS])
+  --min-iters N --max-iters N
+  --bind core|none      core: rank r on the (r mod ncpu)-th allowed cpu, the same
+                        wrapper (bench/bind-rank.sh) for every side; none: no binding
+                        anywhere (mpirun gets --bind-to none either way)
+  --build-dir DIR       mlcomm build to use (default: build it in build-bench/)
+  --no-build            use --build-dir as it is
+  --out DIR             results (default: bench/out/)
+  --no-plot             skip gnuplot
+EOF
+}
+
+while [ $# -gt 0 ]; do
+    case $1 in
+    --quick) MODE=quick ;;
+    --full) MODE=full ;;
+    --rounds) ROUNDS=$2; shift ;;
+    --ranks) RANKS=$2; shift ;;
+    --peers) PEERS=$2; shift ;;
+    --colls) COLLS=$2; shift ;;
+    --min) MIN_BYTES=$2; shift ;;
+    --max) MAX_BYTES=$2; shift ;;
+    --factor) FACTOR=$2; shift ;;
+    --time-per-size) TIME_PER_SIZE=$2; shift ;;
+    --min-iters) MIN_ITERS=$2; shift ;;
+    --max-iters) MAX_ITERS=$2; shift ;;
+    --bind) BIND=$2; shift ;;
+    --build-dir) BUILD_DIR=$2; shift ;;
+    --no-build) DO_BUILD=0 ;;
+    --out) OUT_DIR=$2; shift ;;
+    --no-plot) DO_PLOT=0 ;;
+    -h | --help) usage; exit 0 ;;
+    *) echo "vs-mpi.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
+    esac
+    shift
+done
+
+if [ "$MODE" = quick ]; then
+    : "${ROUNDS:=2}" "${RANKS:=2}" "${MIN_BYTES:=8}" "${MAX_BYTES:=8M}" "${FACTOR:=16}" "${TIME_PER_SIZE:=0.02}"
+else
+    : "${ROUNDS:=5}" "${RANKS:=2 4}" "${MIN_BYTES:=8}" "${MAX_BYTES:=128M}" "${FACTOR:=4}" "${TIME_PER_SIZE:=0.1}"
+fi
+case $BIND in core | none) ;; *) echo "vs-mpi.sh: --bind core|none, not '$BIND'" >&2; exit 2 ;; esac
+for p in $PEERS; do
+    case $p in ompi | mpich) ;; *) echo "vs-mpi.sh: unknown peer '$p' (ompi, mpich)" >&2; exit 2 ;; esac
+done
+
+bytes_of() { # 8 / 4K / 128M -> bytes
+    local v=$1
+    case $v in
+    *[kK]) echo $((${v%?} << 10)) ;;
+    *[mM]) echo $((${v%?} << 20)) ;;
+    *[gG]) echo $((${v%?} << 30)) ;;
+    *) echo $((v)) ;;
+    esac
+}
+MIN_B=$(bytes_of "$MIN_BYTES")
+MAX_B=$(bytes_of "$MAX_BYTES")
+SIZES=""
+for ((s = MIN_B; s <= MAX_B; s *= FACTOR)); do
+    SIZES="$SIZES $s"
+    [ "$FACTOR" -gt 1 ] || break
+done
+
+log() { echo "[vs-mpi $(date +%H:%M:%S)] $*" >&2; }
+
+# ---- build -----------------------------------------------------------------------
+mkdir -p "$OUT_DIR/bin" "$OUT_DIR/logs"
+OUT_DIR=$(cd "$OUT_DIR" && pwd)
+if [ -z "$BUILD_DIR" ]; then BUILD_DIR=$ROOT/build-bench; fi
+if [ "$DO_BUILD" = 1 ]; then
+    log "building mlcomm (Release) in $BUILD_DIR"
+    cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DMLC_BUILD_TESTS=OFF >"$OUT_DIR/logs/cmake.log"
+    cmake --build "$BUILD_DIR" -j2 --target mlcomm-run mlcomm-bench >>"$OUT_DIR/logs/cmake.log"
+fi
+MLC_RUN=$BUILD_DIR/bin/mlcomm-run
+MLC_BENCH=$BUILD_DIR/bin/mlcomm-bench
+for f in "$MLC_RUN" "$MLC_BENCH"; do
+    [ -x "$f" ] || { echo "vs-mpi.sh: $f is missing (build first or drop --no-build)" >&2; exit 1; }
+done
+
+CFLAGS_BENCH="-O2 -Wall -Wextra"
+cc $CFLAGS_BENCH -o "$OUT_DIR/bin/memcpy-probe" "$BENCH_DIR/memcpy-probe.c" -lpthread
+declare -A PEER_BIN PEER_NAME
+AVAILABLE_PEERS=""
+for p in $PEERS; do
+    if [ "$p" = ompi ]; then mpicc_cmd=mpicc; launcher=mpirun; name="Open MPI"
+    else mpicc_cmd=mpicc.mpich; launcher=mpiexec.mpich; name="MPICH"; fi
+    if ! command -v "$mpicc_cmd" >/dev/null || ! command -v "$launcher" >/dev/null; then
+        log "skipping $name: $mpicc_cmd or $launcher not found"
+        continue
+    fi
+    "$mpicc_cmd" $CFLAGS_BENCH -o "$OUT_DIR/bin/mpi-bench-$p" "$BENCH_DIR/mpi-bench.c"
+    PEER_BIN[$p]=$OUT_DIR/bin/mpi-bench-$p
+    PEER_NAME[$p]=$name
+    AVAILABLE_PEERS="$AVAILABLE_PEERS $p"
+done
+[ -n "$AVAILABLE_PEERS" ] || { echo "vs-mpi.sh: no MPI to compare with" >&2; exit 1; }
+
+# ---- launching one side -----------------------------------------------------------
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+WRAP=()
+[ "$BIND" = core ] && WRAP=("$BENCH_DIR/bind-rank.sh")
+NCPU=$(nproc)
+
+# launch SIDE NP LOGFILE PROGRAM ARGS... : run PROGRAM as NP ranks under SIDE's launcher.
+launch() {
+    local side=$1 np=$2 logf=$3
+    shift 3
+    local cmd
+    case $side in
+    mlcomm) cmd=("$MLC_RUN" -n "$np" "${WRAP[@]}" "$@") ;;
+    ompi)
+        cmd=(mpirun -np "$np" --bind-to none)
+        [ "$np" -gt "$NCPU" ] && cmd+=(--oversubscribe)
+        cmd+=("${WRAP[@]}" "$@") ;;
+    mpich) cmd=(mpiexec.mpich -n "$np" -bind-to none "${WRAP[@]}" "$@") ;;
+    esac
+    echo "+ ${cmd[*]}" >>"$logf"
+    if ! MLC_BACKEND=shm timeout "$LAUNCH_TIMEOUT" "${cmd[@]}" >>"$logf.tmp" 2>&1; then
+        cat "$logf.tmp" >>"$logf"
+        rm -f "$logf.tmp"
+        echo "vs-mpi.sh: failed: ${cmd[*]} (log: $logf)" >&2
+        tail -20 "$logf" >&2
+        exit 1
+    fi
+    cat "$logf.tmp"
+    cat "$logf.tmp" >>"$logf"
+    rm -f "$logf.tmp"
+}
+
+# One CSV row per measured size: np,round,side,coll,size,iters,time_us,algbw,busbw,algo
+RAW=$OUT_DIR/raw.csv
+
+# run_mlcomm NP ROUND COLL ITERS MIN MAX  -> rows (one invocation of mlcomm-bench)
+run_mlcomm() {
+    local np=$1 round=$2 coll=$3 iters=$4 lo=$5 hi=$6
+    launch mlcomm "$np" "$OUT_DIR/logs/mlcomm.$np.log" "$MLC_BENCH" "$coll" -b "$lo" -e "$hi" \
+        -f "$FACTOR" -n "$iters" -w "$WARMUP" -c 0 |
+        awk -v np="$np" -v r="$round" -v c="$coll" -v it="$iters" \
+            '!/^#/ && NF >= 9 { printf "%s,%s,mlcomm,%s,%s,%s,%s,%s,%s,%s\n", np, r, c, $1, it, $7, $8, $9, $6 }'
+}
+
+# run_peer PEER NP ROUND COLL SEGMENTS... -> rows (one invocation of mpi-bench)
+run_peer() {
+    local peer=$1 np=$2 round=$3 coll=$4
+    shift 4
+    launch "$peer" "$np" "$OUT_DIR/logs/$peer.$np.log" "${PEER_BIN[$peer]}" -c "$coll" \
+        -w "$WARMUP" -S "$((round * 7919 + np))" "$@" |
+        awk -v np="$np" -v r="$round" -v side="$peer" \
+            '!/^#/ && NF >= 7 { printf "%s,%s,%s,%s,%s,%s,%s,%s,%s,-\n", np, r, side, $1, $2, $4, $5, $6, $7 }'
+}
+
+# run_memcpy NP ROUND -> rows (the bound for sizes of 512 KiB and up)
+run_memcpy() {
+    local np=$1 round=$2 big=()
+    for s in $SIZES; do [ "$s" -ge 524288 ] && big+=("$s"); done
+    [ ${#big[@]} -gt 0 ] || return 0
+    "$OUT_DIR/bin/memcpy-probe" -p "$np" -n "$MIN_ITERS" -B 256M -S "$((round * 7919 + np))" --bind "$BIND" \
+        "${big[@]}" | tee -a "$OUT_DIR/logs/memcpy.$np.log" |
+        awk -v np="$np" -v r="$round" \
+            '!/^#/ && NF >= 5 { printf "%s,%s,memcpy,memcpy,%s,%s,%s,%s,%s,-\n", np, r, $2, $3, $4, $5, $5 }'
+}
+
+# ---- calibration -> segments --------------------------------------------------------
+# Calibration runs every size with a few iterations (more below 1 MiB, where
+# one call is too short to time alone), split in two segments like this:
+CAL_SMALL_ITERS=16
+CAL_LARGE_ITERS=2
+CAL_SEGS=()
+small_hi="" large_lo=""
+for s in $SIZES; do
+    if [ "$s" -lt 1048576 ]; then small_hi=$s; elif [ -z "$large_lo" ]; then large_lo=$s; fi
+done
+[ -n "$small_hi" ] && CAL_SEGS+=("$MIN_B:$small_hi:$CAL_SMALL_ITERS")
+[ -n "$large_lo" ] && CAL_SEGS+=("$large_lo:$MAX_B:$CAL_LARGE_ITERS")
+
+# segments_for NP COLL CALFILE: "MIN:MAX:ITERS" groups of consecutive sizes that
+# share one iteration count: per size the power of two nearest below
+# time-per-size / (the slowest side's calibrated time), clamped, so that no
+# side spends much more than time-per-size on a size. Calibration runs twice;
+# each side's time is the lower of its two, so that a burst of load during
+# one side's few calibration calls does not shrink the counts for everybody.
+segments_for() {
+    local np=$1 coll=$2 cal=$3
+    awk -F, -v np="$np" -v coll="$coll" -v T="$TIME_PER_SIZE" -v lo="$MIN_ITERS" -v hi="$MAX_ITERS" \
+        -v sizes="$SIZES" '
+        BEGIN { n = split(sizes, sz, " ") }
+        $1 == np && $4 == coll {
+            i = (seen[$3]++ % n) + 1; t = $7 / 1e6
+            if (!(($3, i) in best) || t < best[$3, i]) best[$3, i] = t
+            if (!($3 in sides)) sides[$3] = 1
+        }
+        END {
+            for (i = 1; i <= n; i++) {
+                worst = 0
+                for (s in sides) if (best[s, i] > worst) worst = best[s, i]
+                it = (worst > 0) ? T / worst : hi
+                p2 = 1; while (p2 * 2 <= it) p2 *= 2
+                it = p2 < lo ? lo : p2 > hi ? hi : p2
+                if (i > 1 && it == cur) { last = sz[i]; continue }
+                if (i > 1) printf "%s:%s:%s\n", first, last, cur
+                first = sz[i]; last = sz[i]; cur = it
+            }
+            printf "%s:%s:%s\n", first, last, cur
+        }' "$cal"
+}
+
+echo "np,round,side,coll,size,iters,time_us,algbw_gbps,busbw_gbps,algo" >"$RAW"
+rm -f "$OUT_DIR"/logs/*.log "$OUT_DIR"/plot.*
+START=$(date +%s)
+log "mode $MODE: ranks [$RANKS], rounds $ROUNDS, peers [$AVAILABLE_PEERS ], colls [$COLLS], sizes [$SIZES ], $TIME_PER_SIZE s per size, bind $BIND"
+
+for np in $RANKS; do
+    cal=$OUT_DIR/calibration.$np.csv
+    : >"$cal"
+    log "$np ranks: calibrating iteration counts (two passes)"
+    timed_warmup=$WARMUP
+    WARMUP=1
+    for pass in 1 2; do
+        for coll in $COLLS; do
+            args=()
+            for seg in "${CAL_SEGS[@]}"; do
+                IFS=: read -r lo hi it <<<"$seg"
+                run_mlcomm "$np" 0 "$coll" "$it" "$lo" "$hi" >>"$cal"
+                args+=("$lo:$hi:$FACTOR:$it")
+            done
+            for p in $AVAILABLE_PEERS; do
+                run_peer "$p" "$np" 0 "$coll" "${args[@]}" >>"$cal"
+            done
+        done
+    done
+    WARMUP=$timed_warmup
+    declare -A SEGS=()
+    for coll in $COLLS; do
+        SEGS[$coll]=$(segments_for "$np" "$coll" "$cal" | tr '\n' ' ')
+        log "$np ranks: $coll segments (min:max:iters): ${SEGS[$coll]}"
+    done
+    for ((round = 1; round <= ROUNDS; round++)); do
+        log "$np ranks: round $round/$ROUNDS"
+        for coll in $COLLS; do
+            for seg in ${SEGS[$coll]}; do
+                IFS=: read -r lo hi it <<<"$seg"
+                run_mlcomm "$np" "$round" "$coll" "$it" "$lo" "$hi" >>"$RAW"
+            done
+        done
+        for p in $AVAILABLE_PEERS; do
+            for coll in $COLLS; do
+                args=()
+                for seg in ${SEGS[$coll]}; do
+                    IFS=: read -r lo hi it <<<"$seg"
+                    args+=("$lo:$hi:$FACTOR:$it")
+                done
+                run_peer "$p" "$np" "$round" "$coll" "${args[@]}" >>"$RAW"
+            done
+        done
+        run_memcpy "$np" "$round" >>"$RAW"
+    done
+done
+
+# ---- summary, targets, plots ------------------------------------------------------------
+ELAPSED=$(($(date +%s) - START))
+{
+    echo "# mlcomm vs MPI: $(date -u +%Y-%m-%dT%H:%M:%SZ), $(uname -n), $(nproc) cpus, load $(cut -d' ' -f1-3 /proc/loadavg)"
+    echo "# mode $MODE, rounds $ROUNDS, bind $BIND, $TIME_PER_SIZE s per size, $ELAPSED s"
+    echo "# mlcomm $(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo '?') (shm backend, Release build)"
+    for p in $AVAILABLE_PEERS; do
+        echo "# $p: $(sed -n 's/^# mpi-bench: \([^;]*\);.*/\1/p' "$OUT_DIR/logs/$p.${RANKS%% *}.log" | head -1)"
+    done
+} >"$OUT_DIR/header.txt"
+cat "$OUT_DIR/header.txt"
+awk -F, -v peers="$AVAILABLE_PEERS" -v summary="$OUT_DIR/summary.csv" -v plotdir="$OUT_DIR" \
+    -f "$BENCH_DIR/summarize.awk" "$RAW" | tee "$OUT_DIR/table.txt"
+
+if [ "$DO_PLOT" = 1 ]; then
+    if command -v gnuplot >/dev/null; then
+        for np in $RANKS; do
+            "$BENCH_DIR/plot.sh" "$OUT_DIR" "$np" "$COLLS" "$AVAILABLE_PEERS" && log "plot: $OUT_DIR/vs-mpi-${np}ranks.svg"
+        done
+    else
+        log "gnuplot not found: no plot"
+    fi
+fi
+log "raw: $RAW  summary: $OUT_DIR/summary.csv  table: $OUT_DIR/table.txt  ($ELAPSED s)"
