@@ -5,10 +5,6 @@
 
 extern const mlc_backend_t mlc_mpi_backend_table;
 
-/* Core's creation helper; weak so that the module still loads (and reports
- * the gap) against a libmlcomm that predates it. */
-#pragma weak mlc_comm_create_with
-
 mlc_status_t mlc_comm_from_mpi(MPI_Comm comm, const mlc_config_t *cfg, mlc_comm_t **out)
 {
     mlc_error_clear();
@@ -25,9 +21,6 @@ mlc_status_t mlc_comm_from_mpi(MPI_Comm comm, const mlc_config_t *cfg, mlc_comm_
     int rc = MPI_Comm_test_inter(comm, &inter);
     if (rc != MPI_SUCCESS) return mlc_mpi_error(rc, "mlc_comm_from_mpi: MPI_Comm_test_inter");
     if (inter) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_comm_from_mpi: comm is an intercommunicator");
-    if (!mlc_comm_create_with)
-        return mlc_error(MLC_ERR_UNSUPPORTED, "mlc_comm_from_mpi: this libmlcomm has no mlc_comm_create_with "
-                         "(it is older than the MPI module)");
     mlc_boot_t boot;
     memset(&boot, 0, sizeof boot);
     MPI_Comm_rank(comm, &boot.rank);
