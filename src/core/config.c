@@ -502,6 +502,14 @@ static mlc_status_t mlc_resolve_misc(const mlc_config_t *cfg, mlc_cfg_t *r)
         r->mpi_cuda_aware = (int)x;
     }
 
+    /* CUDA IPC between shm processes: 0 or 1 */
+    r->cuda_ipc = 1;
+    const char *ipc = mlc_env("MLC_CUDA_IPC");
+    if (ipc != NULL) {
+        if (!mlc_parse_int(ipc, 0, 1, &x)) return mlc_error(MLC_ERR_CONFIG, "MLC_CUDA_IPC='%s' is not 0 or 1", ipc);
+        r->cuda_ipc = (int)x;
+    }
+
     /* CMA: 0 or 1 */
     r->cma = 1;
     if (cfg != NULL && cfg->cma != MLC_UNSET) {

@@ -5,6 +5,7 @@
  */
 #include "gpu/devmem.h"
 #include <stdlib.h>
+#include "gpu/ipc.h"
 #include "backend.h"
 #include "error.h"
 #include "log.h"
@@ -67,11 +68,13 @@ mlc_status_t mlc_devmem_setup(mlc_comm_t *comm)
     /* Agree: staged if any rank has a runtime (the others then run the same
      * chunk structure on host buffers); direct only if every backend can. */
     bool capable = rt && comm->be->device_capable && comm->be->device_capable(comm);
-    /* One MAX allreduce: [0] = any rank has a runtime, [1] = -(every rank capable). */
-    int32_t mine[2] = {rt != NULL, capable ? -1 : 0}, all[2] = {mine[0], mine[1]};
+    char why[128] = "MLC_CUDA_IPC=0";
+    bool ipc = rt && comm->size > 1 && comm->cfg.cuda_ipc && mlc_ipc_capable(comm, rt, why, sizeof why);
+    /* One MAX allreduce: [0] = any rank has a runtime, [1] = -(every rank capable), [2] = -(every rank IPC). */
+    int32_t mine[3] = {rt != NULL, capable ? -1 : 0, ipc ? -1 : 0}, all[3] = {mine[0], mine[1], mine[2]};
     if (comm->size > 1) {
         comm->internal_depth++;
-        st = mlc_allreduce(mine, all, 2, MLC_INT32, MLC_MAX, comm, NULL);
+        st = mlc_allreduce(mine, all, 3, MLC_INT32, MLC_MAX, comm, NULL);
         comm->internal_depth--;
         if (st != MLC_SUCCESS) return st;
     }
@@ -81,10 +84,12 @@ mlc_status_t mlc_devmem_setup(mlc_comm_t *comm)
     d->rt = rt;
     d->staged = true;
     d->direct = all[1] == -1;
+    d->ipc = all[2] == -1;
     comm->dev = d;
-    MLC_INFO("rank %d: device buffers on backend '%s': %s (staging chunk %zu bytes)", comm->rank, comm->be->name,
+    if (!ipc && rt && comm->size > 1) MLC_INFO("rank %d: no CUDA IPC: %s", comm->rank, why);
+    MLC_INFO("rank %d: device buffers on backend '%s': %s%s (staging chunk %zu bytes)", comm->rank, comm->be->name,
              d->direct ? "the backend moves them itself where it can" : "staged through pinned host memory",
-             d->chunk);
+             d->ipc ? ", data movement through CUDA IPC" : "", d->chunk);
     return MLC_SUCCESS;
 }
 
@@ -114,6 +119,7 @@ mlc_status_t mlc_devmem_inherit(mlc_comm_t *child, const mlc_comm_t *parent)
     d->rt = parent->dev->rt;
     d->staged = parent->dev->staged;
     d->direct = parent->dev->direct;
+    d->ipc = parent->dev->ipc && child->size > 1;
     child->dev = d;
     return MLC_SUCCESS;
 }
@@ -124,6 +130,7 @@ void mlc_devmem_free(mlc_comm_t *comm)
     if (!d) return;
     /* Requests the user never waited for still hold staging state. */
     mlc_stage_abandon_all(comm);
+    if (d->rt) mlc_ipc_close_all(d);
     if (d->own_stream) d->rt->stream_destroy(d->own_stream);
     free(d);
     comm->dev = NULL;

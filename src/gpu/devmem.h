@@ -21,11 +21,14 @@
 #define MLC_STAGE_CHUNK_DEFAULT ((size_t)4 << 20)
 
 typedef struct mlc_stage mlc_stage_t;
+typedef struct mlc_ipc_map mlc_ipc_map_t;
 
 typedef struct mlc_devmem {
     const mlc_gpurt_t *rt;  /* NULL on a rank without the runtime (memory auto): all its buffers are host */
     bool staged;            /* some rank has a runtime: every rank runs calls through the stage layer */
     bool direct;            /* every rank's backend moves device memory itself (device_capable) */
+    bool ipc;               /* every rank can map its peers' device memory (CUDA IPC, shm) */
+    mlc_ipc_map_t *ipc_maps; /* peers' allocations mapped so far (ipc.c) */
     size_t chunk;           /* staging chunk, bytes (MLC_STAGE_CHUNK, the same on every rank) */
     void *own_stream;       /* created on first use when the user set none */
     mlc_stage_t *active;    /* staged operations in flight, in start order */

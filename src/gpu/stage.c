@@ -29,10 +29,13 @@
 #include "backend.h"
 #include "error.h"
 #include "gpu/devmem.h"
+#include "gpu/ipc.h"
 #include "gpu/pinned.h"
 #include "log.h"
 
 enum { SEND, RECV };
+/* CUDA IPC phases (shm, data movement): exchange the records, copy, barrier. */
+enum { IPC_OFF, IPC_EXCHANGE, IPC_COPY, IPC_BARRIER };
 typedef enum { L_NONE, L_FLAT, L_BLOCKS } layout_t;
 typedef enum { S_FREE, S_IN, S_RUN, S_OUT } slot_state_t;
 
@@ -94,6 +97,12 @@ struct mlc_stage {
     int nslots;
     slot_t slots[2];
     bool finished;
+    /* CUDA IPC */
+    int ipc_phase;       /* IPC_*; IPC_OFF: staged (also after the exchange ruled IPC out) */
+    bool ipc_issued;     /* the closing barrier is started */
+    mlc_request_t *ipc_sub;
+    slot_t ipc_slot;     /* its event tracks the copies */
+    mlc_ipc_rec_t ipc_mine, *ipc_all;
 };
 
 /* ---- geometry ------------------------------------------------------------------ */
@@ -345,7 +354,11 @@ static void finish_sub(mlc_stage_t *op, slot_t *s)
  */
 static bool same_class(mlc_coll_t a, mlc_coll_t b) { return (a < MLC_COLL_SEND) == (b < MLC_COLL_SEND); }
 
-static bool issued_all(const mlc_stage_t *op) { return op->finished || op->next_start == op->nchunks; }
+static bool issued_all(const mlc_stage_t *op)
+{
+    if (op->finished) return true;
+    return op->ipc_phase != IPC_OFF ? op->ipc_issued : op->next_start == op->nchunks;
+}
 
 static bool earlier_pending(const mlc_stage_t *op)
 {
@@ -361,10 +374,166 @@ static bool class_busy(const mlc_devmem_t *d, mlc_coll_t coll)
     return false;
 }
 
+/* ---- CUDA IPC --------------------------------------------------------------------- */
+
+static bool ipc_coll(mlc_coll_t coll, const mlc_args_t *a)
+{
+    switch (coll) {
+    case MLC_COLL_BROADCAST:
+    case MLC_COLL_ALLGATHER:
+    case MLC_COLL_GATHER:
+    case MLC_COLL_SCATTER: return true;
+    case MLC_COLL_ALLTOALL: return !a->inplace; /* peers would read what this rank overwrites */
+    default: return false;
+    }
+}
+
+/* The buffer peers read from this rank (NULL: none). */
+static const char *ipc_source(const mlc_stage_t *op)
+{
+    const mlc_args_t *a = &op->args;
+    if (op->coll == MLC_COLL_BROADCAST || op->coll == MLC_COLL_SCATTER)
+        return op->comm->rank == a->root ? a->sendbuf : NULL;
+    return a->sendbuf;
+}
+
+static mlc_status_t start_internal(mlc_stage_t *op, mlc_coll_t coll, const mlc_args_t *a, mlc_request_t **sub)
+{
+    op->comm->internal_depth++;
+    mlc_status_t st = mlc_submit_plain(op->comm, coll, a, a->count * a->esize, sub);
+    op->comm->internal_depth--;
+    return st;
+}
+
+/* Where rank q's source buffer is mapped in this process. */
+static mlc_status_t ipc_from(mlc_stage_t *op, int q, const char **src)
+{
+    if (q == op->comm->rank) {
+        *src = op->args.sendbuf;
+        return MLC_SUCCESS;
+    }
+    char *p;
+    mlc_status_t st = mlc_ipc_open(op->comm->dev, q, &op->ipc_all[q], &p);
+    if (st == MLC_SUCCESS) *src = p;
+    return st;
+}
+
+/* Every rank's records are here: copy straight from the peers' device memory. */
+static mlc_status_t ipc_copy(mlc_stage_t *op)
+{
+    const mlc_args_t *a = &op->args;
+    int me = op->comm->rank, p = op->comm->size;
+    size_t n = a->count * a->esize;
+    char *recv = a->recvbuf;
+    const char *src = NULL;
+    mlc_status_t st = MLC_SUCCESS;
+    switch (op->coll) {
+    case MLC_COLL_BROADCAST:
+        if (me == a->root && a->inplace) break;
+        st = ipc_from(op, a->root, &src);
+        if (st == MLC_SUCCESS) st = copy(op, true, recv, src, n);
+        break;
+    case MLC_COLL_SCATTER:
+        if (me == a->root && a->inplace) break;
+        st = ipc_from(op, a->root, &src);
+        if (st == MLC_SUCCESS) st = copy(op, true, recv, src + (size_t)me * n, n);
+        break;
+    case MLC_COLL_GATHER:
+        if (me != a->root) break;
+        /* the root gathers like an allgather */
+        __attribute__((fallthrough));
+    case MLC_COLL_ALLGATHER:
+        for (int q = 0; q < p && st == MLC_SUCCESS; q++) {
+            if (q == me && a->inplace) continue;
+            st = ipc_from(op, q, &src);
+            if (st == MLC_SUCCESS) st = copy(op, true, recv + (size_t)q * n, src, n);
+        }
+        break;
+    case MLC_COLL_ALLTOALL:
+        for (int q = 0; q < p && st == MLC_SUCCESS; q++) {
+            st = ipc_from(op, q, &src);
+            if (st == MLC_SUCCESS) st = copy(op, true, recv + (size_t)q * n, src + (size_t)me * n, n);
+        }
+        break;
+    default: break;
+    }
+    return st == MLC_SUCCESS ? record(op, &op->ipc_slot) : st;
+}
+
+static mlc_status_t alloc_slots(mlc_stage_t *op);
+
+/* Returns 1 if anything moved; leaves ipc_phase IPC_OFF when the call goes on staged. */
+static int ipc_advance(mlc_stage_t *op, int *gpu_wait)
+{
+    mlc_status_t st = MLC_SUCCESS;
+    mlc_request_t *sub = op->ipc_sub;
+    switch (op->ipc_phase) {
+    case IPC_EXCHANGE:
+        if (!sub) {
+            if (earlier_pending(op)) return 0;
+            mlc_args_t x = {.sendbuf = &op->ipc_mine, .recvbuf = op->ipc_all, .count = sizeof(mlc_ipc_rec_t),
+                            .dtype = MLC_UINT8, .esize = 1};
+            st = start_internal(op, MLC_COLL_ALLGATHER, &x, &op->ipc_sub);
+            break;
+        }
+        if (!atomic_load_explicit(&sub->done, memory_order_acquire)) return 0;
+        op->ipc_sub = NULL;
+        st = mlc_request_wait_internal(sub);
+        mlc_request_release(sub);
+        if (st != MLC_SUCCESS) break;
+        bool all_ok = true;
+        for (int q = 0; q < op->comm->size; q++) all_ok &= op->ipc_all[q].ok == 1;
+        if (!all_ok) {
+            /* Some rank's buffers rule IPC out: every rank saw it, every rank stages. */
+            op->ipc_phase = IPC_OFF;
+            st = alloc_slots(op);
+            break;
+        }
+        st = ipc_copy(op);
+        op->ipc_phase = IPC_COPY;
+        break;
+    case IPC_COPY: {
+        int d = copy_done(op, &op->ipc_slot);
+        if (d < 0) {
+            fail_op(op, MLC_ERR_BACKEND);
+            return 1;
+        }
+        if (d == 0) {
+            *gpu_wait = 1;
+            return 0;
+        }
+        /* Nobody may reuse a buffer a peer still reads: close with a barrier. */
+        mlc_args_t b = {.dtype = MLC_UINT8, .esize = 1};
+        st = start_internal(op, MLC_COLL_BARRIER, &b, &op->ipc_sub);
+        op->ipc_issued = st == MLC_SUCCESS;
+        op->ipc_phase = IPC_BARRIER;
+        break;
+    }
+    case IPC_BARRIER:
+        if (!atomic_load_explicit(&sub->done, memory_order_acquire)) return 0;
+        op->ipc_sub = NULL;
+        st = mlc_request_wait_internal(sub);
+        mlc_request_release(sub);
+        if (st == MLC_SUCCESS) {
+            op->finished = true;
+            mlc_request_complete(op->req, MLC_SUCCESS, NULL);
+        }
+        break;
+    default: return 0;
+    }
+    if (st != MLC_SUCCESS) fail_op(op, st);
+    return 1;
+}
+
 /* Advance op as far as it goes now. Returns 1 if anything moved. */
 static int advance(mlc_stage_t *op, int *gpu_wait)
 {
     int moved = 0;
+    while (op->ipc_phase != IPC_OFF && !op->finished) {
+        int m = ipc_advance(op, gpu_wait);
+        moved |= m;
+        if (!m) return moved;
+    }
     for (bool again = true; again && !op->finished;) {
         again = false;
         while (op->next_chunk < op->nchunks) {
@@ -481,6 +650,20 @@ static void destroy(mlc_stage_t *op)
             op->rt->event_destroy(s->ev);
         }
     }
+    if (op->ipc_sub) {
+        if (!atomic_load_explicit(&op->ipc_sub->done, memory_order_acquire) && !atomic_load(&comm->failed)) {
+            mlc_comm_fail(comm, MLC_ERR_ABORTED, "rank %d: a %s through CUDA IPC was abandoned while in flight",
+                          comm->rank, mlc_coll_name(op->coll));
+            comm->be->abort(comm);
+        }
+        mlc_request_wait_internal(op->ipc_sub);
+        mlc_request_release(op->ipc_sub);
+    }
+    if (op->ipc_slot.ev) {
+        if (op->ipc_slot.ev_live) op->rt->event_synchronize(op->ipc_slot.ev);
+        op->rt->event_destroy(op->ipc_slot.ev);
+    }
+    free(op->ipc_all);
     mlc_pinned_pool_t *pool;
     if (mlc_pinned_default(&pool) == MLC_SUCCESS)
         for (int r = SEND; r <= RECV; r++)
@@ -592,7 +775,9 @@ mlc_status_t mlc_stage_submit(mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_
     op->args = *args;
     mlc_status_t st = plan(op, dev->chunk, as_is);
     bool any_device = op->role[SEND].device || op->role[RECV].device;
-    if (st != MLC_SUCCESS || (op->nchunks == 1 && !any_device && !busy)) {
+    /* CUDA IPC is tried on every rank alike (host buffers on one rank make all of them stage). */
+    bool ipc = dev->ipc && !as_is && ipc_coll(coll, args) && args->count > 0;
+    if (st != MLC_SUCCESS || (op->nchunks == 1 && !any_device && !busy && !ipc)) {
         free(op);
         return st != MLC_SUCCESS ? st : mlc_submit_plain(comm, coll, args, bytes, out);
     }
@@ -600,8 +785,24 @@ mlc_status_t mlc_stage_submit(mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_
         role_t *ro = &op->role[r];
         ro->slot = ro->user && !ro->derived && (ro->device || (op->nchunks > 1 && ro->nblk > 1));
     }
-    if (any_device) st = mlc_devmem_stream(comm, &op->stream);
-    if (st == MLC_SUCCESS) st = alloc_slots(op);
+    if (any_device || ipc) st = mlc_devmem_stream(comm, &op->stream);
+    if (st == MLC_SUCCESS && ipc) {
+        op->ipc_phase = IPC_EXCHANGE;
+        op->ipc_all = calloc((size_t)comm->size, sizeof *op->ipc_all);
+        if (!op->ipc_all) st = mlc_error(MLC_ERR_NO_MEMORY, "mlc_%s: out of memory", mlc_coll_name(coll));
+        const char *src = ipc_source(op);
+        int sr = op->role[SEND].user == src ? SEND : RECV;
+        op->ipc_mine.ok = 1;
+        if (st == MLC_SUCCESS && src && !op->role[sr].device) op->ipc_mine.ok = 0;
+        else if (st == MLC_SUCCESS && src && mlc_ipc_export(op->rt, src, &op->ipc_mine) != MLC_SUCCESS) {
+            /* Memory that cannot be exported (e.g. from a stream-ordered pool) is staged. */
+            MLC_DEBUG("rank %d: %s staged: %s", comm->rank, mlc_coll_name(coll), mlc_last_error());
+            mlc_error_clear();
+            op->ipc_mine.ok = 0;
+        }
+    } else if (st == MLC_SUCCESS) {
+        st = alloc_slots(op);
+    }
     mlc_request_t *req = st == MLC_SUCCESS ? mlc_request_alloc(comm) : NULL;
     if (st == MLC_SUCCESS && !req) st = mlc_error(MLC_ERR_NO_MEMORY, "mlc_%s: out of memory for a request", mlc_coll_name(coll));
     if (st != MLC_SUCCESS) {
@@ -611,6 +812,7 @@ mlc_status_t mlc_stage_submit(mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_
             for (int r = SEND; r <= RECV; r++)
                 for (int i = 0; i < 2; i++)
                     if (op->role[r].pin[i]) mlc_pinned_free(pool, op->role[r].pin[i]);
+        free(op->ipc_all);
         free(op);
         return st;
     }

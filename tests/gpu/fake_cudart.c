@@ -106,6 +106,7 @@ typedef struct alloc {
     char *rw;       /* FAKE_CUDA_GUARD: the writable view of p (NULL: p itself) */
     int fd;         /* FAKE_CUDA_GUARD: the memfd behind it (-1 for opened IPC memory) */
     int opened;     /* mapped from another process's IPC handle */
+    uint64_t serial; /* FAKE_CUDA_GUARD: unique per allocation, as a real IPC handle is */
     struct alloc *next;
 } alloc_t;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -160,7 +161,8 @@ static int add_mapped(void *p, size_t n, int type, int registered, char *rw, int
 {
     alloc_t *a = calloc(1, sizeof *a);
     if (!a) return E_MEMORY;
-    *a = (alloc_t){p, n, type, cur_device, registered, rw, fd, opened, NULL};
+    static uint64_t serials;
+    *a = (alloc_t){p, n, type, cur_device, registered, rw, fd, opened, __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED), NULL};
     pthread_mutex_lock(&lock);
     a->next = allocs;
     allocs = a;
@@ -428,14 +430,13 @@ API int cudaEventDestroy(void *e)
 }
 
 /* ---- IPC ------------------------------------------------------------------------
- * Unguarded: the handle is the pointer (one process only). Guarded: the
- * handle names the owner's memfd, which another process of the same user
+ * Unguarded memory cannot be exported. Guarded: the handle names the owner's memfd, which another process of the same user
  * maps through /proc/<pid>/fd/<fd>, at the offset of the pointer. */
 typedef struct { char reserved[64]; } ipc_handle_t;
 typedef struct {
     uint32_t magic;
     int32_t pid, fd;
-    uint64_t offset, size;
+    uint64_t offset, size, serial;
 } ipc_wire_t;
 #define IPC_MAGIC 0x1bc0ffeeu
 
@@ -445,26 +446,41 @@ API int cudaIpcGetMemHandle(ipc_handle_t *h, void *p)
     pthread_mutex_lock(&lock);
     alloc_t *a = find(p);
     int ok = a && a->type == MEM_DEVICE;
-    ipc_wire_t w = {0, 0, 0, 0, 0};
+    ipc_wire_t w = {0, 0, 0, 0, 0, 0};
     if (ok && a->rw) {
         if (a->opened) ok = 0; /* as CUDA: only the owner can export */
         w = (ipc_wire_t){IPC_MAGIC, (int32_t)getpid(), a->fd, (uint64_t)((char *)p - a->p),
-                         (uint64_t)a->n};
+                         (uint64_t)a->n, a->serial};
     }
     pthread_mutex_unlock(&lock);
-    if (!ok) return fail(E_INVALID_VALUE);
-    if (w.magic) memcpy(h->reserved, &w, sizeof w);
-    else memcpy(h->reserved, &p, sizeof p);
+    /* Unguarded memory is plain malloc: no other process could map it
+     * (as memory from a pool that is not IPC-capable). */
+    if (!ok || !w.magic) return fail(E_INVALID_VALUE);
+    memcpy(h->reserved, &w, sizeof w);
     return OK;
 }
+API int fake_cuda_ipc_opens;
+
+/* The driver call mlcomm uses to find an allocation's base (libcuda's, here in the double). */
+API int cuMemGetAddressRange_v2(unsigned long long *base, size_t *size, unsigned long long ptr)
+{
+    pthread_mutex_lock(&lock);
+    alloc_t *a = find((const void *)(uintptr_t)ptr);
+    int ok = a && a->type == MEM_DEVICE;
+    if (ok) {
+        *base = (unsigned long long)(uintptr_t)a->p;
+        *size = a->n;
+    }
+    pthread_mutex_unlock(&lock);
+    return ok ? 0 : 1;
+}
+
 API int cudaIpcOpenMemHandle(void **p, ipc_handle_t h, unsigned flags)
 {
+    __atomic_add_fetch(&fake_cuda_ipc_opens, 1, __ATOMIC_RELAXED);
     ipc_wire_t w;
     memcpy(&w, h.reserved, sizeof w);
-    if (w.magic != IPC_MAGIC) {
-        memcpy(p, h.reserved, sizeof *p);
-        return OK;
-    }
+    if (w.magic != IPC_MAGIC) return fail(E_INVALID_VALUE);
     if (w.pid == getpid()) return fail(E_INVALID_VALUE); /* CUDA refuses a handle of this process */
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)w.pid, (int)w.fd);

@@ -11,6 +11,9 @@
  * any path that reads or writes a device pointer directly crashes the test.
  * Without a usable runtime or device it prints SKIP and exits 77.
  *
+ * DEVBUF_EXPECT_IPC=1: on shm with more than one rank, device data moved
+ * through CUDA IPC (the double maps peers' memory across processes).
+ *
  * DEVBUF_EXPECT_DIRECT=1 (with MLC_MPI_CUDA_AWARE=1 on the unguarded
  * double): on the mpi backend, calls MPI can take on device memory must
  * reach it without a staging copy, the others must still be staged.
@@ -30,7 +33,8 @@ typedef struct cuda {
     int (*set_device)(int);
 } cuda_t;
 static cuda_t cu;
-static int *copies; /* the double's count of cudaMemcpyAsync calls (NULL on a real runtime) */
+static int *copies;   /* the double's count of cudaMemcpyAsync calls (NULL on a real runtime) */
+static int *ipc_opens; /* ... and of cudaIpcOpenMemHandle calls */
 static const char *skip_why;
 
 static int load_cuda(void)
@@ -52,6 +56,7 @@ static int load_cuda(void)
     cu.device_count = (int (*)(int *))dlsym(h, "cudaGetDeviceCount");
     cu.set_device = (int (*)(int))dlsym(h, "cudaSetDevice");
     copies = (int *)dlsym(h, "fake_cuda_memcpy_calls");
+    ipc_opens = (int *)dlsym(h, "fake_cuda_ipc_opens");
     int n = 0;
     if (!cu.malloc_ || !cu.memcpy_async || !cu.device_count || cu.device_count(&n) != 0 || n < 1) {
         skip_why = "no CUDA device";
@@ -436,6 +441,9 @@ static int body(mlc_comm_t *comm)
     CHECK_OK(mlc_comm_free(half));
     CHECK_OK(mlc_comm_set_stream(comm, NULL));
     CHECK_RUN(run_coll(comm, MLC_COLL_ALLGATHER, W_DEV, 0, false));
+    const char *ipc = getenv("DEVBUF_EXPECT_IPC");
+    if (ipc && strcmp(ipc, "1") == 0 && p > 1 && strcmp(mlc_comm_backend(comm), "shm") == 0)
+        CHECK(ipc_opens && *ipc_opens > 0, "no peer memory was mapped through CUDA IPC");
     cu.stream_destroy(stream);
     return 0;
 }
