@@ -146,7 +146,8 @@ mlc_status_t mlc_request_wait_internal(mlc_request_t *req)
     if (failed) return fail_pending(req, failed);
 
     /* MPI without a timeout: MPI's own blocking wait (as raw MPI would). */
-    if (be->wait_native && !comm->cfg.timeout_set && !req->stage) {
+    /* Not while staged operations need our progress calls (devmem.h). */
+    if (be->wait_native && !comm->cfg.timeout_set && !req->stage && !(comm->dev && comm->dev->active)) {
         mlc_status_t st = be->wait_native(req);
         if (st != MLC_SUCCESS && !is_done(req)) return st;
         return finish(req);

@@ -750,11 +750,31 @@ static mlc_status_t alloc_slots(mlc_stage_t *op)
     return MLC_SUCCESS;
 }
 
+/*
+ * A call that needs no staging, always started nonblocking and, when the
+ * caller blocks, waited by our wait loop: other ranks may stage the same
+ * call (their buffers are on the device) and run it as nonblocking
+ * sub-operations, which MPI does not match with a blocking collective; and
+ * the wait loop advances staged operations in flight, which a peer may need
+ * to reach this call.
+ */
+static mlc_status_t plain(mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_t *args, size_t bytes,
+                          mlc_request_t **out)
+{
+    if (out) return mlc_submit_plain(comm, coll, args, bytes, out);
+    mlc_request_t *req;
+    mlc_status_t st = mlc_submit_plain(comm, coll, args, bytes, &req);
+    if (st != MLC_SUCCESS) return st;
+    st = mlc_request_wait_internal(req);
+    mlc_request_release(req);
+    return st;
+}
+
 mlc_status_t mlc_stage_submit(mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_t *args, size_t bytes,
                               mlc_request_t **out)
 {
     mlc_devmem_t *dev = comm->dev;
-    if (!dev->staged) return mlc_submit_plain(comm, coll, args, bytes, out);
+    if (!dev->staged) return plain(comm, coll, args, bytes, out);
     /* Behind a staged operation that has not issued everything, a call waits its turn. */
     bool busy = class_busy(dev, coll), as_is = coll == MLC_COLL_BARRIER;
     if (!as_is && dev->direct && comm->be->device_direct) {
@@ -766,7 +786,7 @@ mlc_status_t mlc_stage_submit(mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_
         probe.algo = mlc_request_algo(&probe);
         as_is = comm->be->device_direct(&probe);
     }
-    if (as_is && !busy) return mlc_submit_plain(comm, coll, args, bytes, out);
+    if (as_is && !busy) return plain(comm, coll, args, bytes, out);
     mlc_stage_t *op = calloc(1, sizeof *op);
     if (!op) return mlc_error(MLC_ERR_NO_MEMORY, "mlc_%s: out of memory for staging", mlc_coll_name(coll));
     op->comm = comm;
@@ -779,7 +799,7 @@ mlc_status_t mlc_stage_submit(mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_
     bool ipc = dev->ipc && !as_is && ipc_coll(coll, args) && args->count > 0;
     if (st != MLC_SUCCESS || (op->nchunks == 1 && !any_device && !busy && !ipc)) {
         free(op);
-        return st != MLC_SUCCESS ? st : mlc_submit_plain(comm, coll, args, bytes, out);
+        return st != MLC_SUCCESS ? st : plain(comm, coll, args, bytes, out);
     }
     for (int r = SEND; r <= RECV; r++) {
         role_t *ro = &op->role[r];

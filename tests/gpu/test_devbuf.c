@@ -409,6 +409,35 @@ static int run_direct(mlc_comm_t *comm)
     return 0;
 }
 
+/*
+ * Rank 0 sends staged (its copy may still be running) and enters a blocking
+ * allreduce; rank 1 first receives, then joins. Rank 0's wait must keep
+ * advancing the send (MPI's own blocking wait would not).
+ */
+static int run_send_then_coll(mlc_comm_t *comm)
+{
+    int rank = mlc_comm_rank(comm), p = mlc_comm_size(comm);
+    if (p < 2) return 0;
+    buf_t b;
+    int32_t h[N], want[N];
+    CHECK(buf_alloc(&b, N * 4, true) == 0, "alloc");
+    for (size_t i = 0; i < N; i++) want[i] = h[i] = val(0, i);
+    if (rank == 0) put(b.p, true, h, N * 4);
+    mlc_request_t *rq = NULL;
+    if (rank == 0) CHECK_OK(mlc_send(b.p, N, MLC_INT32, 1, 5, comm, &rq));
+    if (rank == 1) CHECK_OK(mlc_recv(b.p, N, MLC_INT32, 0, 5, comm, NULL, NULL));
+    int32_t one = 1, sum = 0;
+    CHECK_OK(mlc_allreduce(&one, &sum, 1, MLC_INT32, MLC_SUM, comm, NULL));
+    CHECK(sum == p, "allreduce %d", sum);
+    if (rank == 0) CHECK_OK(mlc_request_wait(&rq));
+    if (rank == 1) {
+        get(h, b.p, true, N * 4);
+        CHECK_MEM(h, want, N * 4, 4, "staged send overtaken by a blocking allreduce");
+    }
+    buf_free(&b);
+    return 0;
+}
+
 static int body(mlc_comm_t *comm)
 {
     if (load_cuda() != 0) {
@@ -434,6 +463,7 @@ static int body(mlc_comm_t *comm)
         CHECK_RUN(run_vcoll(comm, (where_t)w));
     }
     CHECK_RUN(run_overlap(comm));
+    CHECK_RUN(run_send_then_coll(comm));
     /* A split inherits device buffers. */
     mlc_comm_t *half;
     CHECK_OK(mlc_comm_split(comm, mlc_comm_rank(comm) % 2, 0, &half));
