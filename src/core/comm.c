@@ -172,14 +172,19 @@ mlc_status_t mlc_comm_init(const mlc_config_t *cfg_in, mlc_comm_t **out)
     mlc_status_t st = mlc_config_resolve(cfg_in, &cfg);
     if (st != MLC_SUCCESS) return st;
     mlc_log_configure(cfg.log_level, cfg.log_file);
+    const mlc_backend_t *be;
+    st = mlc_backend_select(&cfg, &be);
+    if (st != MLC_SUCCESS) return st;
     if (!cfg.job_id[0]) {
-        if (cfg.world_size > 1)
+        /* Only shm names shared objects after the job; MPI (e.g. MPICH's Hydra,
+         * which sets no job id) and the others need none agreed across ranks. */
+        if (cfg.world_size > 1 && be == &mlc_backend_shm)
             return mlc_error(MLC_ERR_CONFIG, "rank %d of %d: no job id: set MLC_JOB_ID to the same value "
                              "on every rank (mlcomm-run does this)", cfg.rank, cfg.world_size);
         random_hex(cfg.job_id, 8);
     }
     mlc_boot_t boot = {cfg.rank, cfg.world_size, cfg.local_rank, cfg.local_size, cfg.job_id, NULL};
-    return create(&cfg, &boot, NULL, out);
+    return create(&cfg, &boot, be, out);
 }
 
 mlc_status_t mlc_comm_create_with(const mlc_backend_t *be, const mlc_config_t *cfg_in, const mlc_boot_t *boot_in,
