@@ -123,6 +123,7 @@ mlc_status_t mlc_mpi_env_start(int cfg_level)
     }
     if (!env_started) {
         st = mlc_mpi_types_start();
+        if (st == MLC_SUCCESS) st = mlc_mpi_recv_size_start();
         if (st == MLC_SUCCESS) {
             mlc_mpi_report_cuda();
             env_started = true;

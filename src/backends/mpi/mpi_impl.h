@@ -172,6 +172,9 @@ struct mlc_mpi_op {
     size_t recv_cap;       /* bytes */
     MPI_Datatype recv_type;
     MPI_Status recv_status;
+    bool size_known;       /* msg_bytes: the message's size, from its probe */
+    size_t msg_bytes;
+    bool spilled;          /* recv_type runs on into the spill area (mpi_recv_size.c) */
     /* algorithms over MPI point-to-point */
     mlc_exec_t *exec;
 };
@@ -255,8 +258,33 @@ int mlc_mpi_isend_bytes(mlc_mpi_op_t *op, const void *buf, size_t n, int peer, i
                         MPI_Request *slot);
 int mlc_mpi_irecv_bytes(mlc_mpi_op_t *op, void *buf, size_t n, int peer, int tag, MPI_Comm comm,
                         MPI_Request *slot, MPI_Datatype *type_used);
+/* The same receive of a message matched by MPI_(I)mprobe (*msg is consumed). */
+int mlc_mpi_imrecv_bytes(mlc_mpi_op_t *op, void *buf, size_t n, MPI_Message *msg, MPI_Request *slot,
+                         MPI_Datatype *type_used);
 /* Bytes a completed receive brought (from its status and the type it used). */
 size_t mlc_mpi_received_bytes(const MPI_Status *st, MPI_Datatype type);
+
+/* mpi_recv_size.c: user receives where MPI would not report the size of a
+ * truncated message (MPICH; Open MPI for a message to self); see the file. */
+/* Find out once (after MPI_Init) how this MPI reports truncated messages. */
+mlc_status_t mlc_mpi_recv_size_start(void);
+/* MPI's status of a truncated receive holds the message's size (Open MPI). */
+bool mlc_mpi_truncation_reported(void);
+/* A receive from src (an MPI value) must find the size itself: blocking with
+ * mlc_mpi_recv_probed, nonblocking with mlc_mpi_irecv_sized. `posted`: MPI may
+ * hold the receive before the message comes (nonblocking receive, sendrecv). */
+bool mlc_mpi_recv_probes(const mlc_comm_t *comm, int src, bool posted);
+/* Internal test knob (tests/mpi): 1 makes every receive find the size itself,
+ * 0 none, -1 as found at start. Call it with no receive pending. */
+MLC_MPI_EXPORT void mlc_mpi_set_recv_probes(int mode);
+/* Blocking: MPI_Mprobe, then MPI_Mrecv of that message (status in op->recv_status). */
+int mlc_mpi_recv_probed(mlc_mpi_op_t *op, void *buf, size_t cap, int src, int tag, MPI_Comm comm);
+/* Nonblocking: MPI_Improbe + MPI_Imrecv if the message is there, else
+ * MPI_Irecv with the spill area after the buffer. Sets op->recv_type. */
+int mlc_mpi_irecv_sized(mlc_mpi_op_t *op, void *buf, size_t cap, int src, int tag, MPI_Comm comm,
+                        MPI_Request *slot);
+/* The receive of op is over, `got` bytes long: give back the spill pages it wrote. */
+void mlc_mpi_spill_done(const mlc_mpi_op_t *op, size_t got);
 
 /* mpi_algos.c: a src/algos schedule over MPI point-to-point on the hidden comm */
 mlc_status_t mlc_mpi_start_algo(mlc_request_t *req);

@@ -5,6 +5,7 @@
  * (block in MPI_Waitany, woken by the control receive), idle (poll, back off).
  */
 #include <sched.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,9 +108,14 @@ static mlc_status_t recv_report(mlc_mpi_op_t *op, char *msg, size_t len)
 {
     const mlc_args_t *a = &op->req->args;
     const MPI_Status *st = &op->recv_status;
-    size_t got = mlc_mpi_received_bytes(st, op->recv_type);
-    if (st->MPI_ERROR == MPI_ERR_TRUNCATE || got > op->recv_cap) {
-        /* Open MPI reports the sender's size; MPICH only what fitted. */
+    /* The size from the message's probe, else from MPI (with the spill area,
+     * beyond the buffer too; see mpi_recv_size.c for where MPI hides it). */
+    bool truncated = st->MPI_ERROR == MPI_ERR_TRUNCATE;
+    size_t got = op->size_known ? op->msg_bytes : mlc_mpi_received_bytes(st, op->recv_type);
+    /* After a truncation MPICH leaves a stale count: believe only an MPI that reports it. */
+    if (truncated && !op->size_known && (op->spilled || !mlc_mpi_truncation_reported())) got = 0;
+    mlc_mpi_spill_done(op, truncated && !op->size_known ? SIZE_MAX : got);
+    if (truncated || got > op->recv_cap) {
         if (got > op->recv_cap)
             snprintf(msg, len, "rank %d: %s from rank %d (tag %d): the message of %zu bytes is longer than "
                      "the %zu-byte receive buffer", op->req->comm->rank, mlc_coll_name(op->req->coll),

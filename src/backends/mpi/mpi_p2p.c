@@ -3,7 +3,9 @@
  * Messages travel as bytes (every dtype, records included); a message above
  * the count limit travels as one big datatype, or through MPI-4's
  * large-count calls where the library has them. Receives are posted MPI
- * receives, so they match in MPI's order (any source, any tag).
+ * receives, so they match in MPI's order (any source, any tag); where MPI
+ * would not report a truncated message's size, a probe comes first or the
+ * buffer is extended (mpi_recv_size.c).
  */
 #include <limits.h>
 #include <stdio.h>
@@ -50,6 +52,27 @@ int mlc_mpi_irecv_bytes(mlc_mpi_op_t *op, void *buf, size_t n, int peer, int tag
     return slot ? MPI_Irecv(buf, 1, big, peer, tag, comm, slot) : MPI_Recv(buf, 1, big, peer, tag, comm, st);
 }
 
+/* Blocking receives (slot NULL) leave their status in op->recv_status. */
+int mlc_mpi_imrecv_bytes(mlc_mpi_op_t *op, void *buf, size_t n, MPI_Message *msg, MPI_Request *slot,
+                         MPI_Datatype *type_used)
+{
+    *type_used = MPI_BYTE;
+    MPI_Status *st = &op->recv_status;
+    if (n <= mlc_mpi_limits.count)
+        return slot ? MPI_Imrecv(buf, (int)n, MPI_BYTE, msg, slot) : MPI_Mrecv(buf, (int)n, MPI_BYTE, msg, st);
+#if MLC_MPI_HAS_LARGE_COUNT
+    if (mlc_mpi_use_c())
+        return slot ? MPI_Imrecv_c(buf, (MPI_Count)n, MPI_BYTE, msg, slot)
+                    : MPI_Mrecv_c(buf, (MPI_Count)n, MPI_BYTE, msg, st);
+#endif
+    MPI_Datatype big;
+    int rc = mlc_mpi_big_type(n, MPI_BYTE, 1, &big);
+    if (rc != MPI_SUCCESS) return rc;
+    if (mlc_mpi_op_keep_type(op, big) != MLC_SUCCESS) return MPI_ERR_TYPE;
+    *type_used = big;
+    return slot ? MPI_Imrecv(buf, 1, big, msg, slot) : MPI_Mrecv(buf, 1, big, msg, st);
+}
+
 size_t mlc_mpi_received_bytes(const MPI_Status *st, MPI_Datatype type)
 {
     MPI_Count n = 0;
@@ -85,13 +108,17 @@ mlc_status_t mlc_mpi_start_send(mlc_request_t *req)
     return mlc_mpi_op_submit(op);
 }
 
-static mlc_status_t post_recv(mlc_mpi_op_t *op, void *buf, size_t cap, int peer, int tag, bool blk)
+/* Post op's receive, blocking when blk. `probes`: mlc_mpi_recv_probes. */
+static mlc_status_t post_recv(mlc_mpi_op_t *op, void *buf, size_t cap, int peer, int tag, bool blk, bool probes)
 {
     mlc_request_t *req = op->req;
     mlc_mpi_comm_t *c = req->comm->impl;
+    int src = src_of(peer), mtag = tag_of(tag), rc;
     op->recv_cap = cap;
     MPI_Request *slot = blk ? NULL : mlc_mpi_op_slot(op);
-    int rc = mlc_mpi_irecv_bytes(op, buf, cap, src_of(peer), tag_of(tag), c->comm, slot, &op->recv_type);
+    if (!probes) rc = mlc_mpi_irecv_bytes(op, buf, cap, src, mtag, c->comm, slot, &op->recv_type);
+    else if (blk) rc = mlc_mpi_recv_probed(op, buf, cap, src, mtag, c->comm);
+    else rc = mlc_mpi_irecv_sized(op, buf, cap, src, mtag, c->comm, slot);
     int cls = rc;
     if (rc != MPI_SUCCESS) MPI_Error_class(rc, &cls);
     if (rc != MPI_SUCCESS && !(blk && cls == MPI_ERR_TRUNCATE))
@@ -106,12 +133,26 @@ mlc_status_t mlc_mpi_start_recv(mlc_request_t *req)
 {
     const mlc_args_t *a = &req->args;
     mlc_mpi_op_t *op = mlc_mpi_op_init(req);
-    mlc_status_t st = post_recv(op, a->recvbuf, a->count * a->esize, a->root, a->tag, mlc_mpi_blocking(req));
+    bool blk = mlc_mpi_blocking(req);
+    mlc_status_t st = post_recv(op, a->recvbuf, a->count * a->esize, a->root, a->tag, blk,
+                                mlc_mpi_recv_probes(req->comm, src_of(a->root), !blk));
     if (st != MLC_SUCCESS) {
         mlc_mpi_op_discard(op);
         return st;
     }
     return mlc_mpi_op_submit(op);
+}
+
+static mlc_status_t sendrecv_send(mlc_mpi_op_t *op, size_t sn)
+{
+    const mlc_request_t *req = op->req;
+    const mlc_args_t *a = &req->args;
+    const mlc_mpi_comm_t *c = req->comm->impl;
+    int rc = mlc_mpi_isend_bytes(op, a->sendbuf, sn, a->root, a->tag, c->comm, mlc_mpi_op_slot(op));
+    if (rc != MPI_SUCCESS)
+        return mlc_mpi_error(rc, "rank %d: sendrecv: send of %zu bytes to rank %d (tag %d)", req->comm->rank,
+                             sn, a->root, a->tag);
+    return MLC_SUCCESS;
 }
 
 mlc_status_t mlc_mpi_start_sendrecv(mlc_request_t *req)
@@ -120,8 +161,11 @@ mlc_status_t mlc_mpi_start_sendrecv(mlc_request_t *req)
     mlc_mpi_comm_t *c = req->comm->impl;
     mlc_mpi_op_t *op = mlc_mpi_op_init(req);
     size_t sn = a->count * a->esize, rn = a->count2 * a->esize;
+    bool blk = mlc_mpi_blocking(req);
+    /* MPI_Sendrecv posts its receive before the send: `posted` either way. */
+    bool probes = mlc_mpi_recv_probes(req->comm, src_of(a->peer2), true);
     mlc_status_t st;
-    if (mlc_mpi_blocking(req) && sn <= mlc_mpi_limits.count && rn <= mlc_mpi_limits.count) {
+    if (blk && !probes && sn <= mlc_mpi_limits.count && rn <= mlc_mpi_limits.count) {
         op->recv_cap = rn;
         int rc = MPI_Sendrecv(a->sendbuf, (int)sn, MPI_BYTE, a->root, a->tag, a->recvbuf, (int)rn, MPI_BYTE,
                               src_of(a->peer2), tag_of(a->tag2), c->comm, &op->recv_status);
@@ -135,15 +179,13 @@ mlc_status_t mlc_mpi_start_sendrecv(mlc_request_t *req)
         blocking_recv_done(op, rc);
         return mlc_mpi_op_submit(op);
     }
-    /* Nonblocking pair: receive posted first, then the send. */
+    /* Nonblocking pair: receive posted first, then the send; a blocking
+     * probed receive (MPI_Mprobe) goes after the send instead. */
+    bool recv_blocks = blk && probes;
     st = mlc_mpi_op_reserve(op, 2);
-    if (st == MLC_SUCCESS) st = post_recv(op, a->recvbuf, rn, a->peer2, a->tag2, false);
-    if (st == MLC_SUCCESS) {
-        int rc = mlc_mpi_isend_bytes(op, a->sendbuf, sn, a->root, a->tag, c->comm, mlc_mpi_op_slot(op));
-        if (rc != MPI_SUCCESS)
-            st = mlc_mpi_error(rc, "rank %d: sendrecv: send of %zu bytes to rank %d (tag %d)", req->comm->rank,
-                               sn, a->root, a->tag);
-    }
+    if (st == MLC_SUCCESS && recv_blocks) st = sendrecv_send(op, sn);
+    if (st == MLC_SUCCESS) st = post_recv(op, a->recvbuf, rn, a->peer2, a->tag2, recv_blocks, probes);
+    if (st == MLC_SUCCESS && !recv_blocks) st = sendrecv_send(op, sn);
     if (st != MLC_SUCCESS) {
         mlc_mpi_op_discard(op);
         return st;

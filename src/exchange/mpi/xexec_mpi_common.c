@@ -17,33 +17,50 @@ static double now_s(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
+/* An exchange message failed: fail the communicator (sticky), name the message. */
+static mlc_status_t message_failed(mlc_comm_t *comm, int rc, const char *who, int i, int n)
+{
+    mlc_status_t st = mlc_mpi_error(rc, "rank %d: %s: message %d of %d", comm->rank, who, i, n);
+    mlc_comm_fail(comm, MLC_ERR_ABORTED, "rank %d: %s failed", comm->rank, who);
+    return st;
+}
+
+/*
+ * One request at a time, each with a real status: MPI_Waitall/Testall with
+ * MPI_STATUSES_IGNORE trip GCC's -Wstringop-overflow under MPICH's mpi.h
+ * (a status array of size 0), and a failed request's own code is reported.
+ * Waiting on the first request still progresses all of them; persistent
+ * requests (mpi_pack) become inactive, which MPI_Test reports as complete.
+ */
 mlc_status_t mlc_xmpi_wait(mlc_comm_t *comm, int n, MPI_Request *reqs, const char *who)
 {
     mlc_status_t st = mlc_comm_check(comm);
     if (st) return st;
+    MPI_Status status;
     if (!comm->cfg.timeout_set || comm->cfg.timeout_s <= 0) {
-        int rc = MPI_Waitall(n, reqs, MPI_STATUSES_IGNORE);
-        if (rc == MPI_SUCCESS) return MLC_SUCCESS;
-        st = mlc_mpi_error(rc, "rank %d: %s: waiting for %d messages", comm->rank, who, n);
-        mlc_comm_fail(comm, MLC_ERR_ABORTED, "rank %d: %s failed", comm->rank, who);
-        return st;
+        for (int i = 0; i < n; i++) {
+            int rc = MPI_Wait(&reqs[i], &status);
+            if (rc != MPI_SUCCESS) return message_failed(comm, rc, who, i, n);
+        }
+        return MLC_SUCCESS;
     }
     double deadline = now_s() + comm->cfg.timeout_s;
+    int first = 0; /* requests before it are complete */
     for (;;) {
-        int done = 0;
-        int rc = MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE);
-        if (rc != MPI_SUCCESS) {
-            st = mlc_mpi_error(rc, "rank %d: %s: testing %d messages", comm->rank, who, n);
-            mlc_comm_fail(comm, MLC_ERR_ABORTED, "rank %d: %s failed", comm->rank, who);
-            return st;
+        while (first < n) {
+            int done = 0;
+            int rc = MPI_Test(&reqs[first], &done, &status);
+            if (rc != MPI_SUCCESS) return message_failed(comm, rc, who, first, n);
+            if (!done) break;
+            first++;
         }
-        if (done) return MLC_SUCCESS;
+        if (first == n) return MLC_SUCCESS;
         st = mlc_mpi_check_ctrl(comm);
         if (st) return mlc_comm_check(comm);
         if (now_s() > deadline)
             return mlc_comm_fail(comm, MLC_ERR_TIMEOUT,
-                                 "rank %d: %s: messages not complete after %g s (MLC_TIMEOUT)",
-                                 comm->rank, who, comm->cfg.timeout_s);
+                                 "rank %d: %s: message %d of %d still not complete after %g s (MLC_TIMEOUT)",
+                                 comm->rank, who, first, n, comm->cfg.timeout_s);
     }
 }
 
