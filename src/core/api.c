@@ -93,11 +93,11 @@ static mlc_status_t check_vector(mlc_coll_t coll, const char *cname, const size_
     return MLC_SUCCESS;
 }
 
-/* Extent in elements of a v-layout: max(displs[i] + counts[i]). */
-static size_t vextent(const size_t *counts, const size_t *displs, int p)
+/* Extent in elements of a v-layout: max(displs[i] + counts[i]); 0 when counts is NULL. */
+size_t mlc_vextent(const size_t *counts, const size_t *displs, int p)
 {
     size_t e = 0;
-    for (int i = 0; i < p; i++)
+    for (int i = 0; counts && i < p; i++)
         if (counts[i] && displs[i] + counts[i] > e) e = displs[i] + counts[i];
     return e;
 }
@@ -287,7 +287,7 @@ mlc_status_t mlc_allgatherv(const void *sendbuf, size_t sendcount, void *recvbuf
     CHECK_ARG(recvcounts[comm->rank] == sendcount,
               "mlc_allgatherv: sendcount %zu differs from recvcounts[%d] = %zu", sendcount, comm->rank,
               recvcounts[comm->rank]);
-    size_t ext = vextent(recvcounts, displs, comm->size);
+    size_t ext = mlc_vextent(recvcounts, displs, comm->size);
     TRY(bytes_of(MLC_COLL_ALLGATHERV, sendcount, es, &n));
     TRY(check_buf(MLC_COLL_ALLGATHERV, "sendbuf", sendbuf, sendcount));
     TRY(check_buf(MLC_COLL_ALLGATHERV, "recvbuf", recvbuf, ext));
@@ -350,7 +350,7 @@ mlc_status_t mlc_alltoallv(const void *sendbuf, const size_t *sendcounts, const 
     TRY(check_vector(MLC_COLL_ALLTOALLV, "sendcounts", sendcounts, "sdispls", sdispls, comm->size, true));
     TRY(check_vector(MLC_COLL_ALLTOALLV, "recvcounts", recvcounts, "rdispls", rdispls, comm->size, true));
     size_t es = mlc_dtype_size(dtype);
-    size_t sext = vextent(sendcounts, sdispls, comm->size), rext = vextent(recvcounts, rdispls, comm->size);
+    size_t sext = mlc_vextent(sendcounts, sdispls, comm->size), rext = mlc_vextent(recvcounts, rdispls, comm->size);
     TRY(check_buf(MLC_COLL_ALLTOALLV, "sendbuf", sendbuf, sext));
     TRY(check_buf(MLC_COLL_ALLTOALLV, "recvbuf", recvbuf, rext));
     bool inplace;
@@ -396,7 +396,7 @@ mlc_status_t mlc_gatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
         TRY(check_vector(MLC_COLL_GATHERV, "recvcounts", recvcounts, "displs", displs, comm->size, true));
         CHECK_ARG(recvcounts[root] == sendcount, "mlc_gatherv: root's sendcount %zu differs from recvcounts[%d] = %zu",
                   sendcount, root, recvcounts[root]);
-        size_t ext = vextent(recvcounts, displs, comm->size);
+        size_t ext = mlc_vextent(recvcounts, displs, comm->size);
         TRY(check_buf(MLC_COLL_GATHERV, "recvbuf (root)", recvbuf, ext));
         const void *ip = recvbuf ? (const char *)recvbuf + displs[root] * es : NULL;
         TRY(check_overlap(MLC_COLL_GATHERV, sendbuf, n, recvbuf, ext * es, ip, &inplace));
@@ -447,7 +447,7 @@ mlc_status_t mlc_scatterv(const void *sendbuf, const size_t *sendcounts, const s
         TRY(check_vector(MLC_COLL_SCATTERV, "sendcounts", sendcounts, "displs", displs, comm->size, true));
         CHECK_ARG(sendcounts[root] == recvcount, "mlc_scatterv: root's recvcount %zu differs from sendcounts[%d] = %zu",
                   recvcount, root, sendcounts[root]);
-        size_t ext = vextent(sendcounts, displs, comm->size);
+        size_t ext = mlc_vextent(sendcounts, displs, comm->size);
         TRY(check_buf(MLC_COLL_SCATTERV, "sendbuf (root)", sendbuf, ext));
         const void *ip = sendbuf ? (const char *)sendbuf + displs[root] * es : NULL;
         inplace = recvbuf && recvbuf == ip;

@@ -103,6 +103,8 @@ mlc_status_t mlc_comm_fail(mlc_comm_t *comm, mlc_status_t st, const char *fmt, .
     __attribute__((format(printf, 3, 4)));
 
 /* --- used inside core ---------------------------------------------------- */
+/* Extent in elements of a v-layout: max(displs[i] + counts[i]); 0 when counts is NULL. */
+size_t mlc_vextent(const size_t *counts, const size_t *displs, int p);
 mlc_request_t *mlc_request_alloc(mlc_comm_t *comm);
 void mlc_request_release(mlc_request_t *req);
 /* Wait for one request; does not release it. Applies timeout/abort/death rules. */

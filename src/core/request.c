@@ -132,6 +132,14 @@ static mlc_status_t fail_pending(mlc_request_t *req, mlc_status_t st)
     return finish(req);
 }
 
+/* One progress step: the backend, then staged device-buffer operations (gpu/devmem.h). */
+static mlc_status_t progress(mlc_comm_t *comm, int *progressed, int *gpu_wait)
+{
+    mlc_status_t st = comm->be->progress(comm, progressed);
+    if (comm->dev && st == MLC_SUCCESS) st = mlc_stage_progress(comm, progressed, gpu_wait);
+    return st;
+}
+
 static int is_done(const mlc_request_t *req)
 {
     return atomic_load_explicit(&req->done, memory_order_acquire);
@@ -162,8 +170,7 @@ mlc_status_t mlc_request_wait_internal(mlc_request_t *req)
     int calls = 0;
     for (;;) {
         int progressed = 0, gpu_wait = 0;
-        mlc_status_t st = be->progress(comm, &progressed);
-        if (comm->dev && st == MLC_SUCCESS) st = mlc_stage_progress(comm, &progressed, &gpu_wait);
+        mlc_status_t st = progress(comm, &progressed, &gpu_wait);
         if (is_done(req)) return finish(req);
         if (st != MLC_SUCCESS) {
             failed = atomic_load(&comm->failed);
@@ -239,8 +246,7 @@ mlc_status_t mlc_request_test(mlc_request_t **preq, int *done)
     mlc_comm_t *comm = req->comm;
     if (!is_done(req)) {
         int progressed = 0, gpu_wait = 0;
-        mlc_status_t st = comm->be->progress(comm, &progressed);
-        if (comm->dev && st == MLC_SUCCESS) st = mlc_stage_progress(comm, &progressed, &gpu_wait);
+        mlc_status_t st = progress(comm, &progressed, &gpu_wait);
         if (!is_done(req)) {
             if (st == MLC_SUCCESS && !progressed) st = comm->be->health(comm);
             int failed = atomic_load(&comm->failed);

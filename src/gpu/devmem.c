@@ -46,12 +46,17 @@ static mlc_status_t load_runtime(const mlc_comm_t *comm, const mlc_gpurt_t **out
     return MLC_SUCCESS;
 }
 
-static mlc_devmem_t *devmem_new(const mlc_comm_t *comm)
+/* Give comm its device-memory state. */
+static mlc_status_t attach(mlc_comm_t *comm, const mlc_gpurt_t *rt, bool direct, bool ipc)
 {
     mlc_devmem_t *d = calloc(1, sizeof *d);
-    if (!d) return NULL;
+    if (!d) return mlc_error(MLC_ERR_NO_MEMORY, "rank %d: out of memory for the device-memory state", comm->rank);
     d->chunk = comm->cfg.stage_chunk ? comm->cfg.stage_chunk : MLC_STAGE_CHUNK_DEFAULT;
-    return d;
+    d->rt = rt;
+    d->direct = direct;
+    d->ipc = ipc;
+    comm->dev = d;
+    return MLC_SUCCESS;
 }
 
 static bool wants_devmem(const mlc_comm_t *comm)
@@ -79,13 +84,9 @@ mlc_status_t mlc_devmem_setup(mlc_comm_t *comm)
         if (st != MLC_SUCCESS) return st;
     }
     if (!all[0]) return MLC_SUCCESS; /* memory auto and no rank has a GPU */
-    mlc_devmem_t *d = devmem_new(comm);
-    if (!d) return mlc_error(MLC_ERR_NO_MEMORY, "rank %d: out of memory for the device-memory state", comm->rank);
-    d->rt = rt;
-    d->staged = true;
-    d->direct = all[1] == -1;
-    d->ipc = all[2] == -1;
-    comm->dev = d;
+    st = attach(comm, rt, all[1] == -1, all[2] == -1);
+    if (st != MLC_SUCCESS) return st;
+    const mlc_devmem_t *d = comm->dev;
     if (!ipc && rt && comm->size > 1) MLC_INFO("rank %d: no CUDA IPC: %s", comm->rank, why);
     MLC_INFO("rank %d: device buffers on backend '%s': %s%s (staging chunk %zu bytes)", comm->rank, comm->be->name,
              d->direct ? "the backend moves them itself where it can" : "staged through pinned host memory",
@@ -100,28 +101,14 @@ mlc_status_t mlc_devmem_setup_local(int n, mlc_comm_t **comms)
     mlc_status_t st = load_runtime(comms[0], &rt);
     if (st != MLC_SUCCESS || !rt) return st;
     bool direct = comms[0]->be->device_capable && comms[0]->be->device_capable(comms[0]);
-    for (int i = 0; i < n; i++) {
-        mlc_devmem_t *d = devmem_new(comms[i]);
-        if (!d) return mlc_error(MLC_ERR_NO_MEMORY, "out of memory for the device-memory state");
-        d->rt = rt;
-        d->staged = true;
-        d->direct = direct;
-        comms[i]->dev = d;
-    }
-    return MLC_SUCCESS;
+    for (int i = 0; i < n && st == MLC_SUCCESS; i++) st = attach(comms[i], rt, direct, false);
+    return st;
 }
 
 mlc_status_t mlc_devmem_inherit(mlc_comm_t *child, const mlc_comm_t *parent)
 {
     if (!parent->dev) return MLC_SUCCESS;
-    mlc_devmem_t *d = devmem_new(child);
-    if (!d) return mlc_error(MLC_ERR_NO_MEMORY, "rank %d: out of memory for the device-memory state", child->rank);
-    d->rt = parent->dev->rt;
-    d->staged = parent->dev->staged;
-    d->direct = parent->dev->direct;
-    d->ipc = parent->dev->ipc && child->size > 1;
-    child->dev = d;
-    return MLC_SUCCESS;
+    return attach(child, parent->dev->rt, parent->dev->direct, parent->dev->ipc && child->size > 1);
 }
 
 void mlc_devmem_free(mlc_comm_t *comm)

@@ -24,8 +24,9 @@ typedef struct mlc_stage mlc_stage_t;
 typedef struct mlc_ipc_map mlc_ipc_map_t;
 
 typedef struct mlc_devmem {
+    /* Present on every rank once any rank has a GPU runtime: every rank then
+     * runs its calls through the stage layer, so they cut them alike. */
     const mlc_gpurt_t *rt;  /* NULL on a rank without the runtime (memory auto): all its buffers are host */
-    bool staged;            /* some rank has a runtime: every rank runs calls through the stage layer */
     bool direct;            /* every rank's backend moves device memory itself (device_capable) */
     bool ipc;               /* every rank can map its peers' device memory (CUDA IPC, shm) */
     mlc_ipc_map_t *ipc_maps; /* peers' allocations mapped so far (ipc.c) */

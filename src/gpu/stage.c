@@ -93,6 +93,7 @@ struct mlc_stage {
     shape_t shape;
     bool chunked;
     size_t count, per, nchunks, kblk;
+    size_t whole[2];     /* staged whole: bytes of each buffer's extent */
     size_t next_chunk, next_start, ndone;
     int nslots;
     slot_t slots[2];
@@ -113,15 +114,6 @@ static size_t chunk_len(const mlc_stage_t *op, size_t j)
     return op->count - lo < op->per ? op->count - lo : op->per;
 }
 
-/* The extent in elements of a v-layout. */
-static size_t vextent(const size_t *counts, const size_t *displs, int p)
-{
-    size_t e = 0;
-    for (int i = 0; counts && i < p; i++)
-        if (counts[i] && displs[i] + counts[i] > e) e = displs[i] + counts[i];
-    return e;
-}
-
 /* Bytes of each buffer of a call staged whole. */
 static void whole_bytes(const mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_t *a, size_t out[2])
 {
@@ -132,11 +124,11 @@ static void whole_bytes(const mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_
     switch (coll) {
     case MLC_COLL_SENDRECV: out[RECV] = a->count2 * es; break;
     case MLC_COLL_ALLGATHERV:
-    case MLC_COLL_GATHERV: out[RECV] = vextent(a->counts, a->displs, p) * es; break;
-    case MLC_COLL_SCATTERV: out[SEND] = vextent(a->counts, a->displs, p) * es; break;
+    case MLC_COLL_GATHERV: out[RECV] = mlc_vextent(a->counts, a->displs, p) * es; break;
+    case MLC_COLL_SCATTERV: out[SEND] = mlc_vextent(a->counts, a->displs, p) * es; break;
     case MLC_COLL_ALLTOALLV:
-        out[SEND] = vextent(a->counts, a->displs, p) * es;
-        out[RECV] = vextent(a->counts2, a->displs2, p) * es;
+        out[SEND] = mlc_vextent(a->counts, a->displs, p) * es;
+        out[RECV] = mlc_vextent(a->counts2, a->displs2, p) * es;
         break;
     default: break;
     }
@@ -230,8 +222,6 @@ static mlc_status_t record(mlc_stage_t *op, slot_t *s)
 
 static mlc_status_t copy_in(mlc_stage_t *op, slot_t *s)
 {
-    size_t whole[2];
-    whole_bytes(op->comm, op->coll, &op->args, whole);
     bool device = false;
     for (int r = SEND; r <= RECV; r++) {
         role_t *ro = &op->role[r];
@@ -239,7 +229,7 @@ static mlc_status_t copy_in(mlc_stage_t *op, slot_t *s)
         bool input = r == SEND || (op->args.inplace && primary_of(op) == RECV);
         if (!input) continue;
         /* In place, the recv buffer holds the send data: only those blocks go in. */
-        size_t b0 = 0, nb = ro->nblk, bytes = whole[r];
+        size_t b0 = 0, nb = ro->nblk, bytes = op->whole[r];
         if (r == RECV && op->chunked) {
             b0 = op->kblk;
             nb = op->role[SEND].nblk;
@@ -255,9 +245,7 @@ static mlc_status_t copy_out(mlc_stage_t *op, slot_t *s)
 {
     role_t *ro = &op->role[RECV];
     if (!ro->user || !in_slot(op, RECV)) return MLC_SUCCESS;
-    size_t whole[2];
-    whole_bytes(op->comm, op->coll, &op->args, whole);
-    size_t bytes = whole[RECV];
+    size_t bytes = op->whole[RECV];
     /* A receive writes only what arrived. */
     if (op->coll == MLC_COLL_RECV || op->coll == MLC_COLL_SENDRECV)
         bytes = s->msg.bytes < bytes ? s->msg.bytes : bytes;
@@ -296,6 +284,60 @@ static int copy_done(mlc_stage_t *op, slot_t *s)
 
 /* ---- the pipeline ---------------------------------------------------------------- */
 
+/* Start one of op's sub-operations (mlcomm's own: not profiled). */
+static mlc_status_t start_internal(mlc_stage_t *op, mlc_coll_t coll, const mlc_args_t *a, size_t bytes,
+                                   mlc_request_t **sub)
+{
+    op->comm->internal_depth++;
+    mlc_status_t st = mlc_submit_plain(op->comm, coll, a, bytes, sub);
+    op->comm->internal_depth--;
+    return st;
+}
+
+/* A finished sub-operation: hand over its status (and message), release it. */
+static mlc_status_t take_sub(mlc_request_t **psub)
+{
+    mlc_request_t *sub = *psub;
+    *psub = NULL;
+    mlc_status_t st = mlc_request_wait_internal(sub); /* done: returns at once */
+    mlc_request_release(sub);
+    return st;
+}
+
+/* The caller's request is released with a sub-operation still in flight (its
+ * communicator failed, or was freed): make sure no peer waits for it, then drop it. */
+static void abandon_sub(mlc_stage_t *op, mlc_request_t **psub)
+{
+    mlc_comm_t *comm = op->comm;
+    if (!*psub) return;
+    if (!atomic_load_explicit(&(*psub)->done, memory_order_acquire) && !atomic_load(&comm->failed)) {
+        mlc_comm_fail(comm, MLC_ERR_ABORTED, "rank %d: a staged %s was abandoned while in flight", comm->rank,
+                      mlc_coll_name(op->coll));
+        comm->be->abort(comm);
+    }
+    take_sub(psub); /* returns at once on a failed communicator */
+}
+
+/* Pinned memory is reused only once the GPU no longer copies from or to it. */
+static void drop_event(const mlc_stage_t *op, slot_t *s)
+{
+    if (!s->ev) return;
+    if (s->ev_live) op->rt->event_synchronize(s->ev);
+    op->rt->event_destroy(s->ev);
+    s->ev = NULL;
+}
+
+static void free_op(mlc_stage_t *op)
+{
+    mlc_pinned_pool_t *pool;
+    if (mlc_pinned_default(&pool) == MLC_SUCCESS)
+        for (int r = SEND; r <= RECV; r++)
+            for (int i = 0; i < 2; i++)
+                if (op->role[r].pin[i]) mlc_pinned_free(pool, op->role[r].pin[i]);
+    free(op->ipc_all);
+    free(op);
+}
+
 static mlc_status_t start_sub(mlc_stage_t *op, slot_t *s)
 {
     int si = (int)(s - op->slots);
@@ -310,11 +352,7 @@ static mlc_status_t start_sub(mlc_stage_t *op, slot_t *s)
     /* A receive's status says how much to copy out. */
     if (op->coll == MLC_COLL_RECV || op->coll == MLC_COLL_SENDRECV) a.msg_status = &s->msg;
     s->msg = (mlc_msg_status_t){0};
-    mlc_comm_t *comm = op->comm;
-    comm->internal_depth++;
-    mlc_status_t st = mlc_submit_plain(comm, op->coll, &a, bytes, &s->sub);
-    comm->internal_depth--;
-    return st;
+    return start_internal(op, op->coll, &a, bytes, &s->sub);
 }
 
 /* The operation cannot go on: the peers would wait for chunks that never come, so abort. */
@@ -333,10 +371,7 @@ static void fail_op(mlc_stage_t *op, mlc_status_t st)
 
 static void finish_sub(mlc_stage_t *op, slot_t *s)
 {
-    mlc_request_t *sub = s->sub;
-    s->sub = NULL;
-    mlc_status_t st = mlc_request_wait_internal(sub); /* done: only hands over status and message */
-    mlc_request_release(sub);
+    mlc_status_t st = take_sub(&s->sub);
     if (st != MLC_SUCCESS) {
         /* A failed chunk fails the call; the communicator's own rules (sticky
          * failure) already tell the peers when it was a collective. */
@@ -395,14 +430,6 @@ static const char *ipc_source(const mlc_stage_t *op)
     if (op->coll == MLC_COLL_BROADCAST || op->coll == MLC_COLL_SCATTER)
         return op->comm->rank == a->root ? a->sendbuf : NULL;
     return a->sendbuf;
-}
-
-static mlc_status_t start_internal(mlc_stage_t *op, mlc_coll_t coll, const mlc_args_t *a, mlc_request_t **sub)
-{
-    op->comm->internal_depth++;
-    mlc_status_t st = mlc_submit_plain(op->comm, coll, a, a->count * a->esize, sub);
-    op->comm->internal_depth--;
-    return st;
 }
 
 /* Where rank q's source buffer is mapped in this process. */
@@ -473,13 +500,11 @@ static int ipc_advance(mlc_stage_t *op, int *gpu_wait)
             if (earlier_pending(op)) return 0;
             mlc_args_t x = {.sendbuf = &op->ipc_mine, .recvbuf = op->ipc_all, .count = sizeof(mlc_ipc_rec_t),
                             .dtype = MLC_UINT8, .esize = 1};
-            st = start_internal(op, MLC_COLL_ALLGATHER, &x, &op->ipc_sub);
+            st = start_internal(op, MLC_COLL_ALLGATHER, &x, x.count, &op->ipc_sub);
             break;
         }
         if (!atomic_load_explicit(&sub->done, memory_order_acquire)) return 0;
-        op->ipc_sub = NULL;
-        st = mlc_request_wait_internal(sub);
-        mlc_request_release(sub);
+        st = take_sub(&op->ipc_sub);
         if (st != MLC_SUCCESS) break;
         bool all_ok = true;
         for (int q = 0; q < op->comm->size; q++) all_ok &= op->ipc_all[q].ok == 1;
@@ -504,16 +529,14 @@ static int ipc_advance(mlc_stage_t *op, int *gpu_wait)
         }
         /* Nobody may reuse a buffer a peer still reads: close with a barrier. */
         mlc_args_t b = {.dtype = MLC_UINT8, .esize = 1};
-        st = start_internal(op, MLC_COLL_BARRIER, &b, &op->ipc_sub);
+        st = start_internal(op, MLC_COLL_BARRIER, &b, 0, &op->ipc_sub);
         op->ipc_issued = st == MLC_SUCCESS;
         op->ipc_phase = IPC_BARRIER;
         break;
     }
     case IPC_BARRIER:
         if (!atomic_load_explicit(&sub->done, memory_order_acquire)) return 0;
-        op->ipc_sub = NULL;
-        st = mlc_request_wait_internal(sub);
-        mlc_request_release(sub);
+        st = take_sub(&op->ipc_sub);
         if (st == MLC_SUCCESS) {
             op->finished = true;
             mlc_request_complete(op->req, MLC_SUCCESS, NULL);
@@ -632,45 +655,14 @@ static void unlink_op(mlc_stage_t *op)
 
 static void destroy(mlc_stage_t *op)
 {
-    mlc_comm_t *comm = op->comm;
     for (int i = 0; i < op->nslots; i++) {
-        slot_t *s = &op->slots[i];
-        if (s->sub) {
-            if (!atomic_load_explicit(&s->sub->done, memory_order_acquire) && !atomic_load(&comm->failed)) {
-                mlc_comm_fail(comm, MLC_ERR_ABORTED, "rank %d: a staged %s was abandoned while in flight",
-                              comm->rank, mlc_coll_name(op->coll));
-                comm->be->abort(comm);
-            }
-            mlc_request_wait_internal(s->sub); /* returns at once on a failed communicator */
-            mlc_request_release(s->sub);
-        }
-        /* Pinned memory is reused only once the GPU no longer copies from or to it. */
-        if (s->ev) {
-            if (s->ev_live) op->rt->event_synchronize(s->ev);
-            op->rt->event_destroy(s->ev);
-        }
+        abandon_sub(op, &op->slots[i].sub);
+        drop_event(op, &op->slots[i]);
     }
-    if (op->ipc_sub) {
-        if (!atomic_load_explicit(&op->ipc_sub->done, memory_order_acquire) && !atomic_load(&comm->failed)) {
-            mlc_comm_fail(comm, MLC_ERR_ABORTED, "rank %d: a %s through CUDA IPC was abandoned while in flight",
-                          comm->rank, mlc_coll_name(op->coll));
-            comm->be->abort(comm);
-        }
-        mlc_request_wait_internal(op->ipc_sub);
-        mlc_request_release(op->ipc_sub);
-    }
-    if (op->ipc_slot.ev) {
-        if (op->ipc_slot.ev_live) op->rt->event_synchronize(op->ipc_slot.ev);
-        op->rt->event_destroy(op->ipc_slot.ev);
-    }
-    free(op->ipc_all);
-    mlc_pinned_pool_t *pool;
-    if (mlc_pinned_default(&pool) == MLC_SUCCESS)
-        for (int r = SEND; r <= RECV; r++)
-            for (int i = 0; i < 2; i++)
-                if (op->role[r].pin[i]) mlc_pinned_free(pool, op->role[r].pin[i]);
+    abandon_sub(op, &op->ipc_sub);
+    drop_event(op, &op->ipc_slot);
     unlink_op(op);
-    free(op);
+    free_op(op);
 }
 
 void mlc_stage_release(mlc_request_t *req)
@@ -698,6 +690,7 @@ static mlc_status_t plan(mlc_stage_t *op, size_t chunk_bytes, bool as_is)
     op->role[SEND].user = (char *)a->sendbuf;
     op->role[RECV].user = a->recvbuf;
     op->chunked = op->shape.lay[SEND] != L_NONE && !as_is;
+    whole_bytes(comm, coll, a, op->whole);
     size_t p = (size_t)comm->size, es = a->esize;
     bool blocks = op->chunked && (op->shape.lay[SEND] == L_BLOCKS || op->shape.lay[RECV] == L_BLOCKS);
     for (int r = SEND; r <= RECV; r++) op->role[r].nblk = op->chunked && op->shape.lay[r] == L_BLOCKS ? p : 1;
@@ -731,13 +724,11 @@ static mlc_status_t plan(mlc_stage_t *op, size_t chunk_bytes, bool as_is)
 
 static mlc_status_t alloc_slots(mlc_stage_t *op)
 {
-    size_t whole[2];
-    whole_bytes(op->comm, op->coll, &op->args, whole);
     mlc_pinned_pool_t *pool = NULL;
     for (int r = SEND; r <= RECV; r++) {
         role_t *ro = &op->role[r];
         if (!ro->slot) continue;
-        size_t bytes = op->chunked ? ro->nblk * op->per * op->args.esize : whole[r];
+        size_t bytes = op->chunked ? ro->nblk * op->per * op->args.esize : op->whole[r];
         if (!pool) {
             mlc_status_t st = mlc_pinned_default(&pool);
             if (st != MLC_SUCCESS) return st;
@@ -774,7 +765,6 @@ mlc_status_t mlc_stage_submit(mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_
                               mlc_request_t **out)
 {
     mlc_devmem_t *dev = comm->dev;
-    if (!dev->staged) return plain(comm, coll, args, bytes, out);
     /* Behind a staged operation that has not issued everything, a call waits its turn. */
     bool busy = class_busy(dev, coll), as_is = coll == MLC_COLL_BARRIER;
     if (!as_is && dev->direct && comm->be->device_direct) {
@@ -827,13 +817,7 @@ mlc_status_t mlc_stage_submit(mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_
     if (st == MLC_SUCCESS && !req) st = mlc_error(MLC_ERR_NO_MEMORY, "mlc_%s: out of memory for a request", mlc_coll_name(coll));
     if (st != MLC_SUCCESS) {
         /* Nothing was started: this rank simply did not join (as with any argument error). */
-        mlc_pinned_pool_t *pool;
-        if (mlc_pinned_default(&pool) == MLC_SUCCESS)
-            for (int r = SEND; r <= RECV; r++)
-                for (int i = 0; i < 2; i++)
-                    if (op->role[r].pin[i]) mlc_pinned_free(pool, op->role[r].pin[i]);
-        free(op->ipc_all);
-        free(op);
+        free_op(op);
         return st;
     }
     req->coll = coll;
