@@ -169,9 +169,18 @@ mlc_status_t eng_rndv_copy(eng_ep_t *ep, int src, uint64_t addr, void *dst, size
         ssize_t n = process_vm_readv(ep->pids[src], &l, 1, &r, 1, 0);
         if (n <= 0) {
             if (n < 0 && errno == EINTR) continue;
-            return mlc_error(errno == ESRCH ? MLC_ERR_PEER_LOST : MLC_ERR_SYSTEM,
+            int err = n < 0 ? errno : 0;
+            /* A peer's memory goes away when the job is failing: it died, or it
+             * left this collective because another rank died. Report the death. */
+            char why[128];
+            for (int w = 0; ep->peer_dead && w < ep->wsize; w++)
+                if (w != ep->wrank && ep->peer_dead(ep, w, why, sizeof why))
+                    return mlc_error(MLC_ERR_PEER_LOST, "single-copy read of %zu bytes from rank %d failed (%s): "
+                                     "world rank %d is gone (%s)", bytes - done, src, err ? strerror(err) : "no progress",
+                                     w, why);
+            return mlc_error(err == ESRCH ? MLC_ERR_PEER_LOST : MLC_ERR_SYSTEM,
                              "single-copy read of %zu bytes from rank %d (pid %d) failed: %s", bytes - done, src,
-                             (int)ep->pids[src], n < 0 ? strerror(errno) : "no progress");
+                             (int)ep->pids[src], err ? strerror(err) : "no progress");
         }
         done += (size_t)n;
     }
