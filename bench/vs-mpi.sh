@@ -29,12 +29,14 @@ PEERS=""
 COLLS=""
 OV_SIZES="8 1K 64K 1M 4M 16M"
 THREAD_LEVEL=multiple
+# Fixed glibc malloc thresholds for both sides of --overhead (see overhead_main).
+OV_TUNABLES=glibc.malloc.mmap_threshold=67108864:glibc.malloc.trim_threshold=1073741824
 MIN_BYTES=""
 MAX_BYTES=""
 FACTOR=""
 TIME_PER_SIZE=""
 MIN_ITERS=3
-MAX_ITERS=20000
+MAX_ITERS=""
 WARMUP=2
 BIND=core
 BUILD_DIR=""
@@ -57,6 +59,7 @@ usage: bench/vs-mpi.sh [options]
   --sizes "8 1K ..."    (--overhead) the sizes (default: $OV_SIZES)
   --thread-level L      (--overhead) MPI thread level of both sides: single, funneled,
                         serialized, multiple (default: $THREAD_LEVEL, mlcomm's default)
+  --tunables T|none     (--overhead) GLIBC_TUNABLES of both sides (default: $OV_TUNABLES)
   --rounds N            interleaved rounds (A B C, A B C, ...); medians over them
   --ranks "2 4"         rank counts (above the core count they are oversubscribed)
   --peers "ompi mpich"  which MPIs to compare with (ompi: mpicc/mpirun, mpich: mpicc.mpich/mpiexec.mpich;
@@ -65,7 +68,7 @@ usage: bench/vs-mpi.sh [options]
                         --overhead: those and alltoall)
   --min SIZE --max SIZE --factor F    the size sweep (K/M/G suffixes)
   --time-per-size S     seconds each size's timed loop aims at (iterations are
-                        calibrated once, clamped to [$MIN_ITERS, $MAX_ITERS])
+                        calibrated once, clamped to [$MIN_ITERS, 20000]; --overhead: 200000)
   --min-iters N --max-iters N
   --bind core|none      core: rank r on the (r mod ncpu)-th allowed cpu, the same
                         wrapper (bench/bind-rank.sh) for every side; none: no binding
@@ -84,6 +87,7 @@ while [ $# -gt 0 ]; do
     --overhead) MODE=overhead ;;
     --sizes) OV_SIZES=$2; shift ;;
     --thread-level) THREAD_LEVEL=$2; shift ;;
+    --tunables) OV_TUNABLES=$2; shift ;;
     --rounds) ROUNDS=$2; shift ;;
     --ranks) RANKS=$2; shift ;;
     --peers) PEERS=$2; shift ;;
@@ -106,7 +110,7 @@ while [ $# -gt 0 ]; do
 done
 
 if [ "$MODE" = overhead ]; then
-    : "${ROUNDS:=7}" "${RANKS:=2}" "${TIME_PER_SIZE:=0.2}" "${PEERS:=ompi}"
+    : "${ROUNDS:=7}" "${RANKS:=2}" "${TIME_PER_SIZE:=0.2}" "${PEERS:=ompi}" "${MAX_ITERS:=200000}"
     : "${COLLS:=allreduce broadcast allgather reduce_scatter alltoall}"
     : "${MIN_BYTES:=8}" "${MAX_BYTES:=8}" "${FACTOR:=2}"
 elif [ "$MODE" = quick ]; then
@@ -114,7 +118,7 @@ elif [ "$MODE" = quick ]; then
 else
     : "${ROUNDS:=5}" "${RANKS:=2 4}" "${MIN_BYTES:=8}" "${MAX_BYTES:=128M}" "${FACTOR:=4}" "${TIME_PER_SIZE:=0.1}"
 fi
-: "${PEERS:=ompi mpich}" "${COLLS:=allreduce allgather reduce_scatter broadcast}"
+: "${PEERS:=ompi mpich}" "${COLLS:=allreduce allgather reduce_scatter broadcast}" "${MAX_ITERS:=20000}"
 if [ -z "$OUT_DIR" ]; then
     if [ "$MODE" = overhead ]; then OUT_DIR=$BENCH_DIR/out/overhead; else OUT_DIR=$BENCH_DIR/out; fi
 fi
@@ -150,10 +154,18 @@ log() { echo "[vs-mpi $(date +%H:%M:%S)] $*" >&2; }
 # against PEER's MPI). Side B: mpi-bench built with PEER's mpicc. Both at
 # MPI_THREAD_<--thread-level> (mlcomm: MLC_MPI_THREAD_LEVEL; mpi-bench: -t),
 # both through bench/bind-rank.sh, the same sizes, warm-up and iteration
-# counts. Both time a size the same way: one call on fresh data, a barrier,
-# N calls, the slowest rank's per-iteration average. Broadcast compares
-# mlcomm's in-place column (MPI_Bcast has one buffer); the out-of-place one,
-# whose root first copies sendbuf into recvbuf, is shown as broadcast_oop.
+# counts, one process per side and size, the two back to back. Both time a
+# size the same way: one call on fresh data, a barrier, N calls, the slowest
+# rank's per-iteration average. Broadcast compares mlcomm's in-place column
+# (MPI_Bcast has one buffer); the out-of-place one, whose root first copies
+# sendbuf into recvbuf, is shown as broadcast_oop.
+# Both sides get the same fixed malloc thresholds (--tunables): MPI allocates
+# temporaries per call (Open MPI's reduce_scatter_block: one buffer of the
+# whole input), and with glibc's dynamic thresholds whether such a buffer is
+# returned to the kernel after every call depends on the program's earlier
+# allocations: in mlcomm-bench it was (brk 3 times a call, page faults in the
+# next call's single-copy receive: reduce_scatter at 1 MiB 2.3x slower),
+# in mpi-bench it was not.
 overhead_main() {
     local sizes_b="" s
     for s in $OV_SIZES; do sizes_b="$sizes_b $(bytes_of "$s")"; done
@@ -202,8 +214,10 @@ overhead_main() {
         fi
         cmd+=("${wrap[@]}" "$@")
         echo "+ ${cmd[*]}" >>"$logf"
-        if ! MLC_BACKEND=mpi MLC_MPI_THREAD_LEVEL=$THREAD_LEVEL timeout "$LAUNCH_TIMEOUT" "${cmd[@]}" \
-            >"$logf.tmp" 2>&1; then
+        local tun=()
+        [ "$OV_TUNABLES" = none ] || tun=(GLIBC_TUNABLES="$OV_TUNABLES")
+        if ! env "${tun[@]}" MLC_BACKEND=mpi MLC_MPI_THREAD_LEVEL="$THREAD_LEVEL" timeout "$LAUNCH_TIMEOUT" \
+            "${cmd[@]}" >"$logf.tmp" 2>&1; then
             cat "$logf.tmp" >>"$logf"
             echo "vs-mpi.sh: failed: ${cmd[*]} (log: $logf)" >&2
             tail -20 "$logf.tmp" >&2
@@ -243,7 +257,7 @@ overhead_main() {
     local raw=$OUT_DIR/overhead-raw.csv
     echo "np,round,side,coll,size,iters,time_us" >"$raw"
     rm -f "$OUT_DIR"/logs/*.log
-    local start np coll round seg first it t args
+    local start np coll round side it t args
     start=$(date +%s)
     log "overhead: peers [$peers ], ranks [$RANKS], colls [$COLLS], sizes [$sizes_b ], rounds $ROUNDS, thread level $THREAD_LEVEL, $TIME_PER_SIZE s per size, bind $BIND"
     for p in $peers; do
@@ -257,7 +271,7 @@ overhead_main() {
                 while IFS=, read -r _ _ _ _ s _ t; do
                     it=$(awk -v T="$TIME_PER_SIZE" -v t="$t" -v lo="$MIN_ITERS" -v hi="$MAX_ITERS" 'BEGIN {
                         n = t > 0 ? T / (t / 1e6) : hi; p2 = 1; while (p2 * 2 <= n) p2 *= 2
-                        print p2 < lo ? lo : p2 > hi ? hi : p2 }')
+                        print (p2 < lo ? lo : (p2 > hi ? hi : p2)) }')
                     iters_of[$coll,$s]=$it
                 done < <(ov_raw "$p" "$np" 0 "$coll" "${args[@]}" | grep -v ',broadcast_oop,')
                 for s in $sizes_b; do
@@ -268,17 +282,16 @@ overhead_main() {
             for ((round = 1; round <= ROUNDS; round++)); do
                 log "$p, $np ranks: round $round/$ROUNDS"
                 for coll in $COLLS; do
-                    args=()
-                    for s in $sizes_b; do args+=("$s:$s:1:${iters_of[$coll,$s]}"); done
-                    # A B in odd rounds, B A in even ones: neither side always goes first.
-                    for first in $([ $((round % 2)) = 1 ] && echo "mlcomm raw" || echo "raw mlcomm"); do
-                        if [ "$first" = raw ]; then
-                            ov_raw "$p" "$np" "$round" "$coll" "${args[@]}" >>"$raw"
-                        else
-                            for s in $sizes_b; do
+                    for s in $sizes_b; do
+                        # One process per side and size, the two back to back:
+                        # A B in odd rounds, B A in even ones.
+                        for side in $([ $((round % 2)) = 1 ] && echo "mlcomm raw" || echo "raw mlcomm"); do
+                            if [ "$side" = raw ]; then
+                                ov_raw "$p" "$np" "$round" "$coll" "$s:$s:1:${iters_of[$coll,$s]}" >>"$raw"
+                            else
                                 ov_mlcomm "$p" "$np" "$round" "$coll" "$s" "${iters_of[$coll,$s]}" >>"$raw"
-                            done
-                        fi
+                            fi
+                        done
                     done
                 done
             done
@@ -288,12 +301,13 @@ overhead_main() {
     {
         echo "# mlcomm mpi backend vs raw MPI: $(date -u +%Y-%m-%dT%H:%M:%SZ), $(uname -n), $(nproc) cpus, load $(cut -d' ' -f1-3 /proc/loadavg)"
         echo "# rounds $ROUNDS (A B, B A, ...), bind $BIND, thread level $THREAD_LEVEL, $TIME_PER_SIZE s per size, $elapsed s"
+        echo "# GLIBC_TUNABLES (both sides): $OV_TUNABLES"
         echo "# mlcomm $(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo '?') (Release)"
         for p in $peers; do
             echo "# $p: $(sed -n 's/^# mpi-bench: //p' "$OUT_DIR/logs/$p.${RANKS%% *}.log" | head -1)"
         done
         echo "# time: per-iteration average of N calls, slowest rank; columns: medians over rounds;"
-        echo "# diff and ratio: mlcomm - MPI and mlcomm / MPI in each round, median over rounds"
+        echo "# diff and ratio: mlcomm - MPI and mlcomm / MPI in each round, median over rounds; *_min: best round"
     } >"$OUT_DIR/overhead-header.txt"
     cat "$OUT_DIR/overhead-header.txt"
     awk -F, -v summary="$OUT_DIR/overhead-summary.csv" "$OVERHEAD_AWK" "$raw" | tee "$OUT_DIR/overhead-table.txt"
@@ -315,10 +329,9 @@ NR == 1 { next }
     rounds[$2] = 1
 }
 END {
-    printf "%-6s %3s  %-14s %10s %7s %12s %12s %10s %7s  %-13s %s
-", "peer", "np", "coll", "size", "iters",
-           "mlcomm_us", "mpi_us", "diff_us", "ratio", "target", "result"
-    print "peer,np,coll,size,iters,mlcomm_us,mpi_us,diff_us,ratio,rounds,target,result" > summary
+    printf "%-6s %3s  %-14s %10s %7s %11s %11s %10s %7s %11s %11s  %-11s %s\n", "peer", "np", "coll", "size",
+           "iters", "mlcomm_us", "mpi_us", "diff_us", "ratio", "mlcomm_min", "mpi_min", "target", "result"
+    print "peer,np,coll,size,iters,mlcomm_us,mpi_us,diff_us,ratio,mlcomm_min_us,mpi_min_us,rounds,target,result" > summary
     pass = fail = 0
     for (i = 1; i <= nk; i++) {
         k = keys[i]; split(k, f, SUBSEP)
@@ -333,21 +346,19 @@ END {
         }
         if (nd == 0) continue
         mm = median(M, nm); mr = median(R, nr); md = median(D, nd); mq = median(Q, nd)
+        lm = M[1]; lr = R[1] # median() sorted them
         target = "-"; result = "-"
         if (f[3] != "broadcast_oop") {
             if (f[4] + 0 <= 8) { target = "<= +0.2 us"; result = md <= 0.2 ? "PASS" : "FAIL" }
             else if (f[4] + 0 >= 1048576) { target = "<= 1.03x"; result = mq <= 1.03 ? "PASS" : "FAIL" }
         }
         if (result == "PASS") pass++; else if (result == "FAIL") fail++
-        printf "%-6s %3s  %-14s %10s %7s %12.3f %12.3f %+10.3f %7.3f  %-13s %s
-", f[2], f[1], f[3], f[4],
-               iters[k], mm, mr, md, mq, target, result
-        printf "%s,%s,%s,%s,%s,%.4f,%.4f,%.4f,%.4f,%d,%s,%s
-", f[2], f[1], f[3], f[4], iters[k], mm, mr, md,
-               mq, nd, target, result > summary
+        printf "%-6s %3s  %-14s %10s %7s %11.3f %11.3f %+10.3f %7.3f %11.3f %11.3f  %-11s %s\n", f[2], f[1], f[3],
+               f[4], iters[k], mm, mr, md, mq, lm, lr, target, result
+        printf "%s,%s,%s,%s,%s,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%d,%s,%s\n", f[2], f[1], f[3], f[4], iters[k], mm, mr,
+               md, mq, lm, lr, nd, target, result > summary
     }
-    printf "targets: %d PASS, %d FAIL (broadcast_oop: information only)
-", pass, fail
+    printf "targets: %d PASS, %d FAIL (broadcast_oop: information only)\n", pass, fail
 }'
 
 if [ "$MODE" = overhead ]; then
