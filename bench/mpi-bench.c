@@ -9,10 +9,10 @@
  *     c/p to every rank, both buffers hold (c/p)*p; the printed size is the
  *     larger buffer, algbw = that many bytes / time;
  *   - one segment = sizes MIN, MIN*F, ... <= MAX with ITERS timed calls each;
- *     buffers are sized for the segment's largest size and successive
- *     iterations walk through them at offsets of one size (as mlcomm-bench
- *     does within one invocation), warm-up at the segment's largest and
- *     smallest size;
+ *     buffers (page-aligned) are sized for the segment's largest size and
+ *     successive iterations walk through them at offsets of one size (as
+ *     mlcomm-bench does within one invocation), warm-up at the segment's
+ *     largest and smallest size;
  *   - per size: one call on freshly written data, a barrier, ITERS timed
  *     calls, the slowest rank's average (MPI_Allreduce MAX);
  *   - buffer contents come from --seed, so successive runs see new data;
@@ -193,10 +193,14 @@ static int run_segment(bench_t *b, coll_t c, const segment_t *s, long warmup)
     geom_t big = geometry(c, last, b->p);
     size_t elems = big.size_bytes / sizeof(float);
     b->buf_elems = elems > 16 ? elems : 16;
-    b->send = malloc(b->buf_elems * sizeof(float));
-    b->recv = malloc(b->buf_elems * sizeof(float));
+    /* page-aligned, as mlcomm-bench's (alignment moves large-message times by a few percent) */
+    void *sp = NULL, *rp = NULL;
+    int bad = posix_memalign(&sp, 4096, b->buf_elems * sizeof(float)) != 0 ||
+              posix_memalign(&rp, 4096, b->buf_elems * sizeof(float)) != 0;
+    b->send = sp;
+    b->recv = rp;
     int rc = MPI_SUCCESS;
-    if (!b->send || !b->recv) {
+    if (bad) {
         fprintf(stderr, "mpi-bench: rank %d: cannot allocate 2 x %zu bytes\n", b->rank,
                 b->buf_elems * sizeof(float));
         MPI_Abort(MPI_COMM_WORLD, 3);
