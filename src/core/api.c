@@ -8,6 +8,7 @@
 #include "backend.h"
 #include "dtype.h"
 #include "error.h"
+#include "gpu/devmem.h"
 #include "log.h"
 
 #define CHECK_ARG(cond, ...) \
@@ -139,7 +140,7 @@ const char *mlc_request_default_algo(const mlc_request_t *req)
 }
 
 /* The algorithm every rank will run: forced, else the selector's choice. */
-static const char *choose_algo(const mlc_request_t *req)
+const char *mlc_request_algo(const mlc_request_t *req)
 {
     const mlc_comm_t *comm = req->comm;
     if (!comm->be->algos || req->coll >= MLC_COLL_SEND) return NULL;
@@ -149,8 +150,8 @@ static const char *choose_algo(const mlc_request_t *req)
 }
 
 /* Start the request; block on it when the caller passed no request pointer. */
-static mlc_status_t submit(mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_t *args, size_t bytes,
-                           mlc_request_t **out)
+mlc_status_t mlc_submit_plain(mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_t *args, size_t bytes,
+                              mlc_request_t **out)
 {
     mlc_request_t *req = mlc_request_alloc(comm);
     if (!req) return mlc_error(MLC_ERR_NO_MEMORY, "mlc_%s: out of memory for a request", coll_names[coll]);
@@ -160,7 +161,7 @@ static mlc_status_t submit(mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_t *
     req->blocking = out == NULL;
     req->internal = comm->internal_depth > 0;
     if (coll < MLC_COLL_SEND) req->seq = comm->coll_seq++;
-    req->algo = choose_algo(req);
+    req->algo = mlc_request_algo(req);
     if (comm->prof) req->t_start = mlc_now();
     mlc_status_t (*start)(mlc_request_t *) = comm->be->start[coll];
     if (!start) {
@@ -182,6 +183,14 @@ static mlc_status_t submit(mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_t *
     st = mlc_request_wait_internal(req);
     mlc_request_release(req);
     return st;
+}
+
+/* Device buffers on a host backend go through the stage layer (src/gpu/devmem.h). */
+static mlc_status_t submit(mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_t *args, size_t bytes,
+                           mlc_request_t **out)
+{
+    if (comm->dev) return mlc_stage_submit(comm, coll, args, bytes, out);
+    return mlc_submit_plain(comm, coll, args, bytes, out);
 }
 
 #define BEGIN(coll)                                          \
@@ -603,7 +612,7 @@ mlc_status_t mlc_comm_get_algo(mlc_comm_t *comm, mlc_coll_t coll, size_t bytes, 
     probe.args.esize = 1;
     probe.args.op = MLC_SUM;
     probe.args.sendbuf = probe.args.recvbuf = &probe; /* present, not in place */
-    const char *a = choose_algo(&probe);
+    const char *a = mlc_request_algo(&probe);
     *name = a ? a : "native";
     return MLC_SUCCESS;
 }

@@ -82,6 +82,16 @@ typedef struct mlc_backend {
     const char *(*choose_algo)(const mlc_request_t *req);
     /* Optional: set a GPU stream. */
     mlc_status_t (*set_stream)(mlc_comm_t *comm, void *stream);
+
+    /* Device buffers (src/gpu/devmem.h). A GPU backend (nccl, rccl) takes
+     * them on every call: device_native. A host backend's calls on a
+     * communicator of memory kind cuda/rocm/auto are staged through pinned
+     * host memory by core, unless every rank's device_capable said yes at
+     * init (e.g. a CUDA-aware MPI) and device_direct says this call may take
+     * device pointers as they are (the same answer on every rank). */
+    bool device_native;
+    bool (*device_capable)(mlc_comm_t *comm);
+    bool (*device_direct)(const mlc_request_t *req);
 } mlc_backend_t;
 
 #define MLC_TAG_MAX_DEFAULT ((1 << 30) - 1)
@@ -101,6 +111,8 @@ MLC_BACKEND_LIST(MLC_X_DECL)
 /* The registry: every backend in list order, NULL-terminated. */
 extern const mlc_backend_t *const mlc_backends[];
 const mlc_backend_t *mlc_backend_find(const char *name);
+/* The algorithm every rank runs for req: forced, else the selector's (NULL: native). */
+const char *mlc_request_algo(const mlc_request_t *req);
 /* The selector's choice for req, ignoring a forced algorithm: a backend runs
  * it when the forced one cannot take this call (as NCCL_ALGO falls back). */
 const char *mlc_request_default_algo(const mlc_request_t *req);

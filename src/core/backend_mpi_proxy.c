@@ -182,6 +182,9 @@ static void fwd_pending_peers(const mlc_request_t *req, char *buf, size_t len)
 static mlc_status_t fwd_wait_native(mlc_request_t *req) { return mpi_mod->wait_native(req); }
 static int fwd_tag_max(mlc_comm_t *comm) { return mpi_mod->tag_max(comm); }
 
+static bool fwd_device_capable(mlc_comm_t *comm) { return mpi_mod->device_capable(comm); }
+static bool fwd_device_direct(const mlc_request_t *req) { return mpi_mod->device_direct(req); }
+
 /* Asked while a communicator is set up (after `available`), and by tools. */
 static const char *const *fwd_algos(mlc_coll_t coll)
 {
@@ -212,4 +215,6 @@ const mlc_backend_t mlc_backend_mpi = {
     .wait_native = fwd_wait_native,
     .tag_max = fwd_tag_max,
     .algos = fwd_algos,
+    .device_capable = fwd_device_capable,
+    .device_direct = fwd_device_direct,
 };

@@ -7,6 +7,7 @@
 #include <sys/random.h>
 #include "algos/select.h"
 #include "backend.h"
+#include "gpu/devmem.h"
 #include "error.h"
 #include "log.h"
 #include "model.h"
@@ -26,6 +27,7 @@ mlc_comm_t *mlc_comm_alloc(void)
 void mlc_comm_release(mlc_comm_t *comm)
 {
     if (!comm) return;
+    mlc_devmem_free(comm);
     mlc_prof_close(comm);
     mlc_comm_free_requests(comm);
     free(comm);
@@ -147,6 +149,7 @@ static mlc_status_t create(const mlc_cfg_t *cfg, const mlc_boot_t *boot, const m
     c->internal_depth++;
     st = check_agreement(c);
     if (st == MLC_SUCCESS) st = mlc_model_agree(c);
+    if (st == MLC_SUCCESS) st = mlc_devmem_setup(c);
     c->internal_depth--;
     c->coll_seq = 0; /* init's own collectives are complete: the user's first is #0 */
     if (st == MLC_SUCCESS) st = mlc_prof_open(c);
@@ -286,6 +289,11 @@ mlc_status_t mlc_comm_init_all(int n, const mlc_config_t *cfg_in, mlc_comm_t **c
     comms[0]->size = n;
     if (st != MLC_SUCCESS) goto fail;
     for (int i = 1; i < n; i++) comms[i]->model = comms[0]->model;
+    st = mlc_devmem_setup_local(n, comms);
+    if (st != MLC_SUCCESS) {
+        for (int i = 0; i < n; i++) be->destroy(comms[i]);
+        goto fail;
+    }
     return MLC_SUCCESS;
 fail:
     for (int i = 0; i < n; i++) {
@@ -363,6 +371,7 @@ mlc_status_t mlc_comm_split(mlc_comm_t *comm, int color, int key, mlc_comm_t **o
     st = comm->be->split(comm, color, key, members, n, child);
     comm->internal_depth--;
     if (st == MLC_SUCCESS && child) st = mlc_prof_open(child);
+    if (st == MLC_SUCCESS && child) st = mlc_devmem_inherit(child, comm);
     if (st != MLC_SUCCESS) {
         if (child && child->impl) comm->be->destroy(child);
         mlc_comm_release(child);
@@ -379,6 +388,7 @@ mlc_status_t mlc_comm_free(mlc_comm_t *comm)
 {
     mlc_error_clear();
     if (!comm) return MLC_SUCCESS;
+    mlc_devmem_free(comm); /* staged operations still in flight hold backend requests */
     comm->be->destroy(comm);
     mlc_comm_release(comm);
     return MLC_SUCCESS;
@@ -416,8 +426,14 @@ mlc_status_t mlc_comm_set_stream(mlc_comm_t *comm, void *stream)
 {
     mlc_error_clear();
     if (!comm) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_comm_set_stream: comm is NULL");
+    if (!comm->be->set_stream && comm->dev) {
+        /* A host backend with device buffers: staging copies run on it. */
+        comm->stream = stream;
+        return MLC_SUCCESS;
+    }
     if (!comm->be->set_stream)
-        return mlc_error(MLC_ERR_UNSUPPORTED, "mlc_comm_set_stream: backend '%s' has no streams",
+        return mlc_error(MLC_ERR_UNSUPPORTED, "mlc_comm_set_stream: backend '%s' has no streams (on a "
+                         "communicator of memory kind cuda/rocm/auto it orders the staging copies)",
                          comm->be->name);
     mlc_status_t st = comm->be->set_stream(comm, stream);
     if (st == MLC_SUCCESS) comm->stream = stream;

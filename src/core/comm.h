@@ -15,6 +15,8 @@
 
 struct mlc_backend;
 struct mlc_profiler;
+struct mlc_devmem;
+struct mlc_stage;
 
 /* Validated arguments of one operation (what each field means depends on coll). */
 typedef struct mlc_args {
@@ -58,6 +60,7 @@ struct mlc_request {
     /* Backend-private state: inline storage to keep the small path malloc-free. */
     _Alignas(16) unsigned char priv[MLC_REQ_PRIV_BYTES];
     void *priv_ext;        /* backend-owned heap state when priv is too small (freed by the backend) */
+    struct mlc_stage *stage; /* device buffers staged through pinned memory (src/gpu/stage.c), else NULL */
 };
 
 struct mlc_comm {
@@ -79,6 +82,7 @@ struct mlc_comm {
     struct mlc_req_chunk *req_chunks;
     int outstanding;       /* requests handed out and not yet released */
     int tensor_checks;     /* src/tensor: mlc_tensor_set_checks level (0 = full) */
+    struct mlc_devmem *dev; /* memory kind cuda/rocm/auto on a host backend (src/gpu/devmem.h), else NULL */
 };
 
 /* --- used by backends ---------------------------------------------------- */

@@ -488,6 +488,28 @@ static mlc_status_t mlc_resolve_misc(const mlc_config_t *cfg, mlc_cfg_t *r)
         if (st != MLC_SUCCESS) return st;
     }
 
+    /* Staging chunk for device buffers on host backends (K/M/G suffixes). */
+    r->stage_chunk = 0;
+    const char *sc = mlc_env("MLC_STAGE_CHUNK");
+    if (sc != NULL && (!mlc_parse_size(sc, &r->stage_chunk) || r->stage_chunk < 64 || r->stage_chunk > ((size_t)1 << 30)))
+        return mlc_error(MLC_ERR_CONFIG, "MLC_STAGE_CHUNK='%s' is not a size from 64 bytes to 1G", sc);
+
+    /* CUDA-aware MPI: auto (ask the library), 0 or 1 */
+    r->mpi_cuda_aware = -1;
+    const char *ca = mlc_env("MLC_MPI_CUDA_AWARE");
+    if (ca != NULL && strcmp(ca, "auto") != 0) {
+        if (!mlc_parse_int(ca, 0, 1, &x)) return mlc_error(MLC_ERR_CONFIG, "MLC_MPI_CUDA_AWARE='%s' is not auto, 0 or 1", ca);
+        r->mpi_cuda_aware = (int)x;
+    }
+
+    /* CUDA IPC between shm processes: 0 or 1 */
+    r->cuda_ipc = 1;
+    const char *ipc = mlc_env("MLC_CUDA_IPC");
+    if (ipc != NULL) {
+        if (!mlc_parse_int(ipc, 0, 1, &x)) return mlc_error(MLC_ERR_CONFIG, "MLC_CUDA_IPC='%s' is not 0 or 1", ipc);
+        r->cuda_ipc = (int)x;
+    }
+
     /* CMA: 0 or 1 */
     r->cma = 1;
     if (cfg != NULL && cfg->cma != MLC_UNSET) {
@@ -601,6 +623,8 @@ const char *mlc_config_diff(const mlc_cfg_t *a, const mlc_cfg_t *b)
 {
     if (strncmp(a->backend, b->backend, sizeof a->backend) != 0) return "MLC_BACKEND";
     if (a->world_size != b->world_size) return "MLC_WORLD_SIZE";
+    if (a->memory != b->memory) return "MLC_MEMORY";
+    if (a->stage_chunk != b->stage_chunk) return "MLC_STAGE_CHUNK";
     for (int c = 0; c < MLC_COLL_COUNT; c++)
         if (strncmp(a->algo[c], b->algo[c], sizeof a->algo[c]) != 0) return mlc_algo_vars[c];
     return NULL;

@@ -24,6 +24,7 @@
     X(MLC_PROFILE, "", "write a Chrome/Perfetto trace per rank; %r = rank; 'stats' = no file") \
     X(MLC_MEMORY, "host", "buffer memory kind: host, cuda, rocm, auto")                        \
     X(MLC_MPI_THREAD_LEVEL, "multiple", "MPI thread level: single, funneled, serialized, multiple") \
+    X(MLC_MPI_CUDA_AWARE, "auto", "mpi: hand device buffers to MPI: auto (ask MPI), 1, 0 (stage them)") \
     X(MLC_EXCHANGE_EXEC, "auto", "exchange executor: auto, mpi_pack, mpi_subarray, p2p")        \
     X(MLC_CMA, "1", "shm: single-copy transfers with process_vm_readv where allowed (0/1)")    \
     X(MLC_ALGO_BROADCAST, "auto", "force the broadcast algorithm")                              \
@@ -44,6 +45,8 @@
     X(MLC_NCCL_LIB, "", "path of the NCCL library to load")                                    \
     X(MLC_RCCL_LIB, "", "path of the RCCL library to load")                                    \
     X(MLC_PINNED_LIMIT, "1073741824", "pinned host memory pool limit in bytes")                \
+    X(MLC_STAGE_CHUNK, "4M", "device buffers on threads/shm/mpi: staging chunk, bytes (K/M/G)") \
+    X(MLC_CUDA_IPC, "1", "shm: move device buffers between processes with CUDA IPC (0/1)")     \
     X(MLC_NCCL_NCHANNELS, "", "nccl/rccl: channels per collective (NCCL_MIN/MAX_NCHANNELS)")   \
     X(MLC_NCCL_BUFFSIZE, "", "nccl/rccl: NCCL buffer size in bytes, K/M/G (NCCL_BUFFSIZE)")
 
@@ -67,6 +70,9 @@ typedef struct mlc_cfg {
     int memory;
     int mpi_thread_level;
     int cma;
+    size_t stage_chunk;  /* MLC_STAGE_CHUNK bytes; 0 = default */
+    int mpi_cuda_aware;  /* MLC_MPI_CUDA_AWARE: -1 auto, 0, 1 */
+    int cuda_ipc;        /* MLC_CUDA_IPC: 0 or 1 */
     char algo[MLC_COLL_COUNT][32]; /* "" = auto */
     const char *rank_source; /* which launcher's variables gave the rank ("mlcomm-run", "torchrun", ...) */
 } mlc_cfg_t;

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 #include "backend.h"
+#include "gpu/devmem.h"
 #include "error.h"
 #include "log.h"
 #include "profile.h"
@@ -52,6 +53,7 @@ mlc_request_t *mlc_request_alloc(mlc_comm_t *comm)
     r->next_free = NULL;
     r->in_use = true;
     r->priv_ext = NULL;
+    r->stage = NULL;
     comm->outstanding++;
     return r;
 }
@@ -59,6 +61,7 @@ mlc_request_t *mlc_request_alloc(mlc_comm_t *comm)
 void mlc_request_release(mlc_request_t *req)
 {
     mlc_comm_t *comm = req->comm;
+    if (req->stage) mlc_stage_release(req);
     req->in_use = false;
     req->next_free = comm->free_reqs;
     comm->free_reqs = req;
@@ -143,7 +146,8 @@ mlc_status_t mlc_request_wait_internal(mlc_request_t *req)
     if (failed) return fail_pending(req, failed);
 
     /* MPI without a timeout: MPI's own blocking wait (as raw MPI would). */
-    if (be->wait_native && !comm->cfg.timeout_set) {
+    /* Not while staged operations need our progress calls (devmem.h). */
+    if (be->wait_native && !comm->cfg.timeout_set && !req->stage && !(comm->dev && comm->dev->active)) {
         mlc_status_t st = be->wait_native(req);
         if (st != MLC_SUCCESS && !is_done(req)) return st;
         return finish(req);
@@ -157,8 +161,9 @@ mlc_status_t mlc_request_wait_internal(mlc_request_t *req)
     double last_progress = 0, spin_until = 0;
     int calls = 0;
     for (;;) {
-        int progressed = 0;
+        int progressed = 0, gpu_wait = 0;
         mlc_status_t st = be->progress(comm, &progressed);
+        if (comm->dev && st == MLC_SUCCESS) st = mlc_stage_progress(comm, &progressed, &gpu_wait);
         if (is_done(req)) return finish(req);
         if (st != MLC_SUCCESS) {
             failed = atomic_load(&comm->failed);
@@ -194,7 +199,11 @@ mlc_status_t mlc_request_wait_internal(mlc_request_t *req)
         double slice = MLC_IDLE_SLICE_S;
         if (timeout > 0 && timeout - (now - last_progress) < slice)
             slice = timeout - (now - last_progress) + 1e-3;
-        if (be->idle) {
+        if (gpu_wait) {
+            /* A GPU copy ends without waking anyone: poll it every 20 us. */
+            struct timespec ts = {0, 20000};
+            nanosleep(&ts, NULL);
+        } else if (be->idle) {
             be->idle(comm, slice);
         } else {
             struct timespec ts = {0, 200000};
@@ -229,8 +238,9 @@ mlc_status_t mlc_request_test(mlc_request_t **preq, int *done)
     if (!req->in_use) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_request_test: request was already released");
     mlc_comm_t *comm = req->comm;
     if (!is_done(req)) {
-        int progressed = 0;
+        int progressed = 0, gpu_wait = 0;
         mlc_status_t st = comm->be->progress(comm, &progressed);
+        if (comm->dev && st == MLC_SUCCESS) st = mlc_stage_progress(comm, &progressed, &gpu_wait);
         if (!is_done(req)) {
             if (st == MLC_SUCCESS && !progressed) st = comm->be->health(comm);
             int failed = atomic_load(&comm->failed);

@@ -12,14 +12,26 @@
  *   FAKE_CUDA_EVENT_POLLS=k  an event reports "not ready" k times after a record
  *   FAKE_CUDA_EVENT_NEVER=1  events never complete until fake_cuda_release_events()
  *   FAKE_CUDA_HOSTALLOC_FAIL=1  cudaHostAlloc fails with cudaErrorMemoryAllocation
+ *   FAKE_CUDA_GUARD=1        "device" memory is a memfd mapped twice: the
+ *                            pointer handed out is PROT_NONE (any host access
+ *                            to it crashes, as on a real GPU), the runtime's
+ *                            copies go through a second, writable mapping;
+ *                            IPC handles then work across processes
+ *                            (/proc/<pid>/fd/<fd>), like CUDA IPC
  *
  * Built with -DFAKE_HIP it is a HIP runtime instead (fake_names.h).
  * Built with -DFAKE_PARTIAL, it exports only the first few symbols of the
  * loader's list (cudaDriverGetVersion is the first one missing): the loader
  * must refuse it and name that symbol.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,6 +103,10 @@ typedef struct alloc {
     size_t n;
     int type, device;
     int registered; /* host memory registered in place (not ours to free) */
+    char *rw;       /* FAKE_CUDA_GUARD: the writable view of p (NULL: p itself) */
+    int fd;         /* FAKE_CUDA_GUARD: the memfd behind it (-1 for opened IPC memory) */
+    int opened;     /* mapped from another process's IPC handle */
+    uint64_t serial; /* FAKE_CUDA_GUARD: unique per allocation, as a real IPC handle is */
     struct alloc *next;
 } alloc_t;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -98,13 +114,37 @@ static alloc_t *allocs;
 static __thread int cur_device;
 
 API int fake_cuda_live_device_allocs, fake_cuda_live_host_allocs, fake_cuda_live_streams,
-    fake_cuda_live_events, fake_cuda_host_allocs_total;
+    fake_cuda_live_events, fake_cuda_host_allocs_total, fake_cuda_memcpy_calls;
 
 static alloc_t *find(const void *p)
 {
     for (alloc_t *a = allocs; a; a = a->next)
         if ((const char *)p >= a->p && (const char *)p < a->p + (a->n ? a->n : 1)) return a;
     return NULL;
+}
+
+/* Where the runtime itself reads or writes p (the writable view of guarded memory). */
+static void *host_view(const void *p)
+{
+    pthread_mutex_lock(&lock);
+    alloc_t *a = find(p);
+    void *v = a && a->rw ? a->rw + ((const char *)p - a->p) : (void *)p;
+    pthread_mutex_unlock(&lock);
+    return v;
+}
+
+/* Guarded device memory: a memfd mapped PROT_NONE (handed out) and read-write (ours). */
+static int guard_map(int fd, size_t n, char **p, char **rw)
+{
+    size_t len = n ? n : 1;
+    *p = mmap(NULL, len, PROT_NONE, MAP_SHARED, fd, 0);
+    if (*p == MAP_FAILED) return E_MEMORY;
+    *rw = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (*rw == MAP_FAILED) {
+        munmap(*p, len);
+        return E_MEMORY;
+    }
+    return OK;
 }
 
 /* Exported for the fake NCCL: is p inside fake device memory (or pinned host)? */
@@ -117,16 +157,21 @@ API int fake_cuda_is_device(const void *p)
     return r;
 }
 
-static int add(void *p, size_t n, int type, int registered)
+static int add_mapped(void *p, size_t n, int type, int registered, char *rw, int fd, int opened)
 {
     alloc_t *a = calloc(1, sizeof *a);
     if (!a) return E_MEMORY;
-    *a = (alloc_t){p, n, type, cur_device, registered, NULL};
+    static uint64_t serials;
+    *a = (alloc_t){p, n, type, cur_device, registered, rw, fd, opened, __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED), NULL};
     pthread_mutex_lock(&lock);
     a->next = allocs;
     allocs = a;
     pthread_mutex_unlock(&lock);
     return OK;
+}
+static int add(void *p, size_t n, int type, int registered)
+{
+    return add_mapped(p, n, type, registered, NULL, -1, 0);
 }
 
 static alloc_t *take(const void *p, int type)
@@ -202,8 +247,33 @@ API int cudaPointerGetAttributes(void *attr, const void *p)
     memcpy((char *)attr + 4, &dev, sizeof dev);
     return OK;
 }
+static int guarded_malloc(void **p, size_t n)
+{
+    int fd = memfd_create("fake-cuda", MFD_CLOEXEC);
+    if (fd < 0) return fail(E_MEMORY);
+    char *m, *rw;
+    if (ftruncate(fd, (off_t)(n ? n : 1)) != 0 || guard_map(fd, n, &m, &rw) != OK) {
+        close(fd);
+        return fail(E_MEMORY);
+    }
+    memset(rw, 0xa5, n);
+    if (add_mapped(m, n, MEM_DEVICE, 0, rw, fd, 0) != OK) return fail(E_MEMORY);
+    __atomic_add_fetch(&fake_cuda_live_device_allocs, 1, __ATOMIC_RELAXED);
+    *p = m;
+    return OK;
+}
+
+static void unmap_alloc(alloc_t *a)
+{
+    size_t len = a->n ? a->n : 1;
+    munmap(a->p, len);
+    munmap(a->rw, len);
+    if (a->fd >= 0) close(a->fd);
+}
+
 API int cudaMalloc(void **p, size_t n)
 {
+    if (env_int("FAKE_CUDA_GUARD", 0)) return guarded_malloc(p, n);
     void *m = malloc(n ? n : 1);
     if (!m) return fail(E_MEMORY);
     /* Fill with garbage so a test cannot pass on zeroed memory by luck. */
@@ -220,8 +290,9 @@ API int cudaFree(void *p)
 {
     if (!p) return OK;
     alloc_t *a = take(p, MEM_DEVICE);
-    if (!a) return fail(E_INVALID_VALUE);
-    free(a->p);
+    if (!a || a->opened) return fail(E_INVALID_VALUE);
+    if (a->rw) unmap_alloc(a);
+    else free(a->p);
     free(a);
     __atomic_sub_fetch(&fake_cuda_live_device_allocs, 1, __ATOMIC_RELAXED);
     return OK;
@@ -263,12 +334,13 @@ API int cudaHostUnregister(void *p)
 API int cudaMemcpyAsync(void *dst, const void *src, size_t n, int kind, void *stream)
 {
     if (kind != 4) return fail(E_INVALID_VALUE);
-    memmove(dst, src, n);
+    __atomic_add_fetch(&fake_cuda_memcpy_calls, 1, __ATOMIC_RELAXED);
+    memmove(host_view(dst), host_view(src), n);
     return OK;
 }
 API int cudaMemsetAsync(void *dst, int v, size_t n, void *stream)
 {
-    memset(dst, v, n);
+    memset(host_view(dst), v, n);
     return OK;
 }
 
@@ -357,18 +429,82 @@ API int cudaEventDestroy(void *e)
     return OK;
 }
 
-/* ---- IPC (present, so GPU-direct detection reports IPC available) ------------------ */
+/* ---- IPC ------------------------------------------------------------------------
+ * Unguarded memory cannot be exported. Guarded: the handle names the owner's memfd, which another process of the same user
+ * maps through /proc/<pid>/fd/<fd>, at the offset of the pointer. */
 typedef struct { char reserved[64]; } ipc_handle_t;
+typedef struct {
+    uint32_t magic;
+    int32_t pid, fd;
+    uint64_t offset, size, serial;
+} ipc_wire_t;
+#define IPC_MAGIC 0x1bc0ffeeu
+
 API int cudaIpcGetMemHandle(ipc_handle_t *h, void *p)
 {
     memset(h, 0, sizeof *h);
-    memcpy(h->reserved, &p, sizeof p);
+    pthread_mutex_lock(&lock);
+    alloc_t *a = find(p);
+    int ok = a && a->type == MEM_DEVICE;
+    ipc_wire_t w = {0, 0, 0, 0, 0, 0};
+    if (ok && a->rw) {
+        if (a->opened) ok = 0; /* as CUDA: only the owner can export */
+        w = (ipc_wire_t){IPC_MAGIC, (int32_t)getpid(), a->fd, (uint64_t)((char *)p - a->p),
+                         (uint64_t)a->n, a->serial};
+    }
+    pthread_mutex_unlock(&lock);
+    /* Unguarded memory is plain malloc: no other process could map it
+     * (as memory from a pool that is not IPC-capable). */
+    if (!ok || !w.magic) return fail(E_INVALID_VALUE);
+    memcpy(h->reserved, &w, sizeof w);
     return OK;
 }
+API int fake_cuda_ipc_opens;
+
+/* The driver call mlcomm uses to find an allocation's base (libcuda's, here in the double). */
+API int cuMemGetAddressRange_v2(unsigned long long *base, size_t *size, unsigned long long ptr)
+{
+    pthread_mutex_lock(&lock);
+    alloc_t *a = find((const void *)(uintptr_t)ptr);
+    int ok = a && a->type == MEM_DEVICE;
+    if (ok) {
+        *base = (unsigned long long)(uintptr_t)a->p;
+        *size = a->n;
+    }
+    pthread_mutex_unlock(&lock);
+    return ok ? 0 : 1;
+}
+
 API int cudaIpcOpenMemHandle(void **p, ipc_handle_t h, unsigned flags)
 {
-    memcpy(p, h.reserved, sizeof *p);
+    __atomic_add_fetch(&fake_cuda_ipc_opens, 1, __ATOMIC_RELAXED);
+    ipc_wire_t w;
+    memcpy(&w, h.reserved, sizeof w);
+    if (w.magic != IPC_MAGIC) return fail(E_INVALID_VALUE);
+    if (w.pid == getpid()) return fail(E_INVALID_VALUE); /* CUDA refuses a handle of this process */
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)w.pid, (int)w.fd);
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0) return fail(E_INVALID_VALUE);
+    char *m, *rw;
+    int e = guard_map(fd, (size_t)w.size, &m, &rw);
+    close(fd);
+    if (e != OK) return fail(e);
+    if (add_mapped(m, (size_t)w.size, MEM_DEVICE, 0, rw, -1, 1) != OK) return fail(E_MEMORY);
+    *p = m + w.offset;
     return OK;
 }
-API int cudaIpcCloseMemHandle(void *p) { return OK; }
+API int cudaIpcCloseMemHandle(void *p)
+{
+    pthread_mutex_lock(&lock);
+    alloc_t *a = find(p);
+    int opened = a && a->opened;
+    pthread_mutex_unlock(&lock);
+    if (!opened) return OK; /* unguarded handles map nothing */
+    a = take(a->p, MEM_DEVICE);
+    if (!a) return fail(E_INVALID_VALUE);
+    unmap_alloc(a);
+    free(a);
+    return OK;
+}
 #endif /* FAKE_PARTIAL */

@@ -72,6 +72,12 @@ mlc_status_t mlc_mpi_elem_type(mlc_dtype_t dtype, MPI_Datatype *type, bool *owne
 /* Type and op reducing (dtype, op): MPI's own where it has them, else a
  * module type keyed to (dtype, op) reduced by a user-defined MPI_Op that
  * calls mlc_reduce_apply (fp16, bf16, records, user ops). avg reduces as sum. */
+/* MPI reduces dtype/op itself (no user op, no division after): it may run on device memory. */
+bool mlc_mpi_reduce_is_native(mlc_dtype_t dtype, mlc_op_t op);
+/* Device buffers (src/gpu/devmem.h): this MPI takes them (CUDA-aware, or MLC_MPI_CUDA_AWARE=1), and
+ * whether one call may take them as they are. */
+bool mlc_mpi_device_capable(mlc_comm_t *comm);
+bool mlc_mpi_device_direct(const mlc_request_t *req);
 mlc_status_t mlc_mpi_reduce_type(mlc_dtype_t dtype, mlc_op_t op, MPI_Datatype *type, MPI_Op *mop);
 /* A type of n elements of `elem` (extent es) that one count of 1 carries, for n
  * above mlc_mpi_limits.count. The caller frees it. */

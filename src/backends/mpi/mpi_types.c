@@ -222,6 +222,12 @@ mlc_status_t mlc_mpi_elem_type(mlc_dtype_t dtype, MPI_Datatype *type, bool *owne
     return MLC_SUCCESS;
 }
 
+bool mlc_mpi_reduce_is_native(mlc_dtype_t dtype, mlc_op_t op)
+{
+    return dtype >= 0 && dtype < MLC_DTYPE_COUNT && op >= 0 && op < MLC_OP_BUILTIN_COUNT && op != MLC_AVG &&
+           native_ok[dtype][op];
+}
+
 mlc_status_t mlc_mpi_reduce_type(mlc_dtype_t dtype, mlc_op_t op, MPI_Datatype *type, MPI_Op *mop)
 {
     if (dtype >= 0 && dtype < MLC_DTYPE_COUNT && op >= 0 && op < MLC_OP_BUILTIN_COUNT && native_ok[dtype][op]) {

@@ -634,6 +634,7 @@ static const char *const *nccl_algos(mlc_coll_t coll)
         .priority = 90,                                                                         \
         .available = avail,                                                                     \
         .accepts = acc,                                                                         \
+        .device_native = true,                                                                  \
         .init = nccl_init,                                                                      \
         .split = nccl_split,                                                                    \
         .destroy = nccl_destroy,                                                                \

@@ -1,0 +1,171 @@
+/*
+ * The device-memory state of a host-backend communicator: which runtime
+ * classifies its buffers, whether its backend takes device memory itself,
+ * and the stream staging copies run on. See devmem.h.
+ */
+#include "gpu/devmem.h"
+#include <stdlib.h>
+#include "gpu/ipc.h"
+#include "backend.h"
+#include "error.h"
+#include "log.h"
+
+#define MLC_GPU_STREAM_NON_BLOCKING 1u /* cudaStreamNonBlocking / hipStreamNonBlocking */
+
+/* The runtime for this rank (NULL: host buffers only), per the memory kind. */
+static mlc_status_t load_runtime(const mlc_comm_t *comm, const mlc_gpurt_t **out)
+{
+    static const char *const names[] = {
+#define MLC_X_STR(id, str) str,
+        MLC_MEMORY_LIST(MLC_X_STR)
+#undef MLC_X_STR
+    };
+    int mem = comm->cfg.memory;
+    *out = NULL;
+    if (mem == MLC_MEMORY_AUTO) {
+        for (int k = 0; k < MLC_GPU_KIND_COUNT; k++) {
+            const mlc_gpurt_t *rt;
+            int n;
+            if (mlc_gpurt_get((mlc_gpu_kind_t)k, &rt) == MLC_SUCCESS && mlc_gpurt_device_count(rt, &n) == MLC_SUCCESS) {
+                *out = rt;
+                break;
+            }
+        }
+        mlc_error_clear();
+        MLC_INFO("rank %d: MLC_MEMORY=auto: %s", comm->rank,
+                 *out ? (*out)->name : "no GPU runtime with a device; buffers are host memory");
+        return MLC_SUCCESS;
+    }
+    mlc_gpu_kind_t kind = mem == MLC_MEMORY_CUDA ? MLC_GPU_CUDA : MLC_GPU_HIP;
+    const mlc_gpurt_t *rt;
+    mlc_status_t st = mlc_gpurt_get(kind, &rt);
+    if (st != MLC_SUCCESS)
+        return mlc_error(MLC_ERR_UNAVAILABLE, "rank %d: MLC_MEMORY=%s on backend '%s': %s", comm->rank, names[mem],
+                         comm->be->name, mlc_last_error());
+    *out = rt;
+    return MLC_SUCCESS;
+}
+
+static mlc_devmem_t *devmem_new(const mlc_comm_t *comm)
+{
+    mlc_devmem_t *d = calloc(1, sizeof *d);
+    if (!d) return NULL;
+    d->chunk = comm->cfg.stage_chunk ? comm->cfg.stage_chunk : MLC_STAGE_CHUNK_DEFAULT;
+    return d;
+}
+
+static bool wants_devmem(const mlc_comm_t *comm)
+{
+    return comm->cfg.memory != MLC_MEMORY_HOST && !comm->be->device_native;
+}
+
+mlc_status_t mlc_devmem_setup(mlc_comm_t *comm)
+{
+    if (!wants_devmem(comm)) return MLC_SUCCESS;
+    const mlc_gpurt_t *rt;
+    mlc_status_t st = load_runtime(comm, &rt);
+    if (st != MLC_SUCCESS) return st;
+    /* Agree: staged if any rank has a runtime (the others then run the same
+     * chunk structure on host buffers); direct only if every backend can. */
+    bool capable = rt && comm->be->device_capable && comm->be->device_capable(comm);
+    char why[128] = "MLC_CUDA_IPC=0";
+    bool ipc = rt && comm->size > 1 && comm->cfg.cuda_ipc && mlc_ipc_capable(comm, rt, why, sizeof why);
+    /* One MAX allreduce: [0] = any rank has a runtime, [1] = -(every rank capable), [2] = -(every rank IPC). */
+    int32_t mine[3] = {rt != NULL, capable ? -1 : 0, ipc ? -1 : 0}, all[3] = {mine[0], mine[1], mine[2]};
+    if (comm->size > 1) {
+        comm->internal_depth++;
+        st = mlc_allreduce(mine, all, 3, MLC_INT32, MLC_MAX, comm, NULL);
+        comm->internal_depth--;
+        if (st != MLC_SUCCESS) return st;
+    }
+    if (!all[0]) return MLC_SUCCESS; /* memory auto and no rank has a GPU */
+    mlc_devmem_t *d = devmem_new(comm);
+    if (!d) return mlc_error(MLC_ERR_NO_MEMORY, "rank %d: out of memory for the device-memory state", comm->rank);
+    d->rt = rt;
+    d->staged = true;
+    d->direct = all[1] == -1;
+    d->ipc = all[2] == -1;
+    comm->dev = d;
+    if (!ipc && rt && comm->size > 1) MLC_INFO("rank %d: no CUDA IPC: %s", comm->rank, why);
+    MLC_INFO("rank %d: device buffers on backend '%s': %s%s (staging chunk %zu bytes)", comm->rank, comm->be->name,
+             d->direct ? "the backend moves them itself where it can" : "staged through pinned host memory",
+             d->ipc ? ", data movement through CUDA IPC" : "", d->chunk);
+    return MLC_SUCCESS;
+}
+
+mlc_status_t mlc_devmem_setup_local(int n, mlc_comm_t **comms)
+{
+    if (n < 1 || !wants_devmem(comms[0])) return MLC_SUCCESS;
+    const mlc_gpurt_t *rt;
+    mlc_status_t st = load_runtime(comms[0], &rt);
+    if (st != MLC_SUCCESS || !rt) return st;
+    bool direct = comms[0]->be->device_capable && comms[0]->be->device_capable(comms[0]);
+    for (int i = 0; i < n; i++) {
+        mlc_devmem_t *d = devmem_new(comms[i]);
+        if (!d) return mlc_error(MLC_ERR_NO_MEMORY, "out of memory for the device-memory state");
+        d->rt = rt;
+        d->staged = true;
+        d->direct = direct;
+        comms[i]->dev = d;
+    }
+    return MLC_SUCCESS;
+}
+
+mlc_status_t mlc_devmem_inherit(mlc_comm_t *child, const mlc_comm_t *parent)
+{
+    if (!parent->dev) return MLC_SUCCESS;
+    mlc_devmem_t *d = devmem_new(child);
+    if (!d) return mlc_error(MLC_ERR_NO_MEMORY, "rank %d: out of memory for the device-memory state", child->rank);
+    d->rt = parent->dev->rt;
+    d->staged = parent->dev->staged;
+    d->direct = parent->dev->direct;
+    d->ipc = parent->dev->ipc && child->size > 1;
+    child->dev = d;
+    return MLC_SUCCESS;
+}
+
+void mlc_devmem_free(mlc_comm_t *comm)
+{
+    mlc_devmem_t *d = comm->dev;
+    if (!d) return;
+    /* Requests the user never waited for still hold staging state. */
+    mlc_stage_abandon_all(comm);
+    if (d->rt) mlc_ipc_close_all(d);
+    if (d->own_stream) d->rt->stream_destroy(d->own_stream);
+    free(d);
+    comm->dev = NULL;
+}
+
+mlc_status_t mlc_devmem_is_device(const mlc_comm_t *comm, const void *ptr, bool *device)
+{
+    const mlc_devmem_t *d = comm->dev;
+    *device = false;
+    if (!d || !d->rt || !ptr) return MLC_SUCCESS;
+    mlc_gpu_mem_t mem;
+    int dev;
+    mlc_status_t st = mlc_gpurt_pointer_kind(d->rt, ptr, &mem, &dev);
+    if (st != MLC_SUCCESS) return st;
+    /* Managed memory is reachable from the host; pinned host memory is host memory. */
+    *device = mem == MLC_GPU_MEM_DEVICE;
+    return MLC_SUCCESS;
+}
+
+mlc_status_t mlc_devmem_stream(mlc_comm_t *comm, void **stream)
+{
+    mlc_devmem_t *d = comm->dev;
+    if (comm->stream) {
+        *stream = comm->stream;
+        return MLC_SUCCESS;
+    }
+    if (!d->own_stream) {
+        int e = d->rt->stream_create_with_flags(&d->own_stream, MLC_GPU_STREAM_NON_BLOCKING);
+        if (e != MLC_GPU_SUCCESS) {
+            char buf[256];
+            d->own_stream = NULL;
+            return mlc_error(MLC_ERR_BACKEND, "rank %d: %sStreamCreateWithFlags: %s", comm->rank, d->rt->prefix,
+                             mlc_gpurt_strerror(d->rt, e, buf, sizeof buf));
+        }
+    }
+    *stream = d->own_stream;
+    return MLC_SUCCESS;
+}

@@ -1,0 +1,111 @@
+/*
+ * CUDA IPC for the shm backend's device buffers: a rank exports the
+ * allocation behind a device pointer (handle + offset into it), a peer
+ * process on the same host maps it once (cached per communicator until
+ * the communicator is freed) and copies device to device with one
+ * cudaMemcpyAsync. stage.c uses it for the collectives that only move
+ * data (broadcast, allgather, alltoall, gather, scatter); reductions need
+ * arithmetic on the device, which mlcomm does not compile, so they are
+ * staged.
+ *
+ * The offset needs the allocation's base address, which only the driver
+ * API tells (cuMemGetAddressRange_v2, looked up in the loaded runtime, then
+ * libcuda.so.1): without it IPC is reported unavailable.
+ */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "error.h"
+#include "gpu/devmem.h"
+#include "gpu/ipc.h"
+#include "log.h"
+
+typedef int (*range_fn_t)(unsigned long long *base, size_t *size, unsigned long long ptr);
+
+struct mlc_ipc_map {
+    int peer;
+    mlc_gpu_ipc_handle_t handle;
+    char *base;
+    struct mlc_ipc_map *next;
+};
+
+static range_fn_t range_fn(const mlc_gpurt_t *rt)
+{
+    static range_fn_t fn;
+    static int looked;
+    if (__atomic_load_n(&looked, __ATOMIC_ACQUIRE)) return fn;
+    range_fn_t f = rt->lib.handle ? (range_fn_t)dlsym(rt->lib.handle, "cuMemGetAddressRange_v2") : NULL;
+    if (!f) {
+        void *drv = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+        if (drv) f = (range_fn_t)dlsym(drv, "cuMemGetAddressRange_v2");
+    }
+    fn = f;
+    __atomic_store_n(&looked, 1, __ATOMIC_RELEASE);
+    return fn;
+}
+
+bool mlc_ipc_capable(const mlc_comm_t *comm, const mlc_gpurt_t *rt, char *why, size_t len)
+{
+    if (comm->be != &mlc_backend_shm) return snprintf(why, len, "only between shm processes"), false;
+    if (!rt || rt->kind != MLC_GPU_CUDA) return snprintf(why, len, "no CUDA runtime"), false;
+    if (!rt->ipc_get_mem_handle || !rt->ipc_open_mem_handle || !rt->ipc_close_mem_handle)
+        return snprintf(why, len, "the CUDA runtime has no IPC calls"), false;
+    if (!range_fn(rt)) return snprintf(why, len, "no cuMemGetAddressRange_v2 (libcuda.so.1)"), false;
+    return true;
+}
+
+mlc_status_t mlc_ipc_export(const mlc_gpurt_t *rt, const void *ptr, mlc_ipc_rec_t *rec)
+{
+    unsigned long long base = 0;
+    size_t size = 0;
+    int e = range_fn(rt)(&base, &size, (unsigned long long)(uintptr_t)ptr);
+    if (e != 0) return mlc_error(MLC_ERR_BACKEND, "cuMemGetAddressRange_v2(%p) failed with %d", ptr, e);
+    e = rt->ipc_get_mem_handle(&rec->handle, (void *)(uintptr_t)base);
+    if (e != MLC_GPU_SUCCESS) {
+        char buf[256];
+        rt->get_last_error();
+        return mlc_error(MLC_ERR_BACKEND, "%sIpcGetMemHandle(%p): %s", rt->prefix, (void *)(uintptr_t)base,
+                         mlc_gpurt_strerror(rt, e, buf, sizeof buf));
+    }
+    rec->offset = (uint64_t)((uintptr_t)ptr - base);
+    rec->ok = 1;
+    return MLC_SUCCESS;
+}
+
+mlc_status_t mlc_ipc_open(mlc_devmem_t *d, int peer, const mlc_ipc_rec_t *rec, char **ptr)
+{
+    for (mlc_ipc_map_t *m = d->ipc_maps; m; m = m->next)
+        if (m->peer == peer && memcmp(&m->handle, &rec->handle, sizeof m->handle) == 0) {
+            *ptr = m->base + rec->offset;
+            return MLC_SUCCESS;
+        }
+    mlc_ipc_map_t *m = calloc(1, sizeof *m);
+    if (!m) return mlc_error(MLC_ERR_NO_MEMORY, "out of memory for a CUDA IPC mapping");
+    void *base = NULL;
+    int e = d->rt->ipc_open_mem_handle(&base, rec->handle, MLC_GPU_IPC_LAZY_PEER_ACCESS);
+    if (e != MLC_GPU_SUCCESS) {
+        char buf[256];
+        free(m);
+        d->rt->get_last_error();
+        return mlc_error(MLC_ERR_BACKEND, "%sIpcOpenMemHandle (memory of rank %d): %s", d->rt->prefix, peer,
+                         mlc_gpurt_strerror(d->rt, e, buf, sizeof buf));
+    }
+    m->peer = peer;
+    m->handle = rec->handle;
+    m->base = base;
+    m->next = d->ipc_maps;
+    d->ipc_maps = m;
+    *ptr = m->base + rec->offset;
+    return MLC_SUCCESS;
+}
+
+void mlc_ipc_close_all(mlc_devmem_t *d)
+{
+    while (d->ipc_maps) {
+        mlc_ipc_map_t *m = d->ipc_maps;
+        d->ipc_maps = m->next;
+        d->rt->ipc_close_mem_handle(m->base);
+        free(m);
+    }
+}

@@ -1,0 +1,27 @@
+/* CUDA IPC between the shm backend's processes (ipc.c). */
+#ifndef MLC_GPU_IPC_H
+#define MLC_GPU_IPC_H
+#include <stdbool.h>
+#include <stdint.h>
+#include "backend.h"
+#include "gpu/gpurt.h"
+
+struct mlc_devmem;
+
+/* What a rank tells its peers about the buffer they read from it (exchanged by allgather). */
+typedef struct mlc_ipc_rec {
+    int32_t ok;      /* 1: exported (or nothing to export); 0: this rank's buffers rule IPC out */
+    int32_t reserved;
+    uint64_t offset; /* of the buffer in its allocation */
+    mlc_gpu_ipc_handle_t handle;
+} mlc_ipc_rec_t;
+
+/* Whether this rank can use CUDA IPC on comm; why says why not. */
+bool mlc_ipc_capable(const mlc_comm_t *comm, const mlc_gpurt_t *rt, char *why, size_t len);
+/* Fill rec for device pointer ptr (ok = 1). */
+mlc_status_t mlc_ipc_export(const mlc_gpurt_t *rt, const void *ptr, mlc_ipc_rec_t *rec);
+/* Map (once per communicator) peer's buffer described by rec. */
+mlc_status_t mlc_ipc_open(struct mlc_devmem *d, int peer, const mlc_ipc_rec_t *rec, char **ptr);
+/* Unmap everything mapped for the communicator. */
+void mlc_ipc_close_all(struct mlc_devmem *d);
+#endif

@@ -1,0 +1,862 @@
+/*
+ * Staging device buffers through pinned host memory for the host backends
+ * (devmem.h). A staged call becomes a pipeline of sub-operations, each the
+ * same call on a chunk of the data:
+ *
+ *   chunk j:  copy in (device -> pinned, async)  ->  the call on the pinned
+ *             chunk (the backend's own path)      ->  copy out (pinned ->
+ *             device, async)
+ *
+ * with two pinned slots, so chunk j+1 is copied in while chunk j travels
+ * and chunk j-1 is copied out. Copies run on the communicator's stream.
+ *
+ * Chunking keeps pinned memory bounded (2 slots of MLC_STAGE_CHUNK per
+ * buffer) and must be the same on every rank, since each chunk is a
+ * collective of its own: it depends only on the call's counts, the dtype,
+ * the communicator size and MLC_STAGE_CHUNK, never on where a rank's
+ * buffers live. A rank whose buffers are host memory runs the same chunks
+ * on them directly. Uniform-count collectives are cut into chunks; each
+ * chunk takes elements [lo, lo+len) of every rank's block, so blocked
+ * layouts (allgather, alltoall, ...) are packed into the slot block by
+ * block. Point-to-point and the v-collectives are staged whole (one
+ * chunk): their counts differ between ranks, and a receive may be larger
+ * than the message.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "backend.h"
+#include "error.h"
+#include "gpu/devmem.h"
+#include "gpu/ipc.h"
+#include "gpu/pinned.h"
+#include "log.h"
+
+enum { SEND, RECV };
+/* CUDA IPC phases (shm, data movement): exchange the records, copy, barrier. */
+enum { IPC_OFF, IPC_EXCHANGE, IPC_COPY, IPC_BARRIER };
+typedef enum { L_NONE, L_FLAT, L_BLOCKS } layout_t;
+typedef enum { S_FREE, S_IN, S_RUN, S_OUT } slot_state_t;
+
+/* How a collective's two buffers are shaped. */
+typedef struct shape {
+    layout_t lay[2];    /* chunkable collectives; L_NONE: staged whole */
+    bool send_primary;  /* in place: recv lies inside send (else send inside recv) */
+    bool by_root;       /* in place: the block is the root's, else this rank's */
+} shape_t;
+
+static shape_t shape_of(mlc_coll_t coll)
+{
+    switch (coll) {
+    case MLC_COLL_BROADCAST:
+    case MLC_COLL_REDUCE:
+    case MLC_COLL_ALLREDUCE: return (shape_t){{L_FLAT, L_FLAT}, false, false};
+    case MLC_COLL_ALLGATHER: return (shape_t){{L_FLAT, L_BLOCKS}, false, false};
+    case MLC_COLL_GATHER: return (shape_t){{L_FLAT, L_BLOCKS}, false, true};
+    case MLC_COLL_REDUCE_SCATTER: return (shape_t){{L_BLOCKS, L_FLAT}, true, false};
+    case MLC_COLL_SCATTER: return (shape_t){{L_BLOCKS, L_FLAT}, true, true};
+    case MLC_COLL_ALLTOALL: return (shape_t){{L_BLOCKS, L_BLOCKS}, false, false};
+    case MLC_COLL_SCATTERV: return (shape_t){{L_NONE, L_NONE}, true, true};
+    default: return (shape_t){{L_NONE, L_NONE}, false, false};
+    }
+}
+
+typedef struct role {
+    char *user;     /* the caller's buffer; NULL: this rank has none for this call */
+    bool device;    /* device memory (never touched from the host) */
+    bool derived;   /* in place: it lies inside the other buffer */
+    bool slot;      /* has pinned slots of its own */
+    size_t nblk;    /* blocks (1 or comm size) */
+    size_t whole;   /* staged whole: bytes of the extent */
+    char *pin[2];
+} role_t;
+
+typedef struct slot {
+    slot_state_t state;
+    size_t chunk;
+    void *ev;       /* the copy in or out of this slot */
+    bool ev_live;   /* recorded and not yet seen complete */
+    mlc_request_t *sub;
+    mlc_msg_status_t msg;
+} slot_t;
+
+struct mlc_stage {
+    mlc_request_t *req; /* the caller's request */
+    mlc_stage_t *next;
+    mlc_comm_t *comm;
+    mlc_coll_t coll;
+    const mlc_gpurt_t *rt;
+    void *stream;
+    mlc_args_t args;    /* the caller's */
+    role_t role[2];
+    shape_t shape;
+    bool chunked;
+    size_t count, per, nchunks, kblk;
+    size_t next_chunk, next_start, ndone;
+    int nslots;
+    slot_t slots[2];
+    bool finished;
+    /* CUDA IPC */
+    int ipc_phase;       /* IPC_*; IPC_OFF: staged (also after the exchange ruled IPC out) */
+    bool ipc_issued;     /* the closing barrier is started */
+    mlc_request_t *ipc_sub;
+    slot_t ipc_slot;     /* its event tracks the copies */
+    mlc_ipc_rec_t ipc_mine, *ipc_all;
+};
+
+/* ---- geometry ------------------------------------------------------------------ */
+
+static size_t chunk_len(const mlc_stage_t *op, size_t j)
+{
+    size_t lo = j * op->per;
+    return op->count - lo < op->per ? op->count - lo : op->per;
+}
+
+/* The extent in elements of a v-layout. */
+static size_t vextent(const size_t *counts, const size_t *displs, int p)
+{
+    size_t e = 0;
+    for (int i = 0; counts && i < p; i++)
+        if (counts[i] && displs[i] + counts[i] > e) e = displs[i] + counts[i];
+    return e;
+}
+
+/* Bytes of each buffer of a call staged whole. */
+static void whole_bytes(const mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_t *a, size_t out[2])
+{
+    size_t es = a->esize;
+    int p = comm->size;
+    out[SEND] = a->count * es;
+    out[RECV] = a->count * es;
+    switch (coll) {
+    case MLC_COLL_SENDRECV: out[RECV] = a->count2 * es; break;
+    case MLC_COLL_ALLGATHERV:
+    case MLC_COLL_GATHERV: out[RECV] = vextent(a->counts, a->displs, p) * es; break;
+    case MLC_COLL_SCATTERV: out[SEND] = vextent(a->counts, a->displs, p) * es; break;
+    case MLC_COLL_ALLTOALLV:
+        out[SEND] = vextent(a->counts, a->displs, p) * es;
+        out[RECV] = vextent(a->counts2, a->displs2, p) * es;
+        break;
+    default: break;
+    }
+}
+
+static int primary_of(const mlc_stage_t *op) { return op->shape.send_primary ? SEND : RECV; }
+
+/* Where role r of chunk `j` (in slot s) lives for the sub-operation. */
+static char *sub_ptr(const mlc_stage_t *op, int r, int s, size_t j)
+{
+    const role_t *ro = &op->role[r];
+    if (!ro->user) return NULL;
+    size_t es = op->args.esize;
+    if (ro->derived) {
+        int pr = primary_of(op);
+        char *base = sub_ptr(op, pr, s, j);
+        if (!op->chunked) return base + (ro->user - op->role[pr].user);
+        return base + op->kblk * chunk_len(op, j) * es;
+    }
+    if (ro->slot) return ro->pin[s];
+    if (!op->chunked || ro->nblk > 1) return ro->user; /* one chunk: the caller's layout is the slot's */
+    return ro->user + j * op->per * es;
+}
+
+static bool in_slot(const mlc_stage_t *op, int r)
+{
+    const role_t *ro = &op->role[r];
+    return ro->slot || (ro->derived && op->role[r == SEND ? RECV : SEND].slot);
+}
+
+/* ---- copies -------------------------------------------------------------------- */
+
+static mlc_status_t copy(mlc_stage_t *op, bool device, void *dst, const void *src, size_t n)
+{
+    if (n == 0 || dst == src) return MLC_SUCCESS;
+    if (!device) {
+        memcpy(dst, src, n);
+        return MLC_SUCCESS;
+    }
+    int e = op->rt->memcpy_async(dst, src, n, MLC_GPU_MEMCPY_DEFAULT, op->stream);
+    if (e == MLC_GPU_SUCCESS) return MLC_SUCCESS;
+    char buf[256];
+    op->rt->get_last_error();
+    return mlc_error(MLC_ERR_BACKEND, "rank %d: staging %s: %sMemcpyAsync(%p <- %p, %zu bytes): %s",
+                     op->comm->rank, mlc_coll_name(op->coll), op->rt->prefix, dst, src, n,
+                     mlc_gpurt_strerror(op->rt, e, buf, sizeof buf));
+}
+
+/*
+ * Copy blocks [b0, b0+nb) of role r between the caller's buffer and slot s
+ * for chunk j (to_slot: in, else out). Staged whole: the `bytes` of the extent.
+ */
+static mlc_status_t copy_blocks(mlc_stage_t *op, int r, int s, size_t j, size_t b0, size_t nb, bool to_slot,
+                                size_t whole)
+{
+    role_t *ro = &op->role[r];
+    char *slot = sub_ptr(op, r, s, j);
+    if (!op->chunked) return to_slot ? copy(op, ro->device, slot, ro->user, whole) : copy(op, ro->device, ro->user, slot, whole);
+    size_t es = op->args.esize, len = chunk_len(op, j), lo = j * op->per, stride = op->count * es;
+    if (ro->nblk == 1 && !ro->derived) b0 = 0;
+    char *user = ro->user;
+    if (ro->derived) user = op->role[primary_of(op)].user + op->kblk * stride;
+    for (size_t b = b0; b < b0 + nb; b++) {
+        char *u = user + b * stride + lo * es, *p = slot + b * len * es;
+        mlc_status_t st = to_slot ? copy(op, ro->device, p, u, len * es) : copy(op, ro->device, u, p, len * es);
+        if (st != MLC_SUCCESS) return st;
+    }
+    return MLC_SUCCESS;
+}
+
+static mlc_status_t record(mlc_stage_t *op, slot_t *s)
+{
+    if (!s->ev) {
+        int e = op->rt->event_create_with_flags(&s->ev, MLC_GPU_EVENT_DISABLE_TIMING);
+        if (e != MLC_GPU_SUCCESS) {
+            char buf[256];
+            s->ev = NULL;
+            return mlc_error(MLC_ERR_BACKEND, "rank %d: %sEventCreateWithFlags: %s", op->comm->rank, op->rt->prefix,
+                             mlc_gpurt_strerror(op->rt, e, buf, sizeof buf));
+        }
+    }
+    int e = op->rt->event_record(s->ev, op->stream);
+    if (e != MLC_GPU_SUCCESS) {
+        char buf[256];
+        return mlc_error(MLC_ERR_BACKEND, "rank %d: %sEventRecord: %s", op->comm->rank, op->rt->prefix,
+                         mlc_gpurt_strerror(op->rt, e, buf, sizeof buf));
+    }
+    s->ev_live = true;
+    return MLC_SUCCESS;
+}
+
+static mlc_status_t copy_in(mlc_stage_t *op, slot_t *s)
+{
+    size_t whole[2];
+    whole_bytes(op->comm, op->coll, &op->args, whole);
+    bool device = false;
+    for (int r = SEND; r <= RECV; r++) {
+        role_t *ro = &op->role[r];
+        if (!ro->user || !ro->slot) continue;
+        bool input = r == SEND || (op->args.inplace && primary_of(op) == RECV);
+        if (!input) continue;
+        /* In place, the recv buffer holds the send data: only those blocks go in. */
+        size_t b0 = 0, nb = ro->nblk, bytes = whole[r];
+        if (r == RECV && op->chunked) {
+            b0 = op->kblk;
+            nb = op->role[SEND].nblk;
+        }
+        mlc_status_t st = copy_blocks(op, r, (int)(s - op->slots), s->chunk, b0, nb, true, bytes);
+        if (st != MLC_SUCCESS) return st;
+        device |= ro->device;
+    }
+    return device ? record(op, s) : MLC_SUCCESS;
+}
+
+static mlc_status_t copy_out(mlc_stage_t *op, slot_t *s)
+{
+    role_t *ro = &op->role[RECV];
+    if (!ro->user || !in_slot(op, RECV)) return MLC_SUCCESS;
+    size_t whole[2];
+    whole_bytes(op->comm, op->coll, &op->args, whole);
+    size_t bytes = whole[RECV];
+    /* A receive writes only what arrived. */
+    if (op->coll == MLC_COLL_RECV || op->coll == MLC_COLL_SENDRECV)
+        bytes = s->msg.bytes < bytes ? s->msg.bytes : bytes;
+    mlc_status_t st = MLC_SUCCESS;
+    const mlc_args_t *a = &op->args;
+    const size_t *vc = op->coll == MLC_COLL_ALLTOALLV ? a->counts2 : a->counts;
+    const size_t *vd = op->coll == MLC_COLL_ALLTOALLV ? a->displs2 : a->displs;
+    if (op->coll == MLC_COLL_ALLGATHERV || op->coll == MLC_COLL_GATHERV || op->coll == MLC_COLL_ALLTOALLV) {
+        /* Only the blocks: the gaps between them are not the call's to write. */
+        char *slot = sub_ptr(op, RECV, (int)(s - op->slots), s->chunk);
+        for (int r = 0; r < op->comm->size && st == MLC_SUCCESS; r++)
+            st = copy(op, ro->device, ro->user + vd[r] * a->esize, slot + vd[r] * a->esize, vc[r] * a->esize);
+    } else {
+        st = copy_blocks(op, RECV, (int)(s - op->slots), s->chunk, 0, ro->nblk, false, bytes);
+    }
+    if (st != MLC_SUCCESS) return st;
+    return ro->device ? record(op, s) : MLC_SUCCESS;
+}
+
+/* 1: the slot's copy is complete; 0: not yet; < 0: error (message set). */
+static int copy_done(mlc_stage_t *op, slot_t *s)
+{
+    if (!s->ev_live) return 1;
+    int e = op->rt->event_query(s->ev);
+    if (e == MLC_GPU_ERROR_NOT_READY) return 0;
+    if (e != MLC_GPU_SUCCESS) {
+        char buf[256];
+        op->rt->get_last_error();
+        mlc_error(MLC_ERR_BACKEND, "rank %d: staging %s: %sEventQuery: %s", op->comm->rank,
+                  mlc_coll_name(op->coll), op->rt->prefix, mlc_gpurt_strerror(op->rt, e, buf, sizeof buf));
+        return -1;
+    }
+    s->ev_live = false;
+    return 1;
+}
+
+/* ---- the pipeline ---------------------------------------------------------------- */
+
+static mlc_status_t start_sub(mlc_stage_t *op, slot_t *s)
+{
+    int si = (int)(s - op->slots);
+    mlc_args_t a = op->args;
+    a.sendbuf = sub_ptr(op, SEND, si, s->chunk);
+    a.recvbuf = sub_ptr(op, RECV, si, s->chunk);
+    size_t bytes = op->req->bytes;
+    if (op->chunked) {
+        a.count = chunk_len(op, s->chunk);
+        bytes = a.count * a.esize;
+    }
+    /* A receive's status says how much to copy out. */
+    if (op->coll == MLC_COLL_RECV || op->coll == MLC_COLL_SENDRECV) a.msg_status = &s->msg;
+    s->msg = (mlc_msg_status_t){0};
+    mlc_comm_t *comm = op->comm;
+    comm->internal_depth++;
+    mlc_status_t st = mlc_submit_plain(comm, op->coll, &a, bytes, &s->sub);
+    comm->internal_depth--;
+    return st;
+}
+
+/* The operation cannot go on: the peers would wait for chunks that never come, so abort. */
+static void fail_op(mlc_stage_t *op, mlc_status_t st)
+{
+    mlc_comm_t *comm = op->comm;
+    char msg[384];
+    snprintf(msg, sizeof msg, "%s", mlc_last_error());
+    if (!atomic_load(&comm->failed)) {
+        mlc_comm_fail(comm, MLC_ERR_ABORTED, "rank %d aborted: %s", comm->rank, msg);
+        comm->be->abort(comm);
+    }
+    op->finished = true;
+    mlc_request_complete(op->req, st, "%s", msg);
+}
+
+static void finish_sub(mlc_stage_t *op, slot_t *s)
+{
+    mlc_request_t *sub = s->sub;
+    s->sub = NULL;
+    mlc_status_t st = mlc_request_wait_internal(sub); /* done: only hands over status and message */
+    mlc_request_release(sub);
+    if (st != MLC_SUCCESS) {
+        /* A failed chunk fails the call; the communicator's own rules (sticky
+         * failure) already tell the peers when it was a collective. */
+        op->finished = true;
+        mlc_request_complete(op->req, st, "%s", mlc_last_error());
+    }
+}
+
+/*
+ * Sub-operations must be issued in the same order on every rank: a
+ * collective's chunks after those of every earlier collective of the
+ * communicator, a point-to-point message after earlier ones (MPI's
+ * non-overtaking rule). The two classes do not wait for each other (a send
+ * queued behind a collective could deadlock a correct program).
+ */
+static bool same_class(mlc_coll_t a, mlc_coll_t b) { return (a < MLC_COLL_SEND) == (b < MLC_COLL_SEND); }
+
+static bool issued_all(const mlc_stage_t *op)
+{
+    if (op->finished) return true;
+    return op->ipc_phase != IPC_OFF ? op->ipc_issued : op->next_start == op->nchunks;
+}
+
+static bool earlier_pending(const mlc_stage_t *op)
+{
+    for (const mlc_stage_t *o = op->comm->dev->active; o && o != op; o = o->next)
+        if (same_class(o->coll, op->coll) && !issued_all(o)) return true;
+    return false;
+}
+
+static bool class_busy(const mlc_devmem_t *d, mlc_coll_t coll)
+{
+    for (const mlc_stage_t *o = d->active; o; o = o->next)
+        if (same_class(o->coll, coll) && !issued_all(o)) return true;
+    return false;
+}
+
+/* ---- CUDA IPC --------------------------------------------------------------------- */
+
+static bool ipc_coll(mlc_coll_t coll, const mlc_args_t *a)
+{
+    switch (coll) {
+    case MLC_COLL_BROADCAST:
+    case MLC_COLL_ALLGATHER:
+    case MLC_COLL_GATHER:
+    case MLC_COLL_SCATTER: return true;
+    case MLC_COLL_ALLTOALL: return !a->inplace; /* peers would read what this rank overwrites */
+    default: return false;
+    }
+}
+
+/* The buffer peers read from this rank (NULL: none). */
+static const char *ipc_source(const mlc_stage_t *op)
+{
+    const mlc_args_t *a = &op->args;
+    if (op->coll == MLC_COLL_BROADCAST || op->coll == MLC_COLL_SCATTER)
+        return op->comm->rank == a->root ? a->sendbuf : NULL;
+    return a->sendbuf;
+}
+
+static mlc_status_t start_internal(mlc_stage_t *op, mlc_coll_t coll, const mlc_args_t *a, mlc_request_t **sub)
+{
+    op->comm->internal_depth++;
+    mlc_status_t st = mlc_submit_plain(op->comm, coll, a, a->count * a->esize, sub);
+    op->comm->internal_depth--;
+    return st;
+}
+
+/* Where rank q's source buffer is mapped in this process. */
+static mlc_status_t ipc_from(mlc_stage_t *op, int q, const char **src)
+{
+    if (q == op->comm->rank) {
+        *src = op->args.sendbuf;
+        return MLC_SUCCESS;
+    }
+    char *p;
+    mlc_status_t st = mlc_ipc_open(op->comm->dev, q, &op->ipc_all[q], &p);
+    if (st == MLC_SUCCESS) *src = p;
+    return st;
+}
+
+/* Every rank's records are here: copy straight from the peers' device memory. */
+static mlc_status_t ipc_copy(mlc_stage_t *op)
+{
+    const mlc_args_t *a = &op->args;
+    int me = op->comm->rank, p = op->comm->size;
+    size_t n = a->count * a->esize;
+    char *recv = a->recvbuf;
+    const char *src = NULL;
+    mlc_status_t st = MLC_SUCCESS;
+    switch (op->coll) {
+    case MLC_COLL_BROADCAST:
+        if (me == a->root && a->inplace) break;
+        st = ipc_from(op, a->root, &src);
+        if (st == MLC_SUCCESS) st = copy(op, true, recv, src, n);
+        break;
+    case MLC_COLL_SCATTER:
+        if (me == a->root && a->inplace) break;
+        st = ipc_from(op, a->root, &src);
+        if (st == MLC_SUCCESS) st = copy(op, true, recv, src + (size_t)me * n, n);
+        break;
+    case MLC_COLL_GATHER:
+        if (me != a->root) break;
+        /* the root gathers like an allgather */
+        __attribute__((fallthrough));
+    case MLC_COLL_ALLGATHER:
+        for (int q = 0; q < p && st == MLC_SUCCESS; q++) {
+            if (q == me && a->inplace) continue;
+            st = ipc_from(op, q, &src);
+            if (st == MLC_SUCCESS) st = copy(op, true, recv + (size_t)q * n, src, n);
+        }
+        break;
+    case MLC_COLL_ALLTOALL:
+        for (int q = 0; q < p && st == MLC_SUCCESS; q++) {
+            st = ipc_from(op, q, &src);
+            if (st == MLC_SUCCESS) st = copy(op, true, recv + (size_t)q * n, src + (size_t)me * n, n);
+        }
+        break;
+    default: break;
+    }
+    return st == MLC_SUCCESS ? record(op, &op->ipc_slot) : st;
+}
+
+static mlc_status_t alloc_slots(mlc_stage_t *op);
+
+/* Returns 1 if anything moved; leaves ipc_phase IPC_OFF when the call goes on staged. */
+static int ipc_advance(mlc_stage_t *op, int *gpu_wait)
+{
+    mlc_status_t st = MLC_SUCCESS;
+    mlc_request_t *sub = op->ipc_sub;
+    switch (op->ipc_phase) {
+    case IPC_EXCHANGE:
+        if (!sub) {
+            if (earlier_pending(op)) return 0;
+            mlc_args_t x = {.sendbuf = &op->ipc_mine, .recvbuf = op->ipc_all, .count = sizeof(mlc_ipc_rec_t),
+                            .dtype = MLC_UINT8, .esize = 1};
+            st = start_internal(op, MLC_COLL_ALLGATHER, &x, &op->ipc_sub);
+            break;
+        }
+        if (!atomic_load_explicit(&sub->done, memory_order_acquire)) return 0;
+        op->ipc_sub = NULL;
+        st = mlc_request_wait_internal(sub);
+        mlc_request_release(sub);
+        if (st != MLC_SUCCESS) break;
+        bool all_ok = true;
+        for (int q = 0; q < op->comm->size; q++) all_ok &= op->ipc_all[q].ok == 1;
+        if (!all_ok) {
+            /* Some rank's buffers rule IPC out: every rank saw it, every rank stages. */
+            op->ipc_phase = IPC_OFF;
+            st = alloc_slots(op);
+            break;
+        }
+        st = ipc_copy(op);
+        op->ipc_phase = IPC_COPY;
+        break;
+    case IPC_COPY: {
+        int d = copy_done(op, &op->ipc_slot);
+        if (d < 0) {
+            fail_op(op, MLC_ERR_BACKEND);
+            return 1;
+        }
+        if (d == 0) {
+            *gpu_wait = 1;
+            return 0;
+        }
+        /* Nobody may reuse a buffer a peer still reads: close with a barrier. */
+        mlc_args_t b = {.dtype = MLC_UINT8, .esize = 1};
+        st = start_internal(op, MLC_COLL_BARRIER, &b, &op->ipc_sub);
+        op->ipc_issued = st == MLC_SUCCESS;
+        op->ipc_phase = IPC_BARRIER;
+        break;
+    }
+    case IPC_BARRIER:
+        if (!atomic_load_explicit(&sub->done, memory_order_acquire)) return 0;
+        op->ipc_sub = NULL;
+        st = mlc_request_wait_internal(sub);
+        mlc_request_release(sub);
+        if (st == MLC_SUCCESS) {
+            op->finished = true;
+            mlc_request_complete(op->req, MLC_SUCCESS, NULL);
+        }
+        break;
+    default: return 0;
+    }
+    if (st != MLC_SUCCESS) fail_op(op, st);
+    return 1;
+}
+
+/* Advance op as far as it goes now. Returns 1 if anything moved. */
+static int advance(mlc_stage_t *op, int *gpu_wait)
+{
+    int moved = 0;
+    while (op->ipc_phase != IPC_OFF && !op->finished) {
+        int m = ipc_advance(op, gpu_wait);
+        moved |= m;
+        if (!m) return moved;
+    }
+    for (bool again = true; again && !op->finished;) {
+        again = false;
+        while (op->next_chunk < op->nchunks) {
+            slot_t *s = &op->slots[op->next_chunk % (size_t)op->nslots];
+            if (s->state != S_FREE) break;
+            s->chunk = op->next_chunk++;
+            mlc_status_t st = copy_in(op, s);
+            if (st != MLC_SUCCESS) {
+                fail_op(op, st);
+                return 1;
+            }
+            s->state = S_IN;
+            again = true;
+        }
+        for (int i = 0; i < op->nslots && !op->finished; i++) {
+            /* Lower chunk first: sub-operations start in chunk order on every rank. */
+            slot_t *s = &op->slots[(op->next_start + (size_t)i) % (size_t)op->nslots];
+            mlc_status_t st;
+            int d;
+            switch (s->state) {
+            case S_IN:
+                if (s->chunk != op->next_start || earlier_pending(op)) break;
+                d = copy_done(op, s);
+                if (d < 0) {
+                    fail_op(op, MLC_ERR_BACKEND);
+                    return 1;
+                }
+                if (d == 0) {
+                    *gpu_wait = 1;
+                    break;
+                }
+                st = start_sub(op, s);
+                if (st != MLC_SUCCESS) {
+                    fail_op(op, st);
+                    return 1;
+                }
+                op->next_start++;
+                s->state = S_RUN;
+                again = true;
+                break;
+            case S_RUN:
+                if (!atomic_load_explicit(&s->sub->done, memory_order_acquire)) break;
+                if (op->args.msg_status) *op->args.msg_status = s->msg;
+                finish_sub(op, s);
+                if (op->finished) return 1;
+                st = copy_out(op, s);
+                if (st != MLC_SUCCESS) {
+                    fail_op(op, st);
+                    return 1;
+                }
+                s->state = S_OUT;
+                again = true;
+                break;
+            case S_OUT:
+                d = copy_done(op, s);
+                if (d < 0) {
+                    fail_op(op, MLC_ERR_BACKEND);
+                    return 1;
+                }
+                if (d == 0) {
+                    *gpu_wait = 1;
+                    break;
+                }
+                s->state = S_FREE;
+                op->ndone++;
+                again = true;
+                break;
+            case S_FREE: break;
+            }
+        }
+        moved |= again;
+    }
+    if (!op->finished && op->ndone == op->nchunks) {
+        op->finished = true;
+        mlc_request_complete(op->req, MLC_SUCCESS, NULL);
+        moved = 1;
+    }
+    return moved;
+}
+
+mlc_status_t mlc_stage_progress(mlc_comm_t *comm, int *progressed, int *gpu_wait)
+{
+    for (mlc_stage_t *op = comm->dev ? comm->dev->active : NULL; op; op = op->next)
+        if (!op->finished && advance(op, gpu_wait)) *progressed = 1;
+    return MLC_SUCCESS;
+}
+
+/* ---- setup and teardown ------------------------------------------------------------ */
+
+static void unlink_op(mlc_stage_t *op)
+{
+    mlc_stage_t **pp = &op->comm->dev->active;
+    while (*pp && *pp != op) pp = &(*pp)->next;
+    if (*pp) *pp = op->next;
+}
+
+static void destroy(mlc_stage_t *op)
+{
+    mlc_comm_t *comm = op->comm;
+    for (int i = 0; i < op->nslots; i++) {
+        slot_t *s = &op->slots[i];
+        if (s->sub) {
+            if (!atomic_load_explicit(&s->sub->done, memory_order_acquire) && !atomic_load(&comm->failed)) {
+                mlc_comm_fail(comm, MLC_ERR_ABORTED, "rank %d: a staged %s was abandoned while in flight",
+                              comm->rank, mlc_coll_name(op->coll));
+                comm->be->abort(comm);
+            }
+            mlc_request_wait_internal(s->sub); /* returns at once on a failed communicator */
+            mlc_request_release(s->sub);
+        }
+        /* Pinned memory is reused only once the GPU no longer copies from or to it. */
+        if (s->ev) {
+            if (s->ev_live) op->rt->event_synchronize(s->ev);
+            op->rt->event_destroy(s->ev);
+        }
+    }
+    if (op->ipc_sub) {
+        if (!atomic_load_explicit(&op->ipc_sub->done, memory_order_acquire) && !atomic_load(&comm->failed)) {
+            mlc_comm_fail(comm, MLC_ERR_ABORTED, "rank %d: a %s through CUDA IPC was abandoned while in flight",
+                          comm->rank, mlc_coll_name(op->coll));
+            comm->be->abort(comm);
+        }
+        mlc_request_wait_internal(op->ipc_sub);
+        mlc_request_release(op->ipc_sub);
+    }
+    if (op->ipc_slot.ev) {
+        if (op->ipc_slot.ev_live) op->rt->event_synchronize(op->ipc_slot.ev);
+        op->rt->event_destroy(op->ipc_slot.ev);
+    }
+    free(op->ipc_all);
+    mlc_pinned_pool_t *pool;
+    if (mlc_pinned_default(&pool) == MLC_SUCCESS)
+        for (int r = SEND; r <= RECV; r++)
+            for (int i = 0; i < 2; i++)
+                if (op->role[r].pin[i]) mlc_pinned_free(pool, op->role[r].pin[i]);
+    unlink_op(op);
+    free(op);
+}
+
+void mlc_stage_release(mlc_request_t *req)
+{
+    mlc_stage_t *op = req->stage;
+    req->stage = NULL;
+    if (op) destroy(op);
+}
+
+void mlc_stage_abandon_all(mlc_comm_t *comm)
+{
+    while (comm->dev && comm->dev->active) {
+        mlc_request_t *req = comm->dev->active->req;
+        mlc_stage_release(req);
+    }
+}
+
+/* Classify the buffers; decide chunking and slots. as_is: one sub-operation on the caller's buffers. */
+static mlc_status_t plan(mlc_stage_t *op, size_t chunk_bytes, bool as_is)
+{
+    mlc_comm_t *comm = op->comm;
+    const mlc_args_t *a = &op->args;
+    mlc_coll_t coll = op->coll;
+    op->shape = shape_of(coll);
+    op->role[SEND].user = (char *)a->sendbuf;
+    op->role[RECV].user = a->recvbuf;
+    op->chunked = op->shape.lay[SEND] != L_NONE && !as_is;
+    size_t p = (size_t)comm->size, es = a->esize;
+    bool blocks = op->chunked && (op->shape.lay[SEND] == L_BLOCKS || op->shape.lay[RECV] == L_BLOCKS);
+    for (int r = SEND; r <= RECV; r++) op->role[r].nblk = op->chunked && op->shape.lay[r] == L_BLOCKS ? p : 1;
+    op->count = a->count;
+    op->per = a->count ? a->count : 1;
+    if (op->chunked) {
+        size_t per_bytes = chunk_bytes / (blocks ? p : 1);
+        op->per = per_bytes / es ? per_bytes / es : 1;
+        if (op->per > a->count && a->count) op->per = a->count;
+    }
+    op->nchunks = op->chunked && a->count ? (a->count + op->per - 1) / op->per : 1;
+    op->nslots = op->nchunks > 1 ? 2 : 1;
+    if (a->inplace) {
+        int derived = op->shape.send_primary ? RECV : SEND;
+        op->role[derived].derived = true;
+        if (op->chunked && op->shape.lay[SEND] != op->shape.lay[RECV])
+            op->kblk = (size_t)(op->shape.by_root ? a->root : comm->rank);
+    }
+    for (int r = SEND; r <= RECV && !as_is; r++) {
+        role_t *ro = &op->role[r];
+        if (!ro->user || ro->derived) continue;
+        mlc_status_t st = mlc_devmem_is_device(comm, ro->user, &ro->device);
+        if (st != MLC_SUCCESS) return st;
+    }
+    for (int r = SEND; r <= RECV; r++) {
+        role_t *ro = &op->role[r];
+        if (ro->derived) ro->device = op->role[r == SEND ? RECV : SEND].device;
+    }
+    return MLC_SUCCESS;
+}
+
+static mlc_status_t alloc_slots(mlc_stage_t *op)
+{
+    size_t whole[2];
+    whole_bytes(op->comm, op->coll, &op->args, whole);
+    mlc_pinned_pool_t *pool = NULL;
+    for (int r = SEND; r <= RECV; r++) {
+        role_t *ro = &op->role[r];
+        if (!ro->slot) continue;
+        size_t bytes = op->chunked ? ro->nblk * op->per * op->args.esize : whole[r];
+        if (!pool) {
+            mlc_status_t st = mlc_pinned_default(&pool);
+            if (st != MLC_SUCCESS) return st;
+        }
+        for (int i = 0; i < op->nslots; i++) {
+            mlc_status_t st = mlc_pinned_alloc(pool, bytes ? bytes : 1, (void **)&ro->pin[i]);
+            if (st != MLC_SUCCESS) return st;
+        }
+    }
+    return MLC_SUCCESS;
+}
+
+/*
+ * A call that needs no staging, always started nonblocking and, when the
+ * caller blocks, waited by our wait loop: other ranks may stage the same
+ * call (their buffers are on the device) and run it as nonblocking
+ * sub-operations, which MPI does not match with a blocking collective; and
+ * the wait loop advances staged operations in flight, which a peer may need
+ * to reach this call.
+ */
+static mlc_status_t plain(mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_t *args, size_t bytes,
+                          mlc_request_t **out)
+{
+    if (out) return mlc_submit_plain(comm, coll, args, bytes, out);
+    mlc_request_t *req;
+    mlc_status_t st = mlc_submit_plain(comm, coll, args, bytes, &req);
+    if (st != MLC_SUCCESS) return st;
+    st = mlc_request_wait_internal(req);
+    mlc_request_release(req);
+    return st;
+}
+
+mlc_status_t mlc_stage_submit(mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_t *args, size_t bytes,
+                              mlc_request_t **out)
+{
+    mlc_devmem_t *dev = comm->dev;
+    if (!dev->staged) return plain(comm, coll, args, bytes, out);
+    /* Behind a staged operation that has not issued everything, a call waits its turn. */
+    bool busy = class_busy(dev, coll), as_is = coll == MLC_COLL_BARRIER;
+    if (!as_is && dev->direct && comm->be->device_direct) {
+        mlc_request_t probe;
+        memset(&probe, 0, sizeof probe);
+        probe.comm = comm;
+        probe.coll = coll;
+        probe.args = *args;
+        probe.algo = mlc_request_algo(&probe);
+        as_is = comm->be->device_direct(&probe);
+    }
+    if (as_is && !busy) return plain(comm, coll, args, bytes, out);
+    mlc_stage_t *op = calloc(1, sizeof *op);
+    if (!op) return mlc_error(MLC_ERR_NO_MEMORY, "mlc_%s: out of memory for staging", mlc_coll_name(coll));
+    op->comm = comm;
+    op->coll = coll;
+    op->rt = dev->rt;
+    op->args = *args;
+    mlc_status_t st = plan(op, dev->chunk, as_is);
+    bool any_device = op->role[SEND].device || op->role[RECV].device;
+    /* CUDA IPC is tried on every rank alike (host buffers on one rank make all of them stage). */
+    bool ipc = dev->ipc && !as_is && ipc_coll(coll, args) && args->count > 0;
+    if (st != MLC_SUCCESS || (op->nchunks == 1 && !any_device && !busy && !ipc)) {
+        free(op);
+        return st != MLC_SUCCESS ? st : plain(comm, coll, args, bytes, out);
+    }
+    for (int r = SEND; r <= RECV; r++) {
+        role_t *ro = &op->role[r];
+        ro->slot = ro->user && !ro->derived && (ro->device || (op->nchunks > 1 && ro->nblk > 1));
+    }
+    if (any_device || ipc) st = mlc_devmem_stream(comm, &op->stream);
+    if (st == MLC_SUCCESS && ipc) {
+        op->ipc_phase = IPC_EXCHANGE;
+        op->ipc_all = calloc((size_t)comm->size, sizeof *op->ipc_all);
+        if (!op->ipc_all) st = mlc_error(MLC_ERR_NO_MEMORY, "mlc_%s: out of memory", mlc_coll_name(coll));
+        const char *src = ipc_source(op);
+        int sr = op->role[SEND].user == src ? SEND : RECV;
+        op->ipc_mine.ok = 1;
+        if (st == MLC_SUCCESS && src && !op->role[sr].device) op->ipc_mine.ok = 0;
+        else if (st == MLC_SUCCESS && src && mlc_ipc_export(op->rt, src, &op->ipc_mine) != MLC_SUCCESS) {
+            /* Memory that cannot be exported (e.g. from a stream-ordered pool) is staged. */
+            MLC_DEBUG("rank %d: %s staged: %s", comm->rank, mlc_coll_name(coll), mlc_last_error());
+            mlc_error_clear();
+            op->ipc_mine.ok = 0;
+        }
+    } else if (st == MLC_SUCCESS) {
+        st = alloc_slots(op);
+    }
+    mlc_request_t *req = st == MLC_SUCCESS ? mlc_request_alloc(comm) : NULL;
+    if (st == MLC_SUCCESS && !req) st = mlc_error(MLC_ERR_NO_MEMORY, "mlc_%s: out of memory for a request", mlc_coll_name(coll));
+    if (st != MLC_SUCCESS) {
+        /* Nothing was started: this rank simply did not join (as with any argument error). */
+        mlc_pinned_pool_t *pool;
+        if (mlc_pinned_default(&pool) == MLC_SUCCESS)
+            for (int r = SEND; r <= RECV; r++)
+                for (int i = 0; i < 2; i++)
+                    if (op->role[r].pin[i]) mlc_pinned_free(pool, op->role[r].pin[i]);
+        free(op->ipc_all);
+        free(op);
+        return st;
+    }
+    req->coll = coll;
+    req->args = *args;
+    req->bytes = bytes;
+    req->blocking = out == NULL;
+    req->internal = comm->internal_depth > 0;
+    if (comm->prof) req->t_start = mlc_now();
+    req->stage = op;
+    op->req = req;
+    op->next = NULL;
+    mlc_stage_t **tail = &dev->active;
+    while (*tail) tail = &(*tail)->next;
+    *tail = op;
+    MLC_DEBUG("rank %d: %s staged: %zu chunk(s) of %zu elements, send %s, recv %s", comm->rank, mlc_coll_name(coll),
+              op->nchunks, op->per, op->role[SEND].device ? "device" : "host", op->role[RECV].device ? "device" : "host");
+    int gpu_wait = 0;
+    advance(op, &gpu_wait);
+    if (out) {
+        *out = req;
+        return MLC_SUCCESS;
+    }
+    st = mlc_request_wait_internal(req);
+    mlc_request_release(req);
+    return st;
+}
