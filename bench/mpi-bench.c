@@ -5,21 +5,26 @@
  *
  *   - sizes and geometry as nccl-tests / mlcomm-bench: for S bytes of float32,
  *     c = S/4; allreduce and broadcast move c on every rank; allgather and
- *     reduce_scatter move c/p per rank, buffers hold (c/p)*p; the printed
- *     size is the larger buffer, algbw = that many bytes / time;
+ *     reduce_scatter move c/p per rank, buffers hold (c/p)*p; alltoall sends
+ *     c/p to every rank, both buffers hold (c/p)*p; the printed size is the
+ *     larger buffer, algbw = that many bytes / time;
  *   - one segment = sizes MIN, MIN*F, ... <= MAX with ITERS timed calls each;
- *     buffers are sized for the segment's largest size and successive
- *     iterations walk through them at offsets of one size (as mlcomm-bench
- *     does within one invocation), warm-up at the segment's largest and
- *     smallest size;
+ *     buffers (page-aligned) are sized for the segment's largest size and
+ *     successive iterations walk through them at offsets of one size (as
+ *     mlcomm-bench does within one invocation), warm-up at the segment's
+ *     largest and smallest size;
  *   - per size: one call on freshly written data, a barrier, ITERS timed
  *     calls, the slowest rank's average (MPI_Allreduce MAX);
- *   - buffer contents come from --seed, so successive runs see new data.
+ *   - buffer contents come from --seed, so successive runs see new data;
+ *   - MPI starts with MPI_Init, or MPI_Init_thread at -t LEVEL (single,
+ *     funneled, serialized, multiple): mlcomm's mpi backend asks for
+ *     multiple unless MLC_MPI_THREAD_LEVEL says otherwise, and the overhead
+ *     comparison (vs-mpi.sh --overhead) runs both sides at the same level.
  *
  * Output (rank 0), one line per size, '#' lines are comments:
  *   COLL SIZE COUNT ITERS TIME_US ALGBW_GBPS BUSBW_GBPS
  *
- * Usage: mpi-bench [-c COLL[,COLL...]] [-w WARMUP] [-S SEED] SEGMENT...
+ * Usage: mpi-bench [-c COLL[,COLL...]] [-w WARMUP] [-S SEED] [-t LEVEL] SEGMENT...
  *        SEGMENT = MIN:MAX:FACTOR:ITERS (sizes take K/M/G suffixes)
  */
 #define _GNU_SOURCE
@@ -37,7 +42,8 @@
     X(allreduce)       \
     X(allgather)       \
     X(reduce_scatter)  \
-    X(broadcast)
+    X(broadcast)       \
+    X(alltoall)
 
 typedef enum coll {
 #define X_ENUM(n) COLL_##n,
@@ -82,6 +88,9 @@ static geom_t geometry(coll_t c, size_t bytes, int p)
     case COLL_reduce_scatter:
         g = (geom_t){n, n * (size_t)p, n, 0};
         break;
+    case COLL_alltoall:
+        g = (geom_t){n, n * (size_t)p, n * (size_t)p, 0};
+        break;
     default:
         g = (geom_t){elems, elems, elems, 0};
         break;
@@ -95,7 +104,8 @@ static double busbw_factor(coll_t c, int p)
     switch (c) {
     case COLL_allreduce: return 2.0 * (p - 1) / p;
     case COLL_allgather:
-    case COLL_reduce_scatter: return (double)(p - 1) / p;
+    case COLL_reduce_scatter:
+    case COLL_alltoall: return (double)(p - 1) / p;
     default: return 1.0;
     }
 }
@@ -110,6 +120,7 @@ static int run(coll_t c, const float *send, float *recv, const geom_t *g)
     case COLL_reduce_scatter:
         return MPI_Reduce_scatter_block(send, recv, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     case COLL_broadcast: return MPI_Bcast(recv, n, MPI_FLOAT, 0, MPI_COMM_WORLD);
+    case COLL_alltoall: return MPI_Alltoall(send, n, MPI_FLOAT, recv, n, MPI_FLOAT, MPI_COMM_WORLD);
     default: return MPI_ERR_OTHER;
     }
 }
@@ -182,10 +193,14 @@ static int run_segment(bench_t *b, coll_t c, const segment_t *s, long warmup)
     geom_t big = geometry(c, last, b->p);
     size_t elems = big.size_bytes / sizeof(float);
     b->buf_elems = elems > 16 ? elems : 16;
-    b->send = malloc(b->buf_elems * sizeof(float));
-    b->recv = malloc(b->buf_elems * sizeof(float));
+    /* page-aligned, as mlcomm-bench's (alignment moves large-message times by a few percent) */
+    void *sp = NULL, *rp = NULL;
+    int bad = posix_memalign(&sp, 4096, b->buf_elems * sizeof(float)) != 0 ||
+              posix_memalign(&rp, 4096, b->buf_elems * sizeof(float)) != 0;
+    b->send = sp;
+    b->recv = rp;
     int rc = MPI_SUCCESS;
-    if (!b->send || !b->recv) {
+    if (bad) {
         fprintf(stderr, "mpi-bench: rank %d: cannot allocate 2 x %zu bytes\n", b->rank,
                 b->buf_elems * sizeof(float));
         MPI_Abort(MPI_COMM_WORLD, 3);
@@ -261,10 +276,40 @@ static int parse_colls(char *list, int *selected)
     return 0;
 }
 
+/* X(name, MPI constant): thread levels for -t */
+#define LEVEL_LIST(X)                      \
+    X(single, MPI_THREAD_SINGLE)         \
+    X(funneled, MPI_THREAD_FUNNELED)     \
+    X(serialized, MPI_THREAD_SERIALIZED) \
+    X(multiple, MPI_THREAD_MULTIPLE)
+
+static int parse_level(const char *name, int *level)
+{
+#define X_LEVEL(n, v)                 \
+    if (strcmp(name, #n) == 0) {      \
+        *level = v;                   \
+        return 0;                     \
+    }
+    LEVEL_LIST(X_LEVEL)
+#undef X_LEVEL
+    fprintf(stderr, "mpi-bench: unknown thread level '%s' (single, funneled, serialized, multiple)\n", name);
+    return -1;
+}
+
+static const char *level_name(int level)
+{
+#define X_NAME_OF(n, v) \
+    if (level == v) return #n;
+    LEVEL_LIST(X_NAME_OF)
+#undef X_NAME_OF
+    return "?";
+}
+
 static void usage(void)
 {
-    fprintf(stderr, "usage: mpi-bench [-c COLL[,COLL...]] [-w WARMUP] [-S SEED] MIN:MAX:FACTOR:ITERS...\n"
-                    "collectives: allreduce allgather reduce_scatter broadcast (default all)\n");
+    fprintf(stderr, "usage: mpi-bench [-c COLL[,COLL...]] [-w WARMUP] [-S SEED] [-t LEVEL] MIN:MAX:FACTOR:ITERS...\n"
+                    "collectives: allreduce allgather reduce_scatter broadcast alltoall (default all)\n"
+                    "LEVEL: MPI_Init_thread at single|funneled|serialized|multiple (default: MPI_Init)\n");
 }
 
 /* "cpus 0-1" style list of this process's affinity, for the header. */
@@ -287,6 +332,7 @@ int main(int argc, char **argv)
     int nsegs = 0, selected[COLL_COUNT] = {0}, any = 0;
     long warmup = 5;
     unsigned long long seed = 1;
+    int level = -1; /* -1: MPI_Init */
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-c") == 0 && i + 1 < argc) {
             if (parse_colls(argv[++i], selected) != 0) return 2;
@@ -294,6 +340,8 @@ int main(int argc, char **argv)
             warmup = strtol(argv[++i], NULL, 10);
         } else if (strcmp(argv[i], "-S") == 0 && i + 1 < argc) {
             seed = strtoull(argv[++i], NULL, 10);
+        } else if (strcmp(argv[i], "-t") == 0 && i + 1 < argc) {
+            if (parse_level(argv[++i], &level) != 0) return 2;
         } else if (nsegs < MAX_SEGMENTS && parse_segment(argv[i], &segs[nsegs]) == 0) {
             nsegs++;
         } else {
@@ -310,7 +358,13 @@ int main(int argc, char **argv)
     if (!any)
         for (int c = 0; c < COLL_COUNT; c++) selected[c] = 1;
 
-    MPI_Init(&argc, &argv);
+    int provided = -1;
+    if (level < 0) {
+        MPI_Init(&argc, &argv);
+        MPI_Query_thread(&provided);
+    } else {
+        MPI_Init_thread(&argc, &argv, level, &provided);
+    }
     bench_t b = {.seed = seed};
     MPI_Comm_rank(MPI_COMM_WORLD, &b.rank);
     MPI_Comm_size(MPI_COMM_WORLD, &b.p);
@@ -322,7 +376,8 @@ int main(int argc, char **argv)
         MPI_Get_library_version(version, &len);
         char *nl = strchr(version, '\n');
         if (nl) *nl = '\0';
-        printf("# mpi-bench: %s; %d ranks; seed %llu; rank 0 on cpus %s\n", version, b.p, seed, aff);
+        printf("# mpi-bench: %s; %d ranks; seed %llu; rank 0 on cpus %s; thread level %s (%s)\n", version, b.p,
+               seed, aff, level_name(provided), level < 0 ? "MPI_Init" : "MPI_Init_thread");
         fflush(stdout);
     }
     int rc = MPI_SUCCESS;

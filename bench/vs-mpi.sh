@@ -14,6 +14,8 @@
 #
 #   bench/vs-mpi.sh --quick          a few sizes, 2 ranks, 2 rounds (a minute or two)
 #   bench/vs-mpi.sh                  the full comparison (see --help for the defaults)
+#   bench/vs-mpi.sh --overhead       mlcomm's mpi backend against the same MPI called
+#                                    directly (issue 4: the backend's overhead)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -23,18 +25,22 @@ BENCH_DIR=$ROOT/bench
 MODE=full
 ROUNDS=""
 RANKS=""
-PEERS="ompi mpich"
-COLLS="allreduce allgather reduce_scatter broadcast"
+PEERS=""
+COLLS=""
+OV_SIZES="8 1K 64K 1M 4M 16M"
+THREAD_LEVEL=multiple
+# Fixed glibc malloc thresholds for both sides of --overhead (see overhead_main).
+OV_TUNABLES=glibc.malloc.mmap_threshold=67108864:glibc.malloc.trim_threshold=1073741824
 MIN_BYTES=""
 MAX_BYTES=""
 FACTOR=""
 TIME_PER_SIZE=""
 MIN_ITERS=3
-MAX_ITERS=20000
+MAX_ITERS=""
 WARMUP=2
 BIND=core
 BUILD_DIR=""
-OUT_DIR=$BENCH_DIR/out
+OUT_DIR=""
 DO_BUILD=1
 DO_PLOT=1
 LAUNCH_TIMEOUT=900
@@ -45,20 +51,31 @@ usage: bench/vs-mpi.sh [options]
 
   --quick               sizes 8 B..8 MiB x16, 2 ranks, 2 rounds, 0.02 s per size
   --full                (default) sizes 8 B..128 MiB x4, 2 and 4 ranks, 5 rounds, 0.1 s per size
+  --overhead            mlcomm-bench with MLC_BACKEND=mpi against mpi-bench, both under the
+                        same launcher, binding and MPI thread level; sizes --sizes, 2 ranks,
+                        7 rounds (A B, B A, ...), 0.2 s per size, peer ompi; prints medians,
+                        difference, ratio and the issue-4 targets (8 B: <= +0.2 us,
+                        >= 1 MiB: <= 1.03x)
+  --sizes "8 1K ..."    (--overhead) the sizes (default: $OV_SIZES)
+  --thread-level L      (--overhead) MPI thread level of both sides: single, funneled,
+                        serialized, multiple (default: $THREAD_LEVEL, mlcomm's default)
+  --tunables T|none     (--overhead) GLIBC_TUNABLES of both sides (default: $OV_TUNABLES)
   --rounds N            interleaved rounds (A B C, A B C, ...); medians over them
   --ranks "2 4"         rank counts (above the core count they are oversubscribed)
-  --peers "ompi mpich"  which MPIs to compare with (ompi: mpicc/mpirun, mpich: mpicc.mpich/mpiexec.mpich)
-  --colls "..."         collectives (default: $COLLS)
+  --peers "ompi mpich"  which MPIs to compare with (ompi: mpicc/mpirun, mpich: mpicc.mpich/mpiexec.mpich;
+                        default both, --overhead: ompi)
+  --colls "..."         collectives (default: allreduce allgather reduce_scatter broadcast;
+                        --overhead: those and alltoall)
   --min SIZE --max SIZE --factor F    the size sweep (K/M/G suffixes)
   --time-per-size S     seconds each size's timed loop aims at (iterations are
-                        calibrated once, clamped to [$MIN_ITERS, $MAX_ITERS])
+                        calibrated once, clamped to [$MIN_ITERS, 20000]; --overhead: 200000)
   --min-iters N --max-iters N
   --bind core|none      core: rank r on the (r mod ncpu)-th allowed cpu, the same
                         wrapper (bench/bind-rank.sh) for every side; none: no binding
                         anywhere (mpirun gets --bind-to none either way)
   --build-dir DIR       mlcomm build to use (default: build it in build-bench/)
   --no-build            use --build-dir as it is
-  --out DIR             results (default: bench/out/)
+  --out DIR             results (default: bench/out/, --overhead: bench/out/overhead/)
   --no-plot             skip gnuplot
 EOF
 }
@@ -67,6 +84,10 @@ while [ $# -gt 0 ]; do
     case $1 in
     --quick) MODE=quick ;;
     --full) MODE=full ;;
+    --overhead) MODE=overhead ;;
+    --sizes) OV_SIZES=$2; shift ;;
+    --thread-level) THREAD_LEVEL=$2; shift ;;
+    --tunables) OV_TUNABLES=$2; shift ;;
     --rounds) ROUNDS=$2; shift ;;
     --ranks) RANKS=$2; shift ;;
     --peers) PEERS=$2; shift ;;
@@ -88,12 +109,23 @@ while [ $# -gt 0 ]; do
     shift
 done
 
-if [ "$MODE" = quick ]; then
+if [ "$MODE" = overhead ]; then
+    : "${ROUNDS:=7}" "${RANKS:=2}" "${TIME_PER_SIZE:=0.2}" "${PEERS:=ompi}" "${MAX_ITERS:=200000}"
+    : "${COLLS:=allreduce broadcast allgather reduce_scatter alltoall}"
+    : "${MIN_BYTES:=8}" "${MAX_BYTES:=8}" "${FACTOR:=2}"
+elif [ "$MODE" = quick ]; then
     : "${ROUNDS:=2}" "${RANKS:=2}" "${MIN_BYTES:=8}" "${MAX_BYTES:=8M}" "${FACTOR:=16}" "${TIME_PER_SIZE:=0.02}"
 else
     : "${ROUNDS:=5}" "${RANKS:=2 4}" "${MIN_BYTES:=8}" "${MAX_BYTES:=128M}" "${FACTOR:=4}" "${TIME_PER_SIZE:=0.1}"
 fi
+: "${PEERS:=ompi mpich}" "${COLLS:=allreduce allgather reduce_scatter broadcast}" "${MAX_ITERS:=20000}"
+if [ -z "$OUT_DIR" ]; then
+    if [ "$MODE" = overhead ]; then OUT_DIR=$BENCH_DIR/out/overhead; else OUT_DIR=$BENCH_DIR/out; fi
+fi
 case $BIND in core | none) ;; *) echo "vs-mpi.sh: --bind core|none, not '$BIND'" >&2; exit 2 ;; esac
+case $THREAD_LEVEL in single | funneled | serialized | multiple) ;;
+*) echo "vs-mpi.sh: --thread-level single|funneled|serialized|multiple, not '$THREAD_LEVEL'" >&2; exit 2 ;;
+esac
 for p in $PEERS; do
     case $p in ompi | mpich) ;; *) echo "vs-mpi.sh: unknown peer '$p' (ompi, mpich)" >&2; exit 2 ;; esac
 done
@@ -116,6 +148,223 @@ for ((s = MIN_B; s <= MAX_B; s *= FACTOR)); do
 done
 
 log() { echo "[vs-mpi $(date +%H:%M:%S)] $*" >&2; }
+
+# ---- --overhead: the mpi backend against the MPI it calls ----------------------------
+# Side A: mlcomm-bench, MLC_BACKEND=mpi, under PEER's launcher (mlcomm built
+# against PEER's MPI). Side B: mpi-bench built with PEER's mpicc. Both at
+# MPI_THREAD_<--thread-level> (mlcomm: MLC_MPI_THREAD_LEVEL; mpi-bench: -t),
+# both through bench/bind-rank.sh, the same sizes, warm-up and iteration
+# counts, one process per side and size, the two back to back. Both time a
+# size the same way: one call on fresh data, a barrier, N calls, the slowest
+# rank's per-iteration average. Broadcast compares mlcomm's in-place column
+# (MPI_Bcast has one buffer); the out-of-place one, whose root first copies
+# sendbuf into recvbuf, is shown as broadcast_oop.
+# Both sides get the same fixed malloc thresholds (--tunables): MPI allocates
+# temporaries per call (Open MPI's reduce_scatter_block: one buffer of the
+# whole input), and with glibc's dynamic thresholds whether such a buffer is
+# returned to the kernel after every call depends on the program's earlier
+# allocations: in mlcomm-bench it was (brk 3 times a call, page faults in the
+# next call's single-copy receive: reduce_scatter at 1 MiB 2.3x slower),
+# in mpi-bench it was not.
+overhead_main() {
+    local sizes_b="" s
+    for s in $OV_SIZES; do sizes_b="$sizes_b $(bytes_of "$s")"; done
+    mkdir -p "$OUT_DIR/bin" "$OUT_DIR/logs"
+    OUT_DIR=$(cd "$OUT_DIR" && pwd)
+    [ -n "$BUILD_DIR" ] || BUILD_DIR=$ROOT/build-bench
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    local wrap=()
+    [ "$BIND" = core ] && wrap=("$BENCH_DIR/bind-rank.sh")
+    declare -A bench_bin raw_bin
+    local peers="" p mpicc_cmd launcher bdir cmake_mpi
+    for p in $PEERS; do
+        if [ "$p" = ompi ]; then mpicc_cmd=mpicc; launcher=mpirun; bdir=$BUILD_DIR; cmake_mpi=()
+        else
+            mpicc_cmd=mpicc.mpich; launcher=mpiexec.mpich; bdir=$BUILD_DIR-mpich
+            cmake_mpi=(-DMPI_C_COMPILER=mpicc.mpich -DMPIEXEC_EXECUTABLE="$(command -v mpiexec.mpich || true)")
+        fi
+        if ! command -v "$mpicc_cmd" >/dev/null || ! command -v "$launcher" >/dev/null; then
+            log "skipping $p: $mpicc_cmd or $launcher not found"
+            continue
+        fi
+        if [ "$DO_BUILD" = 1 ]; then
+            log "building mlcomm (Release) against $p in $bdir"
+            cmake -S "$ROOT" -B "$bdir" -DCMAKE_BUILD_TYPE=Release -DMLC_BUILD_TESTS=OFF "${cmake_mpi[@]}" \
+                >"$OUT_DIR/logs/cmake.$p.log"
+            cmake --build "$bdir" -j2 --target mlcomm-bench mlcomm-mpi >>"$OUT_DIR/logs/cmake.$p.log"
+        fi
+        [ -x "$bdir/bin/mlcomm-bench" ] || { echo "vs-mpi.sh: $bdir/bin/mlcomm-bench is missing" >&2; exit 1; }
+        "$mpicc_cmd" -O2 -Wall -Wextra -o "$OUT_DIR/bin/mpi-bench-$p" "$BENCH_DIR/mpi-bench.c"
+        bench_bin[$p]=$bdir/bin/mlcomm-bench
+        raw_bin[$p]=$OUT_DIR/bin/mpi-bench-$p
+        peers="$peers $p"
+    done
+    [ -n "$peers" ] || { echo "vs-mpi.sh: no MPI to measure" >&2; exit 1; }
+
+    # ov_launch PEER NP LOG PROGRAM ARGS...: under PEER's launcher, bound alike, MLC_BACKEND=mpi.
+    ov_launch() {
+        local peer=$1 np=$2 logf=$3
+        shift 3
+        local cmd
+        if [ "$peer" = ompi ]; then
+            cmd=(mpirun -np "$np" --bind-to none)
+            [ "$np" -gt "$(nproc)" ] && cmd+=(--oversubscribe)
+        else
+            cmd=(mpiexec.mpich -n "$np" -bind-to none)
+        fi
+        cmd+=("${wrap[@]}" "$@")
+        echo "+ ${cmd[*]}" >>"$logf"
+        local tun=()
+        [ "$OV_TUNABLES" = none ] || tun=(GLIBC_TUNABLES="$OV_TUNABLES")
+        if ! env "${tun[@]}" MLC_BACKEND=mpi MLC_MPI_THREAD_LEVEL="$THREAD_LEVEL" timeout "$LAUNCH_TIMEOUT" \
+            "${cmd[@]}" >"$logf.tmp" 2>&1; then
+            cat "$logf.tmp" >>"$logf"
+            echo "vs-mpi.sh: failed: ${cmd[*]} (log: $logf)" >&2
+            tail -20 "$logf.tmp" >&2
+            rm -f "$logf.tmp"
+            exit 1
+        fi
+        cat "$logf.tmp" >>"$logf"
+        cat "$logf.tmp"
+        rm -f "$logf.tmp"
+    }
+    # rows: np,round,side,coll,size,iters,time_us
+    ov_mlcomm() { # PEER NP ROUND COLL SIZE ITERS
+        local peer=$1 np=$2 round=$3 coll=$4 size=$5 iters=$6
+        ov_launch "$peer" "$np" "$OUT_DIR/logs/mlcomm-$peer.$np.log" "${bench_bin[$peer]}" "$coll" \
+            -b "$size" -e "$size" -f 2 -n "$iters" -w "$WARMUP" -c 0 |
+            awk -v np="$np" -v r="$round" -v side="mlcomm-$peer" -v c="$coll" -v it="$iters" '
+                !/^#/ && NF >= 11 {
+                    if ($6 != "native") { print "vs-mpi.sh: mlcomm ran algorithm " $6 ", not native" > "/dev/stderr"; exit 1 }
+                    if (c == "broadcast") {
+                        printf "%s,%s,%s,broadcast,%s,%s,%s\n", np, r, side, $1, it, $11
+                        printf "%s,%s,%s,broadcast_oop,%s,%s,%s\n", np, r, side, $1, it, $7
+                    } else printf "%s,%s,%s,%s,%s,%s,%s\n", np, r, side, c, $1, it, $7
+                }'
+    }
+    ov_raw() { # PEER NP ROUND COLL SEGMENTS...
+        local peer=$1 np=$2 round=$3 coll=$4
+        shift 4
+        ov_launch "$peer" "$np" "$OUT_DIR/logs/$peer.$np.log" "${raw_bin[$peer]}" -c "$coll" -w "$WARMUP" \
+            -t "$THREAD_LEVEL" -S "$((round * 7919 + np))" "$@" |
+            awk -v np="$np" -v r="$round" -v side="$peer" '
+                !/^#/ && NF >= 7 {
+                    printf "%s,%s,%s,%s,%s,%s,%s\n", np, r, side, $1, $2, $4, $5
+                    if ($1 == "broadcast") printf "%s,%s,%s,broadcast_oop,%s,%s,%s\n", np, r, side, $2, $4, $5
+                }'
+    }
+
+    local raw=$OUT_DIR/overhead-raw.csv
+    echo "np,round,side,coll,size,iters,time_us" >"$raw"
+    rm -f "$OUT_DIR"/logs/*.log
+    local start np coll round side it t args
+    start=$(date +%s)
+    log "overhead: peers [$peers ], ranks [$RANKS], colls [$COLLS], sizes [$sizes_b ], rounds $ROUNDS, thread level $THREAD_LEVEL, $TIME_PER_SIZE s per size, bind $BIND"
+    for p in $peers; do
+        for np in $RANKS; do
+            # Iteration counts from a short raw-MPI pass: per size the power of two
+            # nearest below time-per-size / time, clamped; the same for both sides.
+            declare -A iters_of=()
+            for coll in $COLLS; do
+                args=()
+                for s in $sizes_b; do args+=("$s:$s:1:$([ "$s" -lt 1048576 ] && echo 64 || echo 4)"); done
+                while IFS=, read -r _ _ _ _ s _ t; do
+                    it=$(awk -v T="$TIME_PER_SIZE" -v t="$t" -v lo="$MIN_ITERS" -v hi="$MAX_ITERS" 'BEGIN {
+                        n = t > 0 ? T / (t / 1e6) : hi; p2 = 1; while (p2 * 2 <= n) p2 *= 2
+                        print (p2 < lo ? lo : (p2 > hi ? hi : p2)) }')
+                    iters_of[$coll,$s]=$it
+                done < <(ov_raw "$p" "$np" 0 "$coll" "${args[@]}" | grep -v ',broadcast_oop,')
+                for s in $sizes_b; do
+                    [ -n "${iters_of[$coll,$s]:-}" ] || { echo "vs-mpi.sh: calibrating $coll at $s bytes failed" >&2; exit 1; }
+                done
+                log "$p, $np ranks: $coll iterations: $(for s in $sizes_b; do printf '%s:%s ' "$s" "${iters_of[$coll,$s]}"; done)"
+            done
+            for ((round = 1; round <= ROUNDS; round++)); do
+                log "$p, $np ranks: round $round/$ROUNDS"
+                for coll in $COLLS; do
+                    for s in $sizes_b; do
+                        # One process per side and size, the two back to back:
+                        # A B in odd rounds, B A in even ones.
+                        for side in $([ $((round % 2)) = 1 ] && echo "mlcomm raw" || echo "raw mlcomm"); do
+                            if [ "$side" = raw ]; then
+                                ov_raw "$p" "$np" "$round" "$coll" "$s:$s:1:${iters_of[$coll,$s]}" >>"$raw"
+                            else
+                                ov_mlcomm "$p" "$np" "$round" "$coll" "$s" "${iters_of[$coll,$s]}" >>"$raw"
+                            fi
+                        done
+                    done
+                done
+            done
+        done
+    done
+    local elapsed=$(($(date +%s) - start))
+    {
+        echo "# mlcomm mpi backend vs raw MPI: $(date -u +%Y-%m-%dT%H:%M:%SZ), $(uname -n), $(nproc) cpus, load $(cut -d' ' -f1-3 /proc/loadavg)"
+        echo "# rounds $ROUNDS (A B, B A, ...), bind $BIND, thread level $THREAD_LEVEL, $TIME_PER_SIZE s per size, $elapsed s"
+        echo "# GLIBC_TUNABLES (both sides): $OV_TUNABLES"
+        echo "# mlcomm $(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo '?') (Release)"
+        for p in $peers; do
+            echo "# $p: $(sed -n 's/^# mpi-bench: //p' "$OUT_DIR/logs/$p.${RANKS%% *}.log" | head -1)"
+        done
+        echo "# time: per-iteration average of N calls, slowest rank; columns: medians over rounds;"
+        echo "# diff and ratio: mlcomm - MPI and mlcomm / MPI in each round, median over rounds; *_min: best round"
+    } >"$OUT_DIR/overhead-header.txt"
+    cat "$OUT_DIR/overhead-header.txt"
+    awk -F, -v summary="$OUT_DIR/overhead-summary.csv" "$OVERHEAD_AWK" "$raw" | tee "$OUT_DIR/overhead-table.txt"
+    log "raw: $raw  summary: $OUT_DIR/overhead-summary.csv  table: $OUT_DIR/overhead-table.txt  ($elapsed s)"
+}
+
+# The overhead table: per (peer, ranks, coll, size) the medians, the paired
+# difference and ratio, and the issue-4 targets.
+OVERHEAD_AWK='
+function median(a, n,    i, j, x) {
+    for (i = 2; i <= n; i++) { x = a[i]; for (j = i - 1; j >= 1 && a[j] > x; j--) a[j + 1] = a[j]; a[j + 1] = x }
+    return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+}
+NR == 1 { next }
+{
+    peer = $3; sub(/^mlcomm-/, "", peer); k = $1 SUBSEP peer SUBSEP $4 SUBSEP $5
+    if (!(k in seen)) { seen[k] = 1; keys[++nk] = k; iters[k] = $6 }
+    t[k, ($3 ~ /^mlcomm-/) ? "m" : "r", $2] = $7
+    rounds[$2] = 1
+}
+END {
+    printf "%-6s %3s  %-14s %10s %7s %11s %11s %10s %7s %11s %11s  %-11s %s\n", "peer", "np", "coll", "size",
+           "iters", "mlcomm_us", "mpi_us", "diff_us", "ratio", "mlcomm_min", "mpi_min", "target", "result"
+    print "peer,np,coll,size,iters,mlcomm_us,mpi_us,diff_us,ratio,mlcomm_min_us,mpi_min_us,rounds,target,result" > summary
+    pass = fail = 0
+    for (i = 1; i <= nk; i++) {
+        k = keys[i]; split(k, f, SUBSEP)
+        nm = nr = nd = 0; delete M; delete R; delete D; delete Q
+        for (r in rounds) {
+            if ((k, "m", r) in t) M[++nm] = t[k, "m", r]
+            if ((k, "r", r) in t) R[++nr] = t[k, "r", r]
+            if (((k, "m", r) in t) && ((k, "r", r) in t)) {
+                nd++; D[nd] = t[k, "m", r] - t[k, "r", r]
+                Q[nd] = t[k, "r", r] > 0 ? t[k, "m", r] / t[k, "r", r] : 0
+            }
+        }
+        if (nd == 0) continue
+        mm = median(M, nm); mr = median(R, nr); md = median(D, nd); mq = median(Q, nd)
+        lm = M[1]; lr = R[1] # median() sorted them
+        target = "-"; result = "-"
+        if (f[3] != "broadcast_oop") {
+            if (f[4] + 0 <= 8) { target = "<= +0.2 us"; result = md <= 0.2 ? "PASS" : "FAIL" }
+            else if (f[4] + 0 >= 1048576) { target = "<= 1.03x"; result = mq <= 1.03 ? "PASS" : "FAIL" }
+        }
+        if (result == "PASS") pass++; else if (result == "FAIL") fail++
+        printf "%-6s %3s  %-14s %10s %7s %11.3f %11.3f %+10.3f %7.3f %11.3f %11.3f  %-11s %s\n", f[2], f[1], f[3],
+               f[4], iters[k], mm, mr, md, mq, lm, lr, target, result
+        printf "%s,%s,%s,%s,%s,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%d,%s,%s\n", f[2], f[1], f[3], f[4], iters[k], mm, mr,
+               md, mq, lm, lr, nd, target, result > summary
+    }
+    printf "targets: %d PASS, %d FAIL (broadcast_oop: information only)\n", pass, fail
+}'
+
+if [ "$MODE" = overhead ]; then
+    overhead_main
+    exit 0
+fi
 
 # ---- build -----------------------------------------------------------------------
 mkdir -p "$OUT_DIR/bin" "$OUT_DIR/logs"

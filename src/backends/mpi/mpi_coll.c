@@ -74,6 +74,19 @@ static size_t chunk_elems(size_t es)
 
 static size_t nchunks(size_t n, size_t per) { return n == 0 ? 1 : (n + per - 1) / per; }
 
+/* Chunks of n elements of es bytes, *per elements each (see chunk_elems).
+ * What one call takes is one chunk, found without a division: the 8-byte
+ * path pays for every instruction. */
+static size_t chunking(size_t n, size_t es, size_t *per)
+{
+    if (n <= mlc_mpi_limits.count && n * es <= (size_t)INT_MAX) {
+        *per = n ? n : 1;
+        return 1;
+    }
+    *per = chunk_elems(es);
+    return nchunks(n, *per);
+}
+
 /* Elements in chunk k of n. */
 static size_t chunk_len(size_t n, size_t k, size_t per)
 {
@@ -93,7 +106,7 @@ mlc_status_t mlc_mpi_start_broadcast(mlc_request_t *req)
     const mlc_args_t *a = &req->args;
     mlc_mpi_op_t *op = mlc_mpi_op_init(req);
     bool blk = mlc_mpi_blocking(req);
-    size_t n = a->count, es = a->esize, per = chunk_elems(es), k = nchunks(n, per);
+    size_t n = a->count, es = a->esize, per, k = chunking(n, es, &per);
     MPI_Datatype t;
     bool owned;
     mlc_status_t st = mlc_mpi_elem_type(a->dtype, &t, &owned);
@@ -209,7 +222,7 @@ mlc_status_t mlc_mpi_start_allreduce(mlc_request_t *req)
     const mlc_args_t *a = &req->args;
     mlc_mpi_op_t *op = mlc_mpi_op_init(req);
     bool blk = mlc_mpi_blocking(req);
-    size_t n = a->count, es = a->esize, per = chunk_elems(es), k = nchunks(n, per);
+    size_t n = a->count, es = a->esize, per, k = chunking(n, es, &per);
     MPI_Datatype t;
     MPI_Op mop;
     mlc_status_t st = reduce_setup(op, k, blk, a->recvbuf, n, &t, &mop);
@@ -230,7 +243,7 @@ mlc_status_t mlc_mpi_start_reduce(mlc_request_t *req)
     mlc_mpi_op_t *op = mlc_mpi_op_init(req);
     bool blk = mlc_mpi_blocking(req);
     bool root = req->comm->rank == a->root;
-    size_t n = a->count, es = a->esize, per = chunk_elems(es), k = nchunks(n, per);
+    size_t n = a->count, es = a->esize, per, k = chunking(n, es, &per);
     MPI_Datatype t;
     MPI_Op mop;
     mlc_status_t st = reduce_setup(op, k, blk, root ? a->recvbuf : NULL, n, &t, &mop);
@@ -257,9 +270,8 @@ mlc_status_t mlc_mpi_start_reduce_scatter(mlc_request_t *req)
     mlc_mpi_op_t *op = mlc_mpi_op_init(req);
     bool blk = mlc_mpi_blocking(req);
     int p = req->comm->size, me = req->comm->rank;
-    size_t n = a->count, es = a->esize, bytes = n * es, per = chunk_elems(es);
-    bool chunked = n > per;
-    size_t k = chunked ? nchunks(n, per) : 1;
+    size_t n = a->count, es = a->esize, bytes = n * es, per, k = chunking(n, es, &per);
+    bool chunked = k > 1;
     MPI_Datatype t;
     MPI_Op mop;
     mlc_status_t st = reduce_setup(op, chunked ? k * (size_t)p : 1, blk, a->recvbuf, n, &t, &mop);

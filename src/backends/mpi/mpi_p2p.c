@@ -115,6 +115,8 @@ static mlc_status_t post_recv(mlc_mpi_op_t *op, void *buf, size_t cap, int peer,
     mlc_mpi_comm_t *c = req->comm->impl;
     int src = src_of(peer), mtag = tag_of(tag), rc;
     op->recv_cap = cap;
+    op->recv_status.MPI_SOURCE = peer; /* what a failed call that writes no status reports */
+    op->recv_status.MPI_TAG = tag;
     MPI_Request *slot = blk ? NULL : mlc_mpi_op_slot(op);
     if (!probes) rc = mlc_mpi_irecv_bytes(op, buf, cap, src, mtag, c->comm, slot, &op->recv_type);
     else if (blk) rc = mlc_mpi_recv_probed(op, buf, cap, src, mtag, c->comm);
