@@ -52,11 +52,11 @@ static mlc_status_t check_rank(mlc_coll_t coll, const char *what, int r, const m
     return MLC_SUCCESS;
 }
 
-/* Bytes = count * esize without overflow. */
+/* Bytes = count * esize without overflow (no division: this is on every call's path). */
 static mlc_status_t bytes_of(mlc_coll_t coll, size_t count, size_t esize, size_t *out)
 {
-    CHECK_ARG(esize == 0 || count <= SIZE_MAX / esize, "mlc_%s: count %zu overflows", coll_names[coll], count);
-    *out = count * esize;
+    CHECK_ARG(!__builtin_mul_overflow(count, esize, out), "mlc_%s: count %zu overflows", coll_names[coll],
+              count);
     return MLC_SUCCESS;
 }
 
@@ -126,9 +126,7 @@ void mlc_request_desc(const mlc_request_t *req, mlc_coll_desc_t *d)
 const char *mlc_request_default_algo(const mlc_request_t *req)
 {
     const mlc_comm_t *comm = req->comm;
-    if (!comm->be->algos || req->coll >= MLC_COLL_SEND) return NULL;
-    const char *const *list = comm->be->algos(req->coll);
-    if (!list || !list[0] || strcmp(list[0], "native") == 0) return NULL;
+    if (req->coll >= MLC_COLL_SEND || !comm->algo_selects[req->coll]) return NULL;
     if (comm->be->choose_algo) {
         const char *own = comm->be->choose_algo(req);
         if (own) return own;
@@ -143,10 +141,10 @@ const char *mlc_request_default_algo(const mlc_request_t *req)
 const char *mlc_request_algo(const mlc_request_t *req)
 {
     const mlc_comm_t *comm = req->comm;
-    if (!comm->be->algos || req->coll >= MLC_COLL_SEND) return NULL;
+    if (req->coll >= MLC_COLL_SEND) return NULL;
     const char *forced = comm->algo_forced[req->coll];
     if (forced) return strcmp(forced, "native") == 0 ? NULL : forced;
-    return mlc_request_default_algo(req);
+    return comm->algo_selects[req->coll] ? mlc_request_default_algo(req) : NULL;
 }
 
 /* Start the request; block on it when the caller passed no request pointer. */
@@ -197,7 +195,7 @@ static mlc_status_t submit(mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_t *
     mlc_error_clear();                                       \
     mlc_status_t st_ = check_comm(comm, coll);               \
     if (st_ != MLC_SUCCESS) return st_;                      \
-    mlc_args_t a = {0};                                      \
+    mlc_args_t a; /* each operation fills it whole, once */ \
     (void)a
 #define TRY(expr)                               \
     do {                                        \
@@ -215,10 +213,11 @@ mlc_status_t mlc_broadcast(const void *sendbuf, void *recvbuf, size_t count, mlc
     TRY(bytes_of(MLC_COLL_BROADCAST, count, mlc_dtype_size(dtype), &n));
     if (comm->rank == root) TRY(check_buf(MLC_COLL_BROADCAST, "sendbuf (root)", sendbuf, count));
     TRY(check_buf(MLC_COLL_BROADCAST, "recvbuf", recvbuf, count));
+    bool inplace = false;
     if (comm->rank == root)
-        TRY(check_overlap(MLC_COLL_BROADCAST, sendbuf, n, recvbuf, n, recvbuf, &a.inplace));
+        TRY(check_overlap(MLC_COLL_BROADCAST, sendbuf, n, recvbuf, n, recvbuf, &inplace));
     a = (mlc_args_t){.sendbuf = comm->rank == root ? sendbuf : NULL, .recvbuf = recvbuf, .count = count,
-                     .dtype = dtype, .esize = mlc_dtype_size(dtype), .root = root, .inplace = a.inplace};
+                     .dtype = dtype, .esize = mlc_dtype_size(dtype), .root = root, .inplace = inplace};
     return submit(comm, MLC_COLL_BROADCAST, &a, n, req);
 }
 
@@ -464,8 +463,7 @@ mlc_status_t mlc_scatterv(const void *sendbuf, const size_t *sendcounts, const s
 mlc_status_t mlc_barrier(mlc_comm_t *comm, mlc_request_t **req)
 {
     BEGIN(MLC_COLL_BARRIER);
-    a.dtype = MLC_UINT8;
-    a.esize = 1;
+    a = (mlc_args_t){.dtype = MLC_UINT8, .esize = 1};
     return submit(comm, MLC_COLL_BARRIER, &a, 0, req);
 }
 

@@ -3,7 +3,8 @@
  * ABI differs between implementations, so the MPI backend is a module
  * (MLC_MPI_MODULE_NAME, built against the MPI CMake found) loaded here on
  * first use. Its table is exported as mlc_mpi_backend_table; every slot of
- * this table forwards to it. The module is never unloaded (MPI cannot be).
+ * this table forwards to it, and a communicator whose init succeeded calls
+ * the module's table directly. The module is never unloaded (MPI cannot be).
  *
  * Where the module is looked for: next to the object holding this code
  * (libmlcomm.so, or the program when it links libmlcomm statically), then
@@ -135,10 +136,14 @@ static int mpi_accepts(const mlc_cfg_t *cfg)
 
 /* ---- forwarding slots -------------------------------------------------------- */
 
+/* Once set up, the communicator calls the module's table itself: no forwarding per call. */
 static mlc_status_t fwd_init(mlc_comm_t *comm, const mlc_boot_t *boot)
 {
     const mlc_backend_t *m = mod();
-    return m ? m->init(comm, boot) : MLC_ERR_UNAVAILABLE;
+    if (!m) return MLC_ERR_UNAVAILABLE;
+    mlc_status_t st = m->init(comm, boot);
+    if (st == MLC_SUCCESS) comm->be = m;
+    return st;
 }
 
 static mlc_status_t fwd_split(mlc_comm_t *parent, int color, int key, const int *members, int n,

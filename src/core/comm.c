@@ -89,6 +89,9 @@ static mlc_status_t setup(mlc_comm_t *c, const mlc_cfg_t *cfg, const mlc_backend
     c->cfg = *cfg;
     c->be = be;
     for (mlc_coll_t k = 0; k < MLC_COLL_COUNT; k++) {
+        /* Asked once here, not per call (the 8-byte path, docs/MPI.md "Overhead"). */
+        const char *const *list = be->algos ? be->algos(k) : NULL;
+        c->algo_selects[k] = list && list[0] && strcmp(list[0], "native") != 0;
         const char *name = cfg->algo[k];
         if (!name[0]) continue;
         if (!algo_known(be, k, name))
@@ -362,6 +365,7 @@ mlc_status_t mlc_comm_split(mlc_comm_t *comm, int color, int key, mlc_comm_t **o
         child->cfg = comm->cfg;
         child->be = comm->be;
         memcpy(child->algo_forced, comm->algo_forced, sizeof child->algo_forced);
+        memcpy(child->algo_selects, comm->algo_selects, sizeof child->algo_selects);
         for (int k = 0; k < MLC_COLL_COUNT; k++)
             if (child->algo_forced[k]) child->algo_forced[k] = child->cfg.algo[k];
         child->stream = comm->stream;

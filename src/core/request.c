@@ -39,11 +39,10 @@ mlc_request_t *mlc_request_alloc(mlc_comm_t *comm)
     }
     mlc_request_t *r = comm->free_reqs;
     comm->free_reqs = r->next_free;
-    /* Reset only the header; priv is the backend's to initialise. */
+    /* Reset only the header; priv is the backend's to initialise, args the caller's to set. */
     r->comm = comm;
     r->coll = 0;
     r->seq = 0;
-    memset(&r->args, 0, sizeof r->args);
     r->algo = NULL;
     r->bytes = 0;
     atomic_store_explicit(&r->done, 0, memory_order_relaxed);
