@@ -29,22 +29,9 @@
 #include "backend.h"
 #include "error.h"
 #include "gpu/devmem.h"
-#include "gpu/ipc.h"
 #include "gpu/pinned.h"
+#include "gpu/stage_impl.h"
 #include "log.h"
-
-enum { SEND, RECV };
-/* CUDA IPC phases (shm, data movement): exchange the records, copy, barrier. */
-enum { IPC_OFF, IPC_EXCHANGE, IPC_COPY, IPC_BARRIER };
-typedef enum { L_NONE, L_FLAT, L_BLOCKS } layout_t;
-typedef enum { S_FREE, S_IN, S_RUN, S_OUT } slot_state_t;
-
-/* How a collective's two buffers are shaped. */
-typedef struct shape {
-    layout_t lay[2];    /* chunkable collectives; L_NONE: staged whole */
-    bool send_primary;  /* in place: recv lies inside send (else send inside recv) */
-    bool by_root;       /* in place: the block is the root's, else this rank's */
-} shape_t;
 
 static shape_t shape_of(mlc_coll_t coll)
 {
@@ -61,50 +48,6 @@ static shape_t shape_of(mlc_coll_t coll)
     default: return (shape_t){{L_NONE, L_NONE}, false, false};
     }
 }
-
-typedef struct role {
-    char *user;     /* the caller's buffer; NULL: this rank has none for this call */
-    bool device;    /* device memory (never touched from the host) */
-    bool derived;   /* in place: it lies inside the other buffer */
-    bool slot;      /* has pinned slots of its own */
-    size_t nblk;    /* blocks (1 or comm size) */
-    size_t whole;   /* staged whole: bytes of the extent */
-    char *pin[2];
-} role_t;
-
-typedef struct slot {
-    slot_state_t state;
-    size_t chunk;
-    void *ev;       /* the copy in or out of this slot */
-    bool ev_live;   /* recorded and not yet seen complete */
-    mlc_request_t *sub;
-    mlc_msg_status_t msg;
-} slot_t;
-
-struct mlc_stage {
-    mlc_request_t *req; /* the caller's request */
-    mlc_stage_t *next;
-    mlc_comm_t *comm;
-    mlc_coll_t coll;
-    const mlc_gpurt_t *rt;
-    void *stream;
-    mlc_args_t args;    /* the caller's */
-    role_t role[2];
-    shape_t shape;
-    bool chunked;
-    size_t count, per, nchunks, kblk;
-    size_t whole[2];     /* staged whole: bytes of each buffer's extent */
-    size_t next_chunk, next_start, ndone;
-    int nslots;
-    slot_t slots[2];
-    bool finished;
-    /* CUDA IPC */
-    int ipc_phase;       /* IPC_*; IPC_OFF: staged (also after the exchange ruled IPC out) */
-    bool ipc_issued;     /* the closing barrier is started */
-    mlc_request_t *ipc_sub;
-    slot_t ipc_slot;     /* its event tracks the copies */
-    mlc_ipc_rec_t ipc_mine, *ipc_all;
-};
 
 /* ---- geometry ------------------------------------------------------------------ */
 
@@ -161,7 +104,7 @@ static bool in_slot(const mlc_stage_t *op, int r)
 
 /* ---- copies -------------------------------------------------------------------- */
 
-static mlc_status_t copy(mlc_stage_t *op, bool device, void *dst, const void *src, size_t n)
+mlc_status_t mlc_stage_copy(mlc_stage_t *op, bool device, void *dst, const void *src, size_t n)
 {
     if (n == 0 || dst == src) return MLC_SUCCESS;
     if (!device) {
@@ -186,20 +129,20 @@ static mlc_status_t copy_blocks(mlc_stage_t *op, int r, int s, size_t j, size_t 
 {
     role_t *ro = &op->role[r];
     char *slot = sub_ptr(op, r, s, j);
-    if (!op->chunked) return to_slot ? copy(op, ro->device, slot, ro->user, whole) : copy(op, ro->device, ro->user, slot, whole);
+    if (!op->chunked) return to_slot ? mlc_stage_copy(op, ro->device, slot, ro->user, whole) : mlc_stage_copy(op, ro->device, ro->user, slot, whole);
     size_t es = op->args.esize, len = chunk_len(op, j), lo = j * op->per, stride = op->count * es;
     if (ro->nblk == 1 && !ro->derived) b0 = 0;
     char *user = ro->user;
     if (ro->derived) user = op->role[primary_of(op)].user + op->kblk * stride;
     for (size_t b = b0; b < b0 + nb; b++) {
         char *u = user + b * stride + lo * es, *p = slot + b * len * es;
-        mlc_status_t st = to_slot ? copy(op, ro->device, p, u, len * es) : copy(op, ro->device, u, p, len * es);
+        mlc_status_t st = to_slot ? mlc_stage_copy(op, ro->device, p, u, len * es) : mlc_stage_copy(op, ro->device, u, p, len * es);
         if (st != MLC_SUCCESS) return st;
     }
     return MLC_SUCCESS;
 }
 
-static mlc_status_t record(mlc_stage_t *op, slot_t *s)
+mlc_status_t mlc_stage_record(mlc_stage_t *op, slot_t *s)
 {
     if (!s->ev) {
         int e = op->rt->event_create_with_flags(&s->ev, MLC_GPU_EVENT_DISABLE_TIMING);
@@ -238,7 +181,7 @@ static mlc_status_t copy_in(mlc_stage_t *op, slot_t *s)
         if (st != MLC_SUCCESS) return st;
         device |= ro->device;
     }
-    return device ? record(op, s) : MLC_SUCCESS;
+    return device ? mlc_stage_record(op, s) : MLC_SUCCESS;
 }
 
 static mlc_status_t copy_out(mlc_stage_t *op, slot_t *s)
@@ -257,16 +200,16 @@ static mlc_status_t copy_out(mlc_stage_t *op, slot_t *s)
         /* Only the blocks: the gaps between them are not the call's to write. */
         char *slot = sub_ptr(op, RECV, (int)(s - op->slots), s->chunk);
         for (int r = 0; r < op->comm->size && st == MLC_SUCCESS; r++)
-            st = copy(op, ro->device, ro->user + vd[r] * a->esize, slot + vd[r] * a->esize, vc[r] * a->esize);
+            st = mlc_stage_copy(op, ro->device, ro->user + vd[r] * a->esize, slot + vd[r] * a->esize, vc[r] * a->esize);
     } else {
         st = copy_blocks(op, RECV, (int)(s - op->slots), s->chunk, 0, ro->nblk, false, bytes);
     }
     if (st != MLC_SUCCESS) return st;
-    return ro->device ? record(op, s) : MLC_SUCCESS;
+    return ro->device ? mlc_stage_record(op, s) : MLC_SUCCESS;
 }
 
 /* 1: the slot's copy is complete; 0: not yet; < 0: error (message set). */
-static int copy_done(mlc_stage_t *op, slot_t *s)
+int mlc_stage_copy_done(mlc_stage_t *op, slot_t *s)
 {
     if (!s->ev_live) return 1;
     int e = op->rt->event_query(s->ev);
@@ -285,7 +228,7 @@ static int copy_done(mlc_stage_t *op, slot_t *s)
 /* ---- the pipeline ---------------------------------------------------------------- */
 
 /* Start one of op's sub-operations (mlcomm's own: not profiled). */
-static mlc_status_t start_internal(mlc_stage_t *op, mlc_coll_t coll, const mlc_args_t *a, size_t bytes,
+mlc_status_t mlc_stage_start_internal(mlc_stage_t *op, mlc_coll_t coll, const mlc_args_t *a, size_t bytes,
                                    mlc_request_t **sub)
 {
     op->comm->internal_depth++;
@@ -295,7 +238,7 @@ static mlc_status_t start_internal(mlc_stage_t *op, mlc_coll_t coll, const mlc_a
 }
 
 /* A finished sub-operation: hand over its status (and message), release it. */
-static mlc_status_t take_sub(mlc_request_t **psub)
+mlc_status_t mlc_stage_take_sub(mlc_request_t **psub)
 {
     mlc_request_t *sub = *psub;
     *psub = NULL;
@@ -315,11 +258,11 @@ static void abandon_sub(mlc_stage_t *op, mlc_request_t **psub)
                       mlc_coll_name(op->coll));
         comm->be->abort(comm);
     }
-    take_sub(psub); /* returns at once on a failed communicator */
+    mlc_stage_take_sub(psub); /* returns at once on a failed communicator */
 }
 
 /* Pinned memory is reused only once the GPU no longer copies from or to it. */
-static void drop_event(const mlc_stage_t *op, slot_t *s)
+void mlc_stage_drop_event(const mlc_stage_t *op, slot_t *s)
 {
     if (!s->ev) return;
     if (s->ev_live) op->rt->event_synchronize(s->ev);
@@ -334,7 +277,7 @@ static void free_op(mlc_stage_t *op)
         for (int r = SEND; r <= RECV; r++)
             for (int i = 0; i < 2; i++)
                 if (op->role[r].pin[i]) mlc_pinned_free(pool, op->role[r].pin[i]);
-    free(op->ipc_all);
+    mlc_stage_ipc_free(op);
     free(op);
 }
 
@@ -352,11 +295,11 @@ static mlc_status_t start_sub(mlc_stage_t *op, slot_t *s)
     /* A receive's status says how much to copy out. */
     if (op->coll == MLC_COLL_RECV || op->coll == MLC_COLL_SENDRECV) a.msg_status = &s->msg;
     s->msg = (mlc_msg_status_t){0};
-    return start_internal(op, op->coll, &a, bytes, &s->sub);
+    return mlc_stage_start_internal(op, op->coll, &a, bytes, &s->sub);
 }
 
 /* The operation cannot go on: the peers would wait for chunks that never come, so abort. */
-static void fail_op(mlc_stage_t *op, mlc_status_t st)
+void mlc_stage_fail_op(mlc_stage_t *op, mlc_status_t st)
 {
     mlc_comm_t *comm = op->comm;
     char msg[384];
@@ -371,7 +314,7 @@ static void fail_op(mlc_stage_t *op, mlc_status_t st)
 
 static void finish_sub(mlc_stage_t *op, slot_t *s)
 {
-    mlc_status_t st = take_sub(&s->sub);
+    mlc_status_t st = mlc_stage_take_sub(&s->sub);
     if (st != MLC_SUCCESS) {
         /* A failed chunk fails the call; the communicator's own rules (sticky
          * failure) already tell the peers when it was a collective. */
@@ -395,7 +338,7 @@ static bool issued_all(const mlc_stage_t *op)
     return op->ipc_phase != IPC_OFF ? op->ipc_issued : op->next_start == op->nchunks;
 }
 
-static bool earlier_pending(const mlc_stage_t *op)
+bool mlc_stage_earlier_pending(const mlc_stage_t *op)
 {
     for (const mlc_stage_t *o = op->comm->dev->active; o && o != op; o = o->next)
         if (same_class(o->coll, op->coll) && !issued_all(o)) return true;
@@ -409,151 +352,12 @@ static bool class_busy(const mlc_devmem_t *d, mlc_coll_t coll)
     return false;
 }
 
-/* ---- CUDA IPC --------------------------------------------------------------------- */
-
-static bool ipc_coll(mlc_coll_t coll, const mlc_args_t *a)
-{
-    switch (coll) {
-    case MLC_COLL_BROADCAST:
-    case MLC_COLL_ALLGATHER:
-    case MLC_COLL_GATHER:
-    case MLC_COLL_SCATTER: return true;
-    case MLC_COLL_ALLTOALL: return !a->inplace; /* peers would read what this rank overwrites */
-    default: return false;
-    }
-}
-
-/* The buffer peers read from this rank (NULL: none). */
-static const char *ipc_source(const mlc_stage_t *op)
-{
-    const mlc_args_t *a = &op->args;
-    if (op->coll == MLC_COLL_BROADCAST || op->coll == MLC_COLL_SCATTER)
-        return op->comm->rank == a->root ? a->sendbuf : NULL;
-    return a->sendbuf;
-}
-
-/* Where rank q's source buffer is mapped in this process. */
-static mlc_status_t ipc_from(mlc_stage_t *op, int q, const char **src)
-{
-    if (q == op->comm->rank) {
-        *src = op->args.sendbuf;
-        return MLC_SUCCESS;
-    }
-    char *p;
-    mlc_status_t st = mlc_ipc_open(op->comm->dev, q, &op->ipc_all[q], &p);
-    if (st == MLC_SUCCESS) *src = p;
-    return st;
-}
-
-/* Every rank's records are here: copy straight from the peers' device memory. */
-static mlc_status_t ipc_copy(mlc_stage_t *op)
-{
-    const mlc_args_t *a = &op->args;
-    int me = op->comm->rank, p = op->comm->size;
-    size_t n = a->count * a->esize;
-    char *recv = a->recvbuf;
-    const char *src = NULL;
-    mlc_status_t st = MLC_SUCCESS;
-    switch (op->coll) {
-    case MLC_COLL_BROADCAST:
-        if (me == a->root && a->inplace) break;
-        st = ipc_from(op, a->root, &src);
-        if (st == MLC_SUCCESS) st = copy(op, true, recv, src, n);
-        break;
-    case MLC_COLL_SCATTER:
-        if (me == a->root && a->inplace) break;
-        st = ipc_from(op, a->root, &src);
-        if (st == MLC_SUCCESS) st = copy(op, true, recv, src + (size_t)me * n, n);
-        break;
-    case MLC_COLL_GATHER:
-        if (me != a->root) break;
-        /* the root gathers like an allgather */
-        __attribute__((fallthrough));
-    case MLC_COLL_ALLGATHER:
-        for (int q = 0; q < p && st == MLC_SUCCESS; q++) {
-            if (q == me && a->inplace) continue;
-            st = ipc_from(op, q, &src);
-            if (st == MLC_SUCCESS) st = copy(op, true, recv + (size_t)q * n, src, n);
-        }
-        break;
-    case MLC_COLL_ALLTOALL:
-        for (int q = 0; q < p && st == MLC_SUCCESS; q++) {
-            st = ipc_from(op, q, &src);
-            if (st == MLC_SUCCESS) st = copy(op, true, recv + (size_t)q * n, src + (size_t)me * n, n);
-        }
-        break;
-    default: break;
-    }
-    return st == MLC_SUCCESS ? record(op, &op->ipc_slot) : st;
-}
-
-static mlc_status_t alloc_slots(mlc_stage_t *op);
-
-/* Returns 1 if anything moved; leaves ipc_phase IPC_OFF when the call goes on staged. */
-static int ipc_advance(mlc_stage_t *op, int *gpu_wait)
-{
-    mlc_status_t st = MLC_SUCCESS;
-    mlc_request_t *sub = op->ipc_sub;
-    switch (op->ipc_phase) {
-    case IPC_EXCHANGE:
-        if (!sub) {
-            if (earlier_pending(op)) return 0;
-            mlc_args_t x = {.sendbuf = &op->ipc_mine, .recvbuf = op->ipc_all, .count = sizeof(mlc_ipc_rec_t),
-                            .dtype = MLC_UINT8, .esize = 1};
-            st = start_internal(op, MLC_COLL_ALLGATHER, &x, x.count, &op->ipc_sub);
-            break;
-        }
-        if (!atomic_load_explicit(&sub->done, memory_order_acquire)) return 0;
-        st = take_sub(&op->ipc_sub);
-        if (st != MLC_SUCCESS) break;
-        bool all_ok = true;
-        for (int q = 0; q < op->comm->size; q++) all_ok &= op->ipc_all[q].ok == 1;
-        if (!all_ok) {
-            /* Some rank's buffers rule IPC out: every rank saw it, every rank stages. */
-            op->ipc_phase = IPC_OFF;
-            st = alloc_slots(op);
-            break;
-        }
-        st = ipc_copy(op);
-        op->ipc_phase = IPC_COPY;
-        break;
-    case IPC_COPY: {
-        int d = copy_done(op, &op->ipc_slot);
-        if (d < 0) {
-            fail_op(op, MLC_ERR_BACKEND);
-            return 1;
-        }
-        if (d == 0) {
-            *gpu_wait = 1;
-            return 0;
-        }
-        /* Nobody may reuse a buffer a peer still reads: close with a barrier. */
-        mlc_args_t b = {.dtype = MLC_UINT8, .esize = 1};
-        st = start_internal(op, MLC_COLL_BARRIER, &b, 0, &op->ipc_sub);
-        op->ipc_issued = st == MLC_SUCCESS;
-        op->ipc_phase = IPC_BARRIER;
-        break;
-    }
-    case IPC_BARRIER:
-        if (!atomic_load_explicit(&sub->done, memory_order_acquire)) return 0;
-        st = take_sub(&op->ipc_sub);
-        if (st == MLC_SUCCESS) {
-            op->finished = true;
-            mlc_request_complete(op->req, MLC_SUCCESS, NULL);
-        }
-        break;
-    default: return 0;
-    }
-    if (st != MLC_SUCCESS) fail_op(op, st);
-    return 1;
-}
-
 /* Advance op as far as it goes now. Returns 1 if anything moved. */
 static int advance(mlc_stage_t *op, int *gpu_wait)
 {
     int moved = 0;
     while (op->ipc_phase != IPC_OFF && !op->finished) {
-        int m = ipc_advance(op, gpu_wait);
+        int m = mlc_stage_ipc_advance(op, gpu_wait);
         moved |= m;
         if (!m) return moved;
     }
@@ -565,7 +369,7 @@ static int advance(mlc_stage_t *op, int *gpu_wait)
             s->chunk = op->next_chunk++;
             mlc_status_t st = copy_in(op, s);
             if (st != MLC_SUCCESS) {
-                fail_op(op, st);
+                mlc_stage_fail_op(op, st);
                 return 1;
             }
             s->state = S_IN;
@@ -578,10 +382,10 @@ static int advance(mlc_stage_t *op, int *gpu_wait)
             int d;
             switch (s->state) {
             case S_IN:
-                if (s->chunk != op->next_start || earlier_pending(op)) break;
-                d = copy_done(op, s);
+                if (s->chunk != op->next_start || mlc_stage_earlier_pending(op)) break;
+                d = mlc_stage_copy_done(op, s);
                 if (d < 0) {
-                    fail_op(op, MLC_ERR_BACKEND);
+                    mlc_stage_fail_op(op, MLC_ERR_BACKEND);
                     return 1;
                 }
                 if (d == 0) {
@@ -590,7 +394,7 @@ static int advance(mlc_stage_t *op, int *gpu_wait)
                 }
                 st = start_sub(op, s);
                 if (st != MLC_SUCCESS) {
-                    fail_op(op, st);
+                    mlc_stage_fail_op(op, st);
                     return 1;
                 }
                 op->next_start++;
@@ -604,16 +408,16 @@ static int advance(mlc_stage_t *op, int *gpu_wait)
                 if (op->finished) return 1;
                 st = copy_out(op, s);
                 if (st != MLC_SUCCESS) {
-                    fail_op(op, st);
+                    mlc_stage_fail_op(op, st);
                     return 1;
                 }
                 s->state = S_OUT;
                 again = true;
                 break;
             case S_OUT:
-                d = copy_done(op, s);
+                d = mlc_stage_copy_done(op, s);
                 if (d < 0) {
-                    fail_op(op, MLC_ERR_BACKEND);
+                    mlc_stage_fail_op(op, MLC_ERR_BACKEND);
                     return 1;
                 }
                 if (d == 0) {
@@ -657,10 +461,10 @@ static void destroy(mlc_stage_t *op)
 {
     for (int i = 0; i < op->nslots; i++) {
         abandon_sub(op, &op->slots[i].sub);
-        drop_event(op, &op->slots[i]);
+        mlc_stage_drop_event(op, &op->slots[i]);
     }
     abandon_sub(op, &op->ipc_sub);
-    drop_event(op, &op->ipc_slot);
+    mlc_stage_drop_event(op, &op->ipc_slot);
     unlink_op(op);
     free_op(op);
 }
@@ -722,7 +526,7 @@ static mlc_status_t plan(mlc_stage_t *op, size_t chunk_bytes, bool as_is)
     return MLC_SUCCESS;
 }
 
-static mlc_status_t alloc_slots(mlc_stage_t *op)
+mlc_status_t mlc_stage_alloc_slots(mlc_stage_t *op)
 {
     mlc_pinned_pool_t *pool = NULL;
     for (int r = SEND; r <= RECV; r++) {
@@ -786,7 +590,7 @@ mlc_status_t mlc_stage_submit(mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_
     mlc_status_t st = plan(op, dev->chunk, as_is);
     bool any_device = op->role[SEND].device || op->role[RECV].device;
     /* CUDA IPC is tried on every rank alike (host buffers on one rank make all of them stage). */
-    bool ipc = dev->ipc && !as_is && ipc_coll(coll, args) && args->count > 0;
+    bool ipc = dev->ipc && !as_is && mlc_stage_ipc_wanted(coll, args) && args->count > 0;
     if (st != MLC_SUCCESS || (op->nchunks == 1 && !any_device && !busy && !ipc)) {
         free(op);
         return st != MLC_SUCCESS ? st : plain(comm, coll, args, bytes, out);
@@ -797,21 +601,9 @@ mlc_status_t mlc_stage_submit(mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_
     }
     if (any_device || ipc) st = mlc_devmem_stream(comm, &op->stream);
     if (st == MLC_SUCCESS && ipc) {
-        op->ipc_phase = IPC_EXCHANGE;
-        op->ipc_all = calloc((size_t)comm->size, sizeof *op->ipc_all);
-        if (!op->ipc_all) st = mlc_error(MLC_ERR_NO_MEMORY, "mlc_%s: out of memory", mlc_coll_name(coll));
-        const char *src = ipc_source(op);
-        int sr = op->role[SEND].user == src ? SEND : RECV;
-        op->ipc_mine.ok = 1;
-        if (st == MLC_SUCCESS && src && !op->role[sr].device) op->ipc_mine.ok = 0;
-        else if (st == MLC_SUCCESS && src && mlc_ipc_export(op->rt, src, &op->ipc_mine) != MLC_SUCCESS) {
-            /* Memory that cannot be exported (e.g. from a stream-ordered pool) is staged. */
-            MLC_DEBUG("rank %d: %s staged: %s", comm->rank, mlc_coll_name(coll), mlc_last_error());
-            mlc_error_clear();
-            op->ipc_mine.ok = 0;
-        }
+        st = mlc_stage_ipc_prepare(op);
     } else if (st == MLC_SUCCESS) {
-        st = alloc_slots(op);
+        st = mlc_stage_alloc_slots(op);
     }
     mlc_request_t *req = st == MLC_SUCCESS ? mlc_request_alloc(comm) : NULL;
     if (st == MLC_SUCCESS && !req) st = mlc_error(MLC_ERR_NO_MEMORY, "mlc_%s: out of memory for a request", mlc_coll_name(coll));

@@ -12,7 +12,8 @@
  * Without a usable runtime or device it prints SKIP and exits 77.
  *
  * DEVBUF_EXPECT_IPC=1: on shm with more than one rank, device data moved
- * through CUDA IPC (the double maps peers' memory across processes).
+ * through CUDA IPC (the double maps peers' memory across processes), and
+ * allreduce and reduce_scatter took that path too.
  *
  * DEVBUF_EXPECT_DIRECT=1 (with MLC_MPI_CUDA_AWARE=1 on the unguarded
  * double): on the mpi backend, calls MPI can take on device memory must
@@ -388,6 +389,66 @@ static int run_overlap(mlc_comm_t *comm)
     return 0;
 }
 
+/* Reductions beyond sum on device buffers, with blocks that do not divide evenly. */
+static int run_reduce_ops(mlc_comm_t *comm)
+{
+    int rank = mlc_comm_rank(comm), p = mlc_comm_size(comm);
+    enum { C = N + 1 };
+    static const mlc_op_t ops[] = {MLC_MAX, MLC_AVG};
+    int32_t *h = calloc((size_t)C * (size_t)p, 4), *want = calloc(C, 4); /* threads: ranks share statics */
+    CHECK(h && want, "out of memory");
+    buf_t S, R;
+    CHECK(buf_alloc(&S, (size_t)C * (size_t)p * 4, true) == 0 && buf_alloc(&R, C * 4, true) == 0, "alloc");
+    for (size_t i = 0; i < (size_t)C * (size_t)p; i++) h[i] = val(rank, i);
+    put(S.p, true, h, (size_t)C * (size_t)p * 4);
+    for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++) {
+        for (int rs = 0; rs < 2; rs++) {
+            /* allreduce of C elements; reduce_scatter: block `rank` of C per rank */
+            size_t at = rs ? (size_t)rank * C : 0;
+            for (size_t i = 0; i < C; i++) {
+                int64_t sum = 0, max = INT32_MIN;
+                for (int r = 0; r < p; r++) {
+                    sum += val(r, at + i);
+                    if (val(r, at + i) > max) max = val(r, at + i);
+                }
+                want[i] = (int32_t)(ops[k] == MLC_MAX ? max : sum / p);
+            }
+            if (rs) CHECK_OK(mlc_reduce_scatter(S.p, R.p, C, MLC_INT32, ops[k], comm, NULL));
+            else CHECK_OK(mlc_allreduce(S.p, R.p, C, MLC_INT32, ops[k], comm, NULL));
+            get(h, R.p, true, C * 4);
+            CHECK_MEM(h, want, C * 4, 4, "%s with op %d on device buffers", rs ? "reduce_scatter" : "allreduce",
+                      (int)ops[k]);
+        }
+    }
+    buf_free(&S);
+    buf_free(&R);
+    free(h);
+    free(want);
+    return 0;
+}
+
+/* On shm, allreduce and reduce_scatter on device buffers go through CUDA IPC (a new
+ * communicator maps its peers' memory anew: the double counts the mappings). */
+static int run_ipc_reductions(mlc_comm_t *comm)
+{
+    const char *ipc = getenv("DEVBUF_EXPECT_IPC");
+    int rank = mlc_comm_rank(comm);
+    if (!ipc || strcmp(ipc, "1") != 0 || mlc_comm_size(comm) < 2 || strcmp(mlc_comm_backend(comm), "shm") != 0)
+        return 0;
+    CHECK(ipc_opens != NULL, "DEVBUF_EXPECT_IPC needs the CUDA double");
+    static const mlc_coll_t colls[] = {MLC_COLL_ALLREDUCE, MLC_COLL_REDUCE_SCATTER};
+    for (size_t k = 0; k < sizeof colls / sizeof colls[0]; k++) {
+        mlc_comm_t *fresh;
+        CHECK_OK(mlc_comm_split(comm, 0, rank, &fresh));
+        int before = __atomic_load_n(ipc_opens, __ATOMIC_RELAXED);
+        CHECK_RUN(run_coll(fresh, colls[k], W_DEV, 0, false));
+        CHECK(__atomic_load_n(ipc_opens, __ATOMIC_RELAXED) > before, "%s on device buffers was not moved through CUDA IPC",
+              mlc_coll_name(colls[k]));
+        CHECK_OK(mlc_comm_free(fresh));
+    }
+    return 0;
+}
+
 /* With a CUDA-aware MPI, allreduce goes to MPI as it is; broadcast is staged. */
 static int run_direct(mlc_comm_t *comm)
 {
@@ -463,6 +524,8 @@ static int body(mlc_comm_t *comm)
         CHECK_RUN(run_vcoll(comm, (where_t)w));
     }
     CHECK_RUN(run_overlap(comm));
+    CHECK_RUN(run_reduce_ops(comm));
+    CHECK_RUN(run_ipc_reductions(comm));
     CHECK_RUN(run_send_then_coll(comm));
     /* A split inherits device buffers. */
     mlc_comm_t *half;

@@ -1,0 +1,102 @@
+/*
+ * The stage layer's private state (stage.c: staging through pinned memory;
+ * stage_ipc.c: CUDA IPC between shm processes). Not part of devmem.h's
+ * interface: only these two files include it.
+ */
+#ifndef MLC_GPU_STAGE_IMPL_H
+#define MLC_GPU_STAGE_IMPL_H
+#include <stdbool.h>
+#include <stddef.h>
+#include "backend.h"
+#include "gpu/devmem.h"
+#include "gpu/ipc.h"
+
+enum { SEND, RECV };
+/*
+ * CUDA IPC phases. Data movement: exchange the records, copy, barrier.
+ * Reductions (allreduce, reduce_scatter): exchange, reduce this rank's
+ * block (pull it from every rank, reduce on the host, push it back), and
+ * for allreduce a barrier then copy the other ranks' reduced blocks; then
+ * the closing barrier.
+ */
+enum { IPC_OFF, IPC_EXCHANGE, IPC_REDUCE, IPC_HALF, IPC_GATHER, IPC_COPY, IPC_BARRIER };
+typedef enum { L_NONE, L_FLAT, L_BLOCKS } layout_t;
+typedef enum { S_FREE, S_IN, S_RUN, S_OUT } slot_state_t;
+
+/* How a collective's two buffers are shaped. */
+typedef struct shape {
+    layout_t lay[2];    /* chunkable collectives; L_NONE: staged whole */
+    bool send_primary;  /* in place: recv lies inside send (else send inside recv) */
+    bool by_root;       /* in place: the block is the root's, else this rank's */
+} shape_t;
+
+typedef struct role {
+    char *user;     /* the caller's buffer; NULL: this rank has none for this call */
+    bool device;    /* device memory (never touched from the host) */
+    bool derived;   /* in place: it lies inside the other buffer */
+    bool slot;      /* has pinned slots of its own */
+    size_t nblk;    /* blocks (1 or comm size) */
+    size_t whole;   /* staged whole: bytes of the extent */
+    char *pin[2];
+} role_t;
+
+typedef struct slot {
+    slot_state_t state;
+    size_t chunk;
+    void *ev;       /* the copy in or out of this slot */
+    bool ev_live;   /* recorded and not yet seen complete */
+    mlc_request_t *sub;
+    mlc_msg_status_t msg;
+} slot_t;
+
+struct mlc_stage {
+    mlc_request_t *req; /* the caller's request */
+    mlc_stage_t *next;
+    mlc_comm_t *comm;
+    mlc_coll_t coll;
+    const mlc_gpurt_t *rt;
+    void *stream;
+    mlc_args_t args;    /* the caller's */
+    role_t role[2];
+    shape_t shape;
+    bool chunked;
+    size_t count, per, nchunks, kblk;
+    size_t whole[2];     /* staged whole: bytes of each buffer's extent */
+    size_t next_chunk, next_start, ndone;
+    int nslots;
+    slot_t slots[2];
+    bool finished;
+    /* CUDA IPC */
+    int ipc_phase;       /* IPC_*; IPC_OFF: staged (also after the exchange ruled IPC out) */
+    bool ipc_issued;     /* the closing barrier is started */
+    mlc_request_t *ipc_sub;
+    slot_t ipc_slot;     /* its event tracks the copies */
+    mlc_ipc_rec_t ipc_mine[2], *ipc_all; /* [0] the buffer peers read, [1] allreduce's recvbuf; 2 per rank */
+    /* CUDA IPC reductions: this rank's block, elements [red_lo, red_lo + red_len) of every
+     * rank's sendbuf, pulled in sub-chunks of red_sub elements into two pinned slots */
+    size_t red_lo, red_len, red_sub, red_nsub, red_pulled, red_reduced;
+    char *red_pin[2];
+    slot_t red_slot[2];
+};
+
+/* stage.c's helpers for stage_ipc.c. */
+mlc_status_t mlc_stage_copy(mlc_stage_t *op, bool device, void *dst, const void *src, size_t n);
+mlc_status_t mlc_stage_record(mlc_stage_t *op, slot_t *s);
+int mlc_stage_copy_done(mlc_stage_t *op, slot_t *s);
+void mlc_stage_drop_event(const mlc_stage_t *op, slot_t *s);
+mlc_status_t mlc_stage_start_internal(mlc_stage_t *op, mlc_coll_t coll, const mlc_args_t *a, size_t bytes,
+                                      mlc_request_t **sub);
+mlc_status_t mlc_stage_take_sub(mlc_request_t **psub);
+void mlc_stage_fail_op(mlc_stage_t *op, mlc_status_t st);
+bool mlc_stage_earlier_pending(const mlc_stage_t *op);
+mlc_status_t mlc_stage_alloc_slots(mlc_stage_t *op);
+
+/* stage_ipc.c */
+bool mlc_stage_ipc_wanted(mlc_coll_t coll, const mlc_args_t *a);
+/* Prepare op for the IPC path (this rank's records); errors are reported, unusable buffers are not. */
+mlc_status_t mlc_stage_ipc_prepare(mlc_stage_t *op);
+/* 1 if anything moved; leaves ipc_phase IPC_OFF when the call goes on staged. */
+int mlc_stage_ipc_advance(mlc_stage_t *op, int *gpu_wait);
+/* Events and memory of the IPC path (events first: a copy may still use the memory). */
+void mlc_stage_ipc_free(mlc_stage_t *op);
+#endif

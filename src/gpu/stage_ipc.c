@@ -1,0 +1,358 @@
+/*
+ * CUDA IPC for device buffers between the shm backend's processes (the
+ * stage layer's other path; stage.c stages through pinned memory). Every
+ * rank first sends its peers one record per buffer they will read (ipc.h:
+ * handle and offset); when every rank's records are usable, data moves
+ * without the shm backend:
+ *
+ * - broadcast, allgather, alltoall, gather, scatter: each rank copies what
+ *   it receives straight from the peers' device memory (device to device,
+ *   one cudaMemcpyAsync per block);
+ * - allreduce and reduce_scatter: rank r owns block r. It pulls block r of
+ *   every rank's sendbuf into pinned memory (device to host, in sub-chunks,
+ *   two slots, so the next pull overlaps the reduction), reduces it on the
+ *   host in rank order (user ops and avg too) and pushes the result into
+ *   its recvbuf. Allreduce then waits for every rank (a barrier) and copies
+ *   the other ranks' reduced blocks from their recvbufs, device to device.
+ *   No kernel is compiled or launched: the arithmetic stays on the host,
+ *   while every byte a rank does not reduce itself moves device to device.
+ *
+ * A closing barrier keeps every buffer in use until no peer reads it. If
+ * any rank's buffers cannot take part (host memory, memory that cannot be
+ * exported, no pinned memory), every rank learns it from the records and
+ * the call is staged instead.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include "dtype.h"
+#include "error.h"
+#include "gpu/pinned.h"
+#include "gpu/stage_impl.h"
+#include "log.h"
+
+bool mlc_stage_ipc_wanted(mlc_coll_t coll, const mlc_args_t *a)
+{
+    switch (coll) {
+    case MLC_COLL_BROADCAST:
+    case MLC_COLL_ALLGATHER:
+    case MLC_COLL_GATHER:
+    case MLC_COLL_SCATTER:
+    case MLC_COLL_ALLREDUCE:
+    case MLC_COLL_REDUCE_SCATTER: return true;
+    case MLC_COLL_ALLTOALL: return !a->inplace; /* peers would read what this rank overwrites */
+    default: return false;
+    }
+}
+
+static bool reduces(const mlc_stage_t *op)
+{
+    return op->coll == MLC_COLL_ALLREDUCE || op->coll == MLC_COLL_REDUCE_SCATTER;
+}
+
+/* Allreduce: rank q's block of count elements, as even as integers allow. */
+static void block_of(size_t count, int p, int q, size_t *lo, size_t *len)
+{
+    size_t base = count / (size_t)p, extra = count % (size_t)p, uq = (size_t)q;
+    *lo = base * uq + (uq < extra ? uq : extra);
+    *len = base + (uq < extra ? 1 : 0);
+}
+
+/* The buffer peers read from this rank (NULL: none). */
+static const char *ipc_source(const mlc_stage_t *op)
+{
+    const mlc_args_t *a = &op->args;
+    if (op->coll == MLC_COLL_BROADCAST || op->coll == MLC_COLL_SCATTER)
+        return op->comm->rank == a->root ? a->sendbuf : NULL;
+    return a->sendbuf;
+}
+
+/* Export ptr as record rec; false when this rank's buffer cannot be read by peers. */
+static bool export_buf(mlc_stage_t *op, const char *ptr, bool device, mlc_ipc_rec_t *rec)
+{
+    if (!ptr) return true;
+    if (!device) return false;
+    if (mlc_ipc_export(op->rt, ptr, rec) == MLC_SUCCESS) return true;
+    /* Memory that cannot be exported (e.g. from a stream-ordered pool) is staged. */
+    MLC_DEBUG("rank %d: %s staged: %s", op->comm->rank, mlc_coll_name(op->coll), mlc_last_error());
+    mlc_error_clear();
+    return false;
+}
+
+/* Reductions: this rank's block and its two pinned slots; false when none can be had. */
+static bool prepare_reduce(mlc_stage_t *op)
+{
+    const mlc_args_t *a = &op->args;
+    mlc_comm_t *comm = op->comm;
+    size_t p = (size_t)comm->size, es = a->esize;
+    if (!op->role[SEND].device || !op->role[RECV].device) return false;
+    if (op->coll == MLC_COLL_ALLREDUCE) {
+        block_of(a->count, comm->size, comm->rank, &op->red_lo, &op->red_len);
+    } else {
+        op->red_lo = (size_t)comm->rank * a->count;
+        op->red_len = a->count;
+    }
+    size_t sub = comm->dev->chunk / (p * es);
+    if (sub == 0) sub = 1;
+    if (sub > op->red_len) sub = op->red_len;
+    op->red_sub = sub;
+    op->red_nsub = op->red_len ? (op->red_len + sub - 1) / sub : 0;
+    if (op->red_nsub == 0) return true;
+    mlc_pinned_pool_t *pool;
+    mlc_status_t st = mlc_pinned_default(&pool);
+    for (int i = 0; i < 2 && st == MLC_SUCCESS; i++) st = mlc_pinned_alloc(pool, p * sub * es, (void **)&op->red_pin[i]);
+    if (st == MLC_SUCCESS) return true;
+    MLC_DEBUG("rank %d: %s staged: %s", comm->rank, mlc_coll_name(op->coll), mlc_last_error());
+    mlc_error_clear();
+    return false;
+}
+
+mlc_status_t mlc_stage_ipc_prepare(mlc_stage_t *op)
+{
+    mlc_comm_t *comm = op->comm;
+    op->ipc_phase = IPC_EXCHANGE;
+    op->ipc_all = calloc(2 * (size_t)comm->size, sizeof *op->ipc_all);
+    if (!op->ipc_all) return mlc_error(MLC_ERR_NO_MEMORY, "mlc_%s: out of memory", mlc_coll_name(op->coll));
+    mlc_ipc_rec_t *mine = op->ipc_mine;
+    memset(mine, 0, sizeof op->ipc_mine);
+    mine[0].ok = mine[1].ok = 1;
+    bool ok;
+    if (reduces(op)) {
+        ok = prepare_reduce(op) && export_buf(op, op->args.sendbuf, true, &mine[0]);
+        if (ok && op->coll == MLC_COLL_ALLREDUCE) ok = export_buf(op, op->args.recvbuf, true, &mine[1]);
+    } else {
+        const char *src = ipc_source(op);
+        int sr = op->role[SEND].user == src ? SEND : RECV;
+        ok = export_buf(op, src, src && op->role[sr].device, &mine[0]);
+    }
+    if (!ok) mine[0].ok = 0;
+    return MLC_SUCCESS;
+}
+
+/* Where rank q's buffer `which` (0: the source, 1: allreduce's recvbuf) is mapped in this process. */
+static mlc_status_t ipc_from(mlc_stage_t *op, int q, int which, const char **ptr)
+{
+    if (q == op->comm->rank) {
+        *ptr = which ? op->args.recvbuf : op->args.sendbuf;
+        return MLC_SUCCESS;
+    }
+    char *p;
+    mlc_status_t st = mlc_ipc_open(op->comm->dev, q, &op->ipc_all[2 * q + which], &p);
+    if (st == MLC_SUCCESS) *ptr = p;
+    return st;
+}
+
+/* Every rank's records are here: copy straight from the peers' device memory. */
+static mlc_status_t ipc_copy(mlc_stage_t *op)
+{
+    const mlc_args_t *a = &op->args;
+    int me = op->comm->rank, p = op->comm->size;
+    size_t es = a->esize, n = a->count * es;
+    char *recv = a->recvbuf;
+    const char *src = NULL;
+    mlc_status_t st = MLC_SUCCESS;
+    switch (op->coll) {
+    case MLC_COLL_BROADCAST:
+        if (me == a->root && a->inplace) break;
+        st = ipc_from(op, a->root, 0, &src);
+        if (st == MLC_SUCCESS) st = mlc_stage_copy(op, true, recv, src, n);
+        break;
+    case MLC_COLL_SCATTER:
+        if (me == a->root && a->inplace) break;
+        st = ipc_from(op, a->root, 0, &src);
+        if (st == MLC_SUCCESS) st = mlc_stage_copy(op, true, recv, src + (size_t)me * n, n);
+        break;
+    case MLC_COLL_GATHER:
+        if (me != a->root) break;
+        /* the root gathers like an allgather */
+        __attribute__((fallthrough));
+    case MLC_COLL_ALLGATHER:
+        for (int q = 0; q < p && st == MLC_SUCCESS; q++) {
+            if (q == me && a->inplace) continue;
+            st = ipc_from(op, q, 0, &src);
+            if (st == MLC_SUCCESS) st = mlc_stage_copy(op, true, recv + (size_t)q * n, src, n);
+        }
+        break;
+    case MLC_COLL_ALLTOALL:
+        for (int q = 0; q < p && st == MLC_SUCCESS; q++) {
+            st = ipc_from(op, q, 0, &src);
+            if (st == MLC_SUCCESS) st = mlc_stage_copy(op, true, recv + (size_t)q * n, src + (size_t)me * n, n);
+        }
+        break;
+    case MLC_COLL_ALLREDUCE:
+        /* the other ranks' reduced blocks, from their recvbufs */
+        for (int q = 0; q < p && st == MLC_SUCCESS; q++) {
+            size_t lo, len;
+            block_of(a->count, p, q, &lo, &len);
+            if (q == me || len == 0) continue;
+            st = ipc_from(op, q, 1, &src);
+            if (st == MLC_SUCCESS) st = mlc_stage_copy(op, true, recv + lo * es, src + lo * es, len * es);
+        }
+        break;
+    default: break;
+    }
+    return st == MLC_SUCCESS ? mlc_stage_record(op, &op->ipc_slot) : st;
+}
+
+/* Pull sub-chunk k of this rank's block from every rank into slot k % 2. */
+static mlc_status_t pull(mlc_stage_t *op, size_t k)
+{
+    int p = op->comm->size;
+    size_t es = op->args.esize, off = k * op->red_sub;
+    size_t len = op->red_len - off < op->red_sub ? op->red_len - off : op->red_sub;
+    char *slot = op->red_pin[k % 2];
+    mlc_status_t st = MLC_SUCCESS;
+    for (int q = 0; q < p && st == MLC_SUCCESS; q++) {
+        const char *src;
+        st = ipc_from(op, q, 0, &src);
+        if (st == MLC_SUCCESS)
+            st = mlc_stage_copy(op, true, slot + (size_t)q * op->red_sub * es, src + (op->red_lo + off) * es, len * es);
+    }
+    return st == MLC_SUCCESS ? mlc_stage_record(op, &op->red_slot[k % 2]) : st;
+}
+
+/* Reduce the pulled sub-chunk k (rank order: x0 op (x1 op (... op x_{p-1}))), then push it. */
+static mlc_status_t reduce_push(mlc_stage_t *op, size_t k)
+{
+    const mlc_args_t *a = &op->args;
+    int p = op->comm->size;
+    size_t es = a->esize, off = k * op->red_sub, stride = op->red_sub * es;
+    size_t len = op->red_len - off < op->red_sub ? op->red_len - off : op->red_sub;
+    char *slot = op->red_pin[k % 2], *acc = slot + (size_t)(p - 1) * stride;
+    for (int q = p - 2; q >= 0; q--) mlc_reduce_apply(slot + (size_t)q * stride, acc, len, a->dtype, a->op);
+    if (a->op == MLC_AVG) mlc_reduce_divide(acc, len, a->dtype, p);
+    size_t dst = op->coll == MLC_COLL_ALLREDUCE ? op->red_lo + off : off;
+    /* The slot's next pull is queued behind this push on the same stream. */
+    return mlc_stage_copy(op, true, (char *)a->recvbuf + dst * es, acc, len * es);
+}
+
+/* Pulls ahead (two slots), reductions as pulls complete. 1 if anything moved. */
+static int reduce_step(mlc_stage_t *op, int *gpu_wait, mlc_status_t *st)
+{
+    int moved = 0;
+    for (;;) {
+        while (op->red_pulled < op->red_nsub && op->red_pulled - op->red_reduced < 2) {
+            if ((*st = pull(op, op->red_pulled)) != MLC_SUCCESS) return 1;
+            op->red_pulled++;
+            moved = 1;
+        }
+        if (op->red_reduced == op->red_pulled) return moved;
+        int d = mlc_stage_copy_done(op, &op->red_slot[op->red_reduced % 2]);
+        if (d < 0) {
+            *st = MLC_ERR_BACKEND;
+            return 1;
+        }
+        if (d == 0) {
+            *gpu_wait = 1;
+            return moved;
+        }
+        if ((*st = reduce_push(op, op->red_reduced)) != MLC_SUCCESS) return 1;
+        op->red_reduced++;
+        moved = 1;
+    }
+}
+
+/* Waiting for the copies recorded on ipc_slot: 1 when they are complete; 0 not yet; -1 failed. */
+static int copies_done(mlc_stage_t *op, int *gpu_wait)
+{
+    int d = mlc_stage_copy_done(op, &op->ipc_slot);
+    if (d == 0) *gpu_wait = 1;
+    return d;
+}
+
+static mlc_status_t barrier(mlc_stage_t *op)
+{
+    mlc_args_t b = {.dtype = MLC_UINT8, .esize = 1};
+    return mlc_stage_start_internal(op, MLC_COLL_BARRIER, &b, 0, &op->ipc_sub);
+}
+
+static bool sub_done(const mlc_stage_t *op)
+{
+    return atomic_load_explicit(&op->ipc_sub->done, memory_order_acquire);
+}
+
+int mlc_stage_ipc_advance(mlc_stage_t *op, int *gpu_wait)
+{
+    mlc_status_t st = MLC_SUCCESS;
+    int d;
+    switch (op->ipc_phase) {
+    case IPC_EXCHANGE:
+        if (!op->ipc_sub) {
+            if (mlc_stage_earlier_pending(op)) return 0;
+            mlc_args_t x = {.sendbuf = op->ipc_mine, .recvbuf = op->ipc_all, .count = sizeof op->ipc_mine,
+                            .dtype = MLC_UINT8, .esize = 1};
+            st = mlc_stage_start_internal(op, MLC_COLL_ALLGATHER, &x, x.count, &op->ipc_sub);
+            break;
+        }
+        if (!sub_done(op)) return 0;
+        st = mlc_stage_take_sub(&op->ipc_sub);
+        if (st != MLC_SUCCESS) break;
+        bool all_ok = true;
+        for (int q = 0; q < 2 * op->comm->size; q++) all_ok &= op->ipc_all[q].ok == 1;
+        if (!all_ok) {
+            /* Some rank's buffers rule IPC out: every rank saw it, every rank stages. */
+            op->ipc_phase = IPC_OFF;
+            st = mlc_stage_alloc_slots(op);
+            break;
+        }
+        if (reduces(op)) {
+            op->ipc_phase = IPC_REDUCE;
+        } else {
+            st = ipc_copy(op);
+            op->ipc_phase = IPC_COPY;
+        }
+        break;
+    case IPC_REDUCE: {
+        int moved = reduce_step(op, gpu_wait, &st);
+        if (st == MLC_SUCCESS && op->red_reduced < op->red_nsub) return moved;
+        if (st == MLC_SUCCESS) st = mlc_stage_record(op, &op->ipc_slot);
+        /* reduce_scatter is done once its pushes are; allreduce first gathers the other blocks */
+        op->ipc_phase = op->coll == MLC_COLL_ALLREDUCE ? IPC_HALF : IPC_COPY;
+        break;
+    }
+    case IPC_HALF:
+        if ((d = copies_done(op, gpu_wait)) == 0) return 0;
+        if (d < 0) st = MLC_ERR_BACKEND;
+        /* every rank's block is reduced and in its recvbuf once all are here */
+        else st = barrier(op);
+        op->ipc_phase = IPC_GATHER;
+        break;
+    case IPC_GATHER:
+        if (!sub_done(op)) return 0;
+        st = mlc_stage_take_sub(&op->ipc_sub);
+        if (st == MLC_SUCCESS) st = ipc_copy(op);
+        op->ipc_phase = IPC_COPY;
+        break;
+    case IPC_COPY:
+        if ((d = copies_done(op, gpu_wait)) == 0) return 0;
+        if (d < 0) {
+            st = MLC_ERR_BACKEND;
+            break;
+        }
+        /* Nobody may reuse a buffer a peer still reads: close with a barrier. */
+        st = barrier(op);
+        op->ipc_issued = st == MLC_SUCCESS;
+        op->ipc_phase = IPC_BARRIER;
+        break;
+    case IPC_BARRIER:
+        if (!sub_done(op)) return 0;
+        st = mlc_stage_take_sub(&op->ipc_sub);
+        if (st == MLC_SUCCESS) {
+            op->finished = true;
+            mlc_request_complete(op->req, MLC_SUCCESS, NULL);
+        }
+        break;
+    default: return 0;
+    }
+    if (st != MLC_SUCCESS) mlc_stage_fail_op(op, st);
+    return 1;
+}
+
+void mlc_stage_ipc_free(mlc_stage_t *op)
+{
+    mlc_pinned_pool_t *pool;
+    for (int i = 0; i < 2; i++) mlc_stage_drop_event(op, &op->red_slot[i]);
+    if (mlc_pinned_default(&pool) == MLC_SUCCESS)
+        for (int i = 0; i < 2; i++)
+            if (op->red_pin[i]) mlc_pinned_free(pool, op->red_pin[i]);
+    free(op->ipc_all);
+}
