@@ -23,6 +23,7 @@
     X('r', "root", "N", "root of broadcast and reduce (default 0)")                          \
     X('a', "algo", "NAME", "force an algorithm (mlc_comm_set_algo); 'all': every algorithm, one row each") \
     X('t', "threads", "N", "run N ranks as threads of this process (threads backend)")      \
+    X('M', "memory", "KIND", "host or device: where the buffers live (default host; see below)") \
     X('h', "help", "", "this text")
 
 static void usage(FILE *out)
@@ -52,6 +53,14 @@ static void usage(FILE *out)
             "so caches do not flatter small sizes; checks use fresh, exactly representable\n"
             "data per size. In place uses NCCL's in-place forms (sendrecv has none: N/A);\n"
             "'unsupp' marks a size the forced algorithm cannot run.\n"
+            "\n"
+            "-M device: both buffers are device memory of the GPU runtime mlcomm loads\n"
+            "(MLC_CUDART_LIB / MLC_HIPRT_LIB override it), one device per rank (local\n"
+            "rank mod device count, set before mlc_comm_init); inputs are copied in and\n"
+            "results copied out for the checks, outside the timed loop. MLC_MEMORY must\n"
+            "be cuda, rocm or auto (unset: set to cuda for this process) so that the host\n"
+            "backends take device pointers; with MLC_BACKEND=nccl they go to NCCL as they\n"
+            "are. No runtime or no device: exit 3 with the reason.\n"
             "Exit status: 0 all correct, 1 a result was wrong, 2 usage, 3 a call failed.\n");
 }
 
@@ -93,6 +102,12 @@ static bool apply(mlc_bench_opts_t *o, char s, const char *longname, const char 
     case 'c': return parse_int_arg(longname, v, 0, 1, &o->check);
     case 'r': return parse_int_arg(longname, v, 0, INT32_MAX, &o->root);
     case 't': return parse_int_arg(longname, v, 1, 4096, &o->threads);
+    case 'M':
+        if (!mlc_bench_memory_from_name(v, &o->memory)) {
+            fprintf(stderr, PROG ": --memory: '%s' is not one of %s\n", v, mlc_bench_memory_names());
+            return false;
+        }
+        return true;
     case 'a':
         o->algo = strcmp(v, "auto") == 0 ? NULL : v;
         return true;

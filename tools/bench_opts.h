@@ -4,6 +4,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include "bench_colls.h"
+#include "bench_mem.h"
 
 typedef struct mlc_bench_opts {
     const mlc_bench_coll_t *coll;
@@ -17,6 +18,7 @@ typedef struct mlc_bench_opts {
     int root;
     const char *algo;   /* NULL: the selector's choice; "all": every algorithm of the collective */
     int threads;        /* 0: this process is one rank; N: N ranks as threads (mlc_comm_init_all) */
+    mlc_bench_mem_kind_t memory; /* where send and receive buffers live */
 } mlc_bench_opts_t;
 
 /* 0: run; 1: help was printed; -1: usage error (message printed). */

@@ -4,6 +4,11 @@
  * an out-of-place and an in-place measurement, each: one synchronising call,
  * a barrier, `iters` timed calls at rotating buffer offsets, the slowest
  * rank's average, then (with -c 1) one call on fresh data that is verified.
+ *
+ * Buffers are host or device memory (bench_mem.h). Everything the host
+ * writes or reads (check data, sentinels, results) goes through host mirrors
+ * of the two buffers, copied in before and out after the verified call; for
+ * host memory the mirrors are the buffers themselves.
  */
 #include "bench_run.h"
 
@@ -14,6 +19,7 @@
 
 #include "algos/sched.h"
 #include "config.h"
+#include "error.h"
 
 typedef enum outcome { OUT_OK, OUT_UNSUPPORTED, OUT_ERROR } outcome_t;
 
@@ -24,7 +30,9 @@ typedef struct bench {
     int rank, p;
     size_t esize;
     const char *forced;        /* algorithm of the current rows; NULL = selector */
-    unsigned char *send, *recv; /* buf_bytes each */
+    const mlc_bench_mem_t *mem;
+    unsigned char *send, *recv; /* buf_bytes each, in mem */
+    unsigned char *hsend, *hrecv; /* their host mirrors (the buffers themselves for host memory) */
     size_t buf_bytes;
     uint64_t wrong_total;
     double busbw_sum;
@@ -105,13 +113,43 @@ static size_t shift_of(const bench_t *b, const mlc_bench_geom_t *g, int iter)
     return g->size_bytes * ((size_t)iter % steps);
 }
 
-static void prepare_check(const bench_t *b, const mlc_bench_geom_t *g, bool inplace,
-                          uint64_t seed, mlc_bench_gen_t *gen, placed_t *pl)
+/* ---- host mirrors ----------------------------------------------------------- */
+
+static bool on_device(const bench_t *b) { return b->hsend != b->send; }
+
+/* Where the host sees buffer address p: the same offset in its mirror. */
+static unsigned char *host_of(const bench_t *b, const void *p)
+{
+    const unsigned char *q = p;
+    if (q >= b->send && q < b->send + b->buf_bytes) return b->hsend + (q - b->send);
+    return b->hrecv + (q - b->recv);
+}
+
+/* Mirror -> buffer for `bytes` at p (nothing to do for host memory). */
+static mlc_status_t to_buffer(const bench_t *b, const void *p, size_t bytes)
+{
+    return on_device(b) ? mlc_bench_mem_upload(b->mem, (void *)p, host_of(b, p), bytes) : MLC_SUCCESS;
+}
+
+/* Buffer -> mirror. */
+static mlc_status_t from_buffer(const bench_t *b, const void *p, size_t bytes)
+{
+    return on_device(b) ? mlc_bench_mem_download(b->mem, host_of(b, p), p, bytes) : MLC_SUCCESS;
+}
+
+/* Sentinels over the result, fresh input (they may overlap: in place), then
+ * both regions copied from the mirror, which holds the final bytes of each. */
+static int prepare_check(bench_t *b, const mlc_bench_geom_t *g, bool inplace, uint64_t seed,
+                         mlc_bench_gen_t *gen, placed_t *pl)
 {
     *pl = place(b, g, inplace, 0);
     mlc_bench_gen_init(gen, b->o->dtype, b->coll->reduces ? b->o->op : -1, b->p, seed);
-    memset((void *)pl->result, MLC_BENCH_SENTINEL_BYTE, g->recv_count * b->esize);
-    mlc_bench_fill(gen, b->rank, 0, pl->input, g->send_count);
+    size_t result_bytes = g->recv_count * b->esize, input_bytes = g->send_count * b->esize;
+    memset(host_of(b, pl->result), MLC_BENCH_SENTINEL_BYTE, result_bytes);
+    mlc_bench_fill(gen, b->rank, 0, host_of(b, pl->input), g->send_count);
+    mlc_status_t st = to_buffer(b, pl->result, result_bytes);
+    if (st == MLC_SUCCESS) st = to_buffer(b, pl->input, input_bytes);
+    return st == MLC_SUCCESS ? 0 : fail(b, "copying check data to the device", result_bytes + input_bytes, st);
 }
 
 /* ---- one measurement ------------------------------------------------------ */
@@ -132,7 +170,8 @@ static int measure(bench_t *b, const mlc_bench_geom_t *g, bool inplace, uint64_t
     *m = (measured_t){OUT_OK, 0, 0};
 
     /* Synchronising call, on real data. */
-    prepare_check(b, g, inplace, seed, &gen, &pl);
+    code = prepare_check(b, g, inplace, seed, &gen, &pl);
+    if (code) return code;
     m->outcome = agree(b, b->coll->run(&pl.call), name, g->size_bytes, &code);
     if (m->outcome != OUT_OK) return code;
 
@@ -149,11 +188,14 @@ static int measure(bench_t *b, const mlc_bench_geom_t *g, bool inplace, uint64_t
     if (st != MLC_SUCCESS) return fail(b, "collecting times (allreduce)", sizeof(double), st);
 
     if (b->o->check) {
-        prepare_check(b, g, inplace, seed + 1, &gen, &pl);
+        code = prepare_check(b, g, inplace, seed + 1, &gen, &pl);
+        if (code) return code;
         st = b->coll->run(&pl.call);
         if (st != MLC_SUCCESS) return fail(b, name, g->size_bytes, st);
+        st = from_buffer(b, pl.result, g->recv_count * b->esize);
+        if (st != MLC_SUCCESS) return fail(b, "copying the result from the device", g->recv_count * b->esize, st);
         double wrong = (double)mlc_bench_count_wrong(b->coll, &gen, g, b->rank, b->o->root,
-                                                     pl.result);
+                                                     host_of(b, pl.result));
         st = ctl_allreduce(b, &wrong, 1, MLC_FLOAT64, MLC_SUM);
         if (st != MLC_SUCCESS) return fail(b, "counting wrong values (allreduce)", 8, st);
         m->wrong = (uint64_t)wrong;
@@ -185,8 +227,9 @@ static void print_measured(bench_t *b, const mlc_bench_geom_t *g, const measured
 static void print_header(bench_t *b, const char *ranks_are, const char *hosts)
 {
     const mlc_bench_opts_t *o = b->o;
-    printf("# mlcomm-bench %s: mlcomm %s, backend %s, %d rank%s (%s)\n", b->coll->name,
-           mlc_version(), mlc_comm_backend(b->comm), b->p, b->p == 1 ? "" : "s", ranks_are);
+    printf("# mlcomm-bench %s: mlcomm %s, backend %s, %d rank%s (%s), %s\n", b->coll->name,
+           mlc_version(), mlc_comm_backend(b->comm), b->p, b->p == 1 ? "" : "s", ranks_are,
+           b->mem->text);
     printf("# dtype %s, op %s, root %d, algo %s\n", mlc_dtype_name(o->dtype),
            b->coll->reduces ? mlc_op_name(o->op) : "none", b->coll->rooted ? o->root : -1,
            o->algo ? o->algo : "auto (the selector's choice)");
@@ -336,29 +379,62 @@ static int sweep(bench_t *b, const char *const *algos, int nalgos)
     return code;
 }
 
+static void release(bench_t *b)
+{
+    if (on_device(b)) {
+        free(b->hsend);
+        free(b->hrecv);
+    }
+    mlc_bench_mem_free(b->mem, b->send);
+    mlc_bench_mem_free(b->mem, b->recv);
+    b->send = b->recv = b->hsend = b->hrecv = NULL;
+}
+
+/* Both buffers in b->mem and, for device memory, their host mirrors. */
+static mlc_status_t allocate_local(bench_t *b)
+{
+    void *s = NULL, *r = NULL, *hs = NULL, *hr = NULL;
+    mlc_status_t st = mlc_bench_mem_alloc(b->mem, b->buf_bytes, &s);
+    if (st == MLC_SUCCESS) st = mlc_bench_mem_alloc(b->mem, b->buf_bytes, &r);
+    if (st == MLC_SUCCESS && b->mem->kind == MLC_BENCH_MEM_DEVICE &&
+        (posix_memalign(&hs, 4096, b->buf_bytes) != 0 || posix_memalign(&hr, 4096, b->buf_bytes) != 0))
+        st = mlc_error(MLC_ERR_NO_MEMORY, "cannot allocate 2 x %zu bytes of host mirrors", b->buf_bytes);
+    if (st != MLC_SUCCESS) {
+        free(hs);
+        free(hr);
+        mlc_bench_mem_free(b->mem, s);
+        mlc_bench_mem_free(b->mem, r);
+        return st;
+    }
+    b->send = s;
+    b->recv = r;
+    b->hsend = hs ? hs : s;
+    b->hrecv = hr ? hr : r;
+    /* Touch every page now, not inside a timed loop. */
+    memset(b->hsend, 0, b->buf_bytes);
+    memset(b->hrecv, 0, b->buf_bytes);
+    st = to_buffer(b, b->send, b->buf_bytes);
+    if (st == MLC_SUCCESS) st = to_buffer(b, b->recv, b->buf_bytes);
+    if (st != MLC_SUCCESS) release(b);
+    return st;
+}
+
 static int allocate(bench_t *b)
 {
     mlc_bench_geom_t g;
     b->coll->geometry(b->o->max_bytes / b->esize, b->esize, b->p, &g);
     b->buf_bytes = g.size_bytes > 64 ? g.size_bytes : 64;
-    void *s = NULL, *r = NULL;
-    int bad = posix_memalign(&s, 4096, b->buf_bytes) != 0 || posix_memalign(&r, 4096, b->buf_bytes) != 0;
-    double any_bad = bad;
+    mlc_status_t mine = allocate_local(b);
+    if (mine != MLC_SUCCESS)
+        fprintf(stderr, "mlcomm-bench: rank %d: cannot allocate 2 x %zu bytes of %s: %s\n", b->rank,
+                b->buf_bytes, b->mem->text, mlc_last_error());
+    double any_bad = mine != MLC_SUCCESS;
     mlc_status_t st = ctl_allreduce(b, &any_bad, 1, MLC_FLOAT64, MLC_MAX);
     if (st != MLC_SUCCESS || any_bad) {
-        free(s);
-        free(r);
+        release(b);
         if (st != MLC_SUCCESS) return fail(b, "agreeing on buffers (allreduce)", 8, st);
-        if (bad)
-            fprintf(stderr, "mlcomm-bench: rank %d: cannot allocate 2 x %zu bytes\n", b->rank,
-                    b->buf_bytes);
         return MLC_BENCH_EXIT_ERROR;
     }
-    /* Touch every page now, not inside a timed loop. */
-    memset(s, 0, b->buf_bytes);
-    memset(r, 0, b->buf_bytes);
-    b->send = s;
-    b->recv = r;
     return 0;
 }
 
@@ -383,9 +459,10 @@ static const char **algo_list(const bench_t *b, int *n)
     return names;
 }
 
-int mlc_bench_rank(const mlc_bench_opts_t *o, mlc_comm_t *comm, const char *ranks_are)
+int mlc_bench_rank(const mlc_bench_opts_t *o, const mlc_bench_mem_t *mem, mlc_comm_t *comm,
+                   const char *ranks_are)
 {
-    bench_t b = {.o = o, .coll = o->coll, .comm = comm, .rank = mlc_comm_rank(comm),
+    bench_t b = {.o = o, .coll = o->coll, .comm = comm, .mem = mem, .rank = mlc_comm_rank(comm),
                  .p = mlc_comm_size(comm), .esize = mlc_bench_dtype_size(o->dtype)};
     if (b.coll->rooted && o->root >= b.p) {
         if (b.rank == 0)
@@ -417,7 +494,6 @@ int mlc_bench_rank(const mlc_bench_opts_t *o, mlc_comm_t *comm, const char *rank
     if (code == 0 && b.wrong_total) code = MLC_BENCH_EXIT_WRONG;
     free(algos);
 out:
-    free(b.send);
-    free(b.recv);
+    release(&b);
     return code;
 }
