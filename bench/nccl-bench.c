@@ -38,6 +38,7 @@
  *
  * Usage: nccl-bench [-c COLL[,COLL...]] [-w WARMUP] [-S SEED] [-y] SEGMENT...
  *        SEGMENT = MIN:MAX:FACTOR:ITERS (sizes take K/M/G suffixes)
+ *        nccl-bench -p    load the libraries, print "devices N" (exit 4: none)
  * Exit: 0, 2 usage, 3 a CUDA/NCCL call failed, 4 no library or no device.
  */
 #define _GNU_SOURCE
@@ -614,6 +615,7 @@ static int parse_colls(char *list, int *selected)
 static void usage(void)
 {
     fprintf(stderr, "usage: nccl-bench [-c COLL[,COLL...]] [-w WARMUP] [-S SEED] [-y] MIN:MAX:FACTOR:ITERS...\n"
+                    "       nccl-bench -p   (probe: print the device count; exit 4 without one)\n"
                     "collectives: allreduce allgather reduce_scatter broadcast alltoall (default all)\n"
                     "-y: synchronize the stream after every call (default: once per batch of ITERS)\n"
                     "libraries: NCCL_BENCH_LIB (else MLC_NCCL_LIB, libnccl.so.2), NCCL_BENCH_CUDART\n"
@@ -631,6 +633,7 @@ int main(int argc, char **argv)
     segment_t segs[MAX_SEGMENTS];
     int nsegs = 0, selected[COLL_COUNT] = {0}, any = 0;
     long warmup = 5;
+    int probe = 0;
     bench_t b;
     memset(&b, 0, sizeof b);
     b.seed = 1;
@@ -641,6 +644,8 @@ int main(int argc, char **argv)
             warmup = strtol(argv[++i], NULL, 10);
         } else if (strcmp(argv[i], "-S") == 0 && i + 1 < argc) {
             b.seed = strtoull(argv[++i], NULL, 10);
+        } else if (strcmp(argv[i], "-p") == 0) {
+            probe = 1;
         } else if (strcmp(argv[i], "-y") == 0) {
             b.sync_each = 1;
         } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
@@ -654,7 +659,7 @@ int main(int argc, char **argv)
             return EXIT_USAGE;
         }
     }
-    if (nsegs == 0) {
+    if (nsegs == 0 && !probe) {
         usage();
         return EXIT_USAGE;
     }
@@ -679,6 +684,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "nccl-bench: rank %d: no CUDA device: cudaGetDeviceCount: %s\n", b.rank,
                 e ? api.cudaGetErrorString(e) : "0 devices");
         return EXIT_UNAVAILABLE;
+    }
+    if (probe) {
+        printf("devices %d\n", b.ndev);
+        return 0;
     }
     b.device = b.local_rank % b.ndev;
     CUDA(cudaSetDevice(b.device));
