@@ -6,6 +6,7 @@
  *   - hands them to the backend as they are, when the backend moves device
  *     memory itself for this call (a CUDA-aware MPI: backend slots
  *     device_capable / device_direct, agreed across ranks at init), or
+ *   - moves them between shm processes with CUDA IPC (stage_ipc.c), or
  *   - stages them through pinned host memory (stage.c): chunked and
  *     double-buffered, so the copies of one chunk overlap the transfer of
  *     the next.

@@ -3,10 +3,10 @@
  * allocation behind a device pointer (handle + offset into it), a peer
  * process on the same host maps it once (cached per communicator until
  * the communicator is freed) and copies device to device with one
- * cudaMemcpyAsync. stage.c uses it for the collectives that only move
- * data (broadcast, allgather, alltoall, gather, scatter); reductions need
- * arithmetic on the device, which mlcomm does not compile, so they are
- * staged.
+ * cudaMemcpyAsync. stage_ipc.c uses it for the collectives that move
+ * data (broadcast, allgather, alltoall, gather, scatter) and for allreduce
+ * and reduce_scatter (each rank pulls its block from every peer, reduces
+ * it on the host and the reduced blocks then move device to device).
  *
  * The offset needs the allocation's base address, which only the driver
  * API tells (cuMemGetAddressRange_v2, looked up in the loaded runtime, then

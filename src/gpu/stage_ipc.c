@@ -221,8 +221,10 @@ static mlc_status_t reduce_push(mlc_stage_t *op, size_t k)
     for (int q = p - 2; q >= 0; q--) mlc_reduce_apply(slot + (size_t)q * stride, acc, len, a->dtype, a->op);
     if (a->op == MLC_AVG) mlc_reduce_divide(acc, len, a->dtype, p);
     size_t dst = op->coll == MLC_COLL_ALLREDUCE ? op->red_lo + off : off;
-    /* The slot's next pull is queued behind this push on the same stream. */
-    return mlc_stage_copy(op, true, (char *)a->recvbuf + dst * es, acc, len * es);
+    /* The slot's next pull is queued behind this push on the same stream; the
+     * event keeps the slot's memory until the push is done if the call ends early. */
+    mlc_status_t st = mlc_stage_copy(op, true, (char *)a->recvbuf + dst * es, acc, len * es);
+    return st == MLC_SUCCESS ? mlc_stage_record(op, &op->red_slot[k % 2]) : st;
 }
 
 /* Pulls ahead (two slots), reductions as pulls complete. 1 if anything moved. */
