@@ -38,7 +38,7 @@ FACTOR=""
 ITERS_SMALL=""
 ITERS_LARGE=""
 WARMUP=5
-NCCL_SYNC=batch
+NCCL_SYNC=each
 BUILD_DIR=""
 OUT_DIR=""
 DO_BUILD=1
@@ -64,9 +64,9 @@ usage: bench/vs-gpu.sh [options]
   --iters-small N       timed iterations per size below 1 MiB
   --iters-large N       timed iterations per size of 1 MiB and up
   --warmup N            warm-up iterations at a segment's largest and smallest size (default $WARMUP)
-  --nccl-sync batch|each   raw NCCL waits once per batch of iterations (default; what an
-                        application calling NCCL does) or after every call (nccl-bench -y, as
-                        a blocking mlcomm call waits)
+  --nccl-sync each|batch   raw NCCL waits after every call (default: nccl-bench -y, the
+                        same work as a blocking mlcomm call, which completes on the GPU)
+                        or once per batch of iterations (an application that never waits)
   --build-dir DIR       mlcomm build to use (default: build it in build-bench/, with the
                         test doubles when --fake)
   --no-build            use --build-dir as it is
