@@ -134,6 +134,8 @@ mlc_status_t mlc_op_from_name(const char *name, mlc_op_t *op)
 
 mlc_status_t mlc_op_check(mlc_dtype_t dtype, mlc_op_t op)
 {
+    /* The common case first: every call of a reduction comes here. */
+    if (mlc_op_is_builtin(op) && dtype >= 0 && dtype < MLC_DTYPE_COUNT) return MLC_SUCCESS;
     const char *dname = mlc_dtype_name(dtype);
     if (dname == NULL) return mlc_error(MLC_ERR_INVALID_ARG, "unknown dtype %d", (int)dtype);
     if (!mlc_op_valid(op))
