@@ -19,12 +19,15 @@
  *   - MPI starts with MPI_Init, or MPI_Init_thread at -t LEVEL (single,
  *     funneled, serialized, multiple): mlcomm's mpi backend asks for
  *     multiple unless MLC_MPI_THREAD_LEVEL says otherwise, and the overhead
- *     comparison (vs-mpi.sh --overhead) runs both sides at the same level.
+ *     comparison (vs-mpi.sh --overhead) runs both sides at the same level;
+ *   - the calls go to MPI_COMM_WORLD, or with -D to a duplicate of it, as a
+ *     library such as mlcomm uses (under Open MPI 4.1 creating any
+ *     communicator leaves libnbc's progress hook on every later call).
  *
  * Output (rank 0), one line per size, '#' lines are comments:
  *   COLL SIZE COUNT ITERS TIME_US ALGBW_GBPS BUSBW_GBPS
  *
- * Usage: mpi-bench [-c COLL[,COLL...]] [-w WARMUP] [-S SEED] [-t LEVEL] SEGMENT...
+ * Usage: mpi-bench [-c COLL[,COLL...]] [-w WARMUP] [-S SEED] [-t LEVEL] [-D] SEGMENT...
  *        SEGMENT = MIN:MAX:FACTOR:ITERS (sizes take K/M/G suffixes)
  */
 #define _GNU_SOURCE
@@ -34,6 +37,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Where the measured calls go: MPI_COMM_WORLD, or its duplicate (-D). */
+static MPI_Comm bench_comm;
 
 #define MAX_SEGMENTS 64
 
@@ -114,13 +120,13 @@ static int run(coll_t c, const float *send, float *recv, const geom_t *g)
 {
     int n = (int)g->count;
     switch (c) {
-    case COLL_allreduce: return MPI_Allreduce(send, recv, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    case COLL_allreduce: return MPI_Allreduce(send, recv, n, MPI_FLOAT, MPI_SUM, bench_comm);
     case COLL_allgather:
-        return MPI_Allgather(send, n, MPI_FLOAT, recv, n, MPI_FLOAT, MPI_COMM_WORLD);
+        return MPI_Allgather(send, n, MPI_FLOAT, recv, n, MPI_FLOAT, bench_comm);
     case COLL_reduce_scatter:
-        return MPI_Reduce_scatter_block(send, recv, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-    case COLL_broadcast: return MPI_Bcast(recv, n, MPI_FLOAT, 0, MPI_COMM_WORLD);
-    case COLL_alltoall: return MPI_Alltoall(send, n, MPI_FLOAT, recv, n, MPI_FLOAT, MPI_COMM_WORLD);
+        return MPI_Reduce_scatter_block(send, recv, n, MPI_FLOAT, MPI_SUM, bench_comm);
+    case COLL_broadcast: return MPI_Bcast(recv, n, MPI_FLOAT, 0, bench_comm);
+    case COLL_alltoall: return MPI_Alltoall(send, n, MPI_FLOAT, recv, n, MPI_FLOAT, bench_comm);
     default: return MPI_ERR_OTHER;
     }
 }
@@ -158,11 +164,11 @@ static int measure(bench_t *b, coll_t c, size_t bytes, long iters, double *time_
     fill(b->send, g.send_elems, b->seed ^ bytes, b->rank);
     if (c == COLL_broadcast) fill(b->recv, g.recv_elems, b->seed ^ bytes, b->rank);
     int rc = call_at(b, c, &g, 0);
-    if (rc == MPI_SUCCESS) rc = MPI_Barrier(MPI_COMM_WORLD);
+    if (rc == MPI_SUCCESS) rc = MPI_Barrier(bench_comm);
     double t0 = MPI_Wtime();
     for (long it = 0; it < iters && rc == MPI_SUCCESS; it++) rc = call_at(b, c, &g, shift_of(b, &g, it));
     double t = (MPI_Wtime() - t0) / (double)iters;
-    if (rc == MPI_SUCCESS) rc = MPI_Allreduce(&t, time_s, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    if (rc == MPI_SUCCESS) rc = MPI_Allreduce(&t, time_s, 1, MPI_DOUBLE, MPI_MAX, bench_comm);
     *gout = g;
     return rc;
 }
@@ -307,9 +313,10 @@ static const char *level_name(int level)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: mpi-bench [-c COLL[,COLL...]] [-w WARMUP] [-S SEED] [-t LEVEL] MIN:MAX:FACTOR:ITERS...\n"
+    fprintf(stderr, "usage: mpi-bench [-c COLL[,COLL...]] [-w WARMUP] [-S SEED] [-t LEVEL] [-D] MIN:MAX:FACTOR:ITERS...\n"
                     "collectives: allreduce allgather reduce_scatter broadcast alltoall (default all)\n"
-                    "LEVEL: MPI_Init_thread at single|funneled|serialized|multiple (default: MPI_Init)\n");
+                    "LEVEL: MPI_Init_thread at single|funneled|serialized|multiple (default: MPI_Init)\n"
+                    "-D: call on a duplicate of MPI_COMM_WORLD (default: MPI_COMM_WORLD itself)\n");
 }
 
 /* "cpus 0-1" style list of this process's affinity, for the header. */
@@ -333,6 +340,7 @@ int main(int argc, char **argv)
     long warmup = 5;
     unsigned long long seed = 1;
     int level = -1; /* -1: MPI_Init */
+    int dup = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-c") == 0 && i + 1 < argc) {
             if (parse_colls(argv[++i], selected) != 0) return 2;
@@ -340,6 +348,8 @@ int main(int argc, char **argv)
             warmup = strtol(argv[++i], NULL, 10);
         } else if (strcmp(argv[i], "-S") == 0 && i + 1 < argc) {
             seed = strtoull(argv[++i], NULL, 10);
+        } else if (strcmp(argv[i], "-D") == 0) {
+            dup = 1;
         } else if (strcmp(argv[i], "-t") == 0 && i + 1 < argc) {
             if (parse_level(argv[++i], &level) != 0) return 2;
         } else if (nsegs < MAX_SEGMENTS && parse_segment(argv[i], &segs[nsegs]) == 0) {
@@ -365,6 +375,11 @@ int main(int argc, char **argv)
     } else {
         MPI_Init_thread(&argc, &argv, level, &provided);
     }
+    bench_comm = MPI_COMM_WORLD;
+    if (dup && MPI_Comm_dup(MPI_COMM_WORLD, &bench_comm) != MPI_SUCCESS) {
+        fprintf(stderr, "mpi-bench: MPI_Comm_dup failed\n");
+        MPI_Abort(MPI_COMM_WORLD, 3);
+    }
     bench_t b = {.seed = seed};
     MPI_Comm_rank(MPI_COMM_WORLD, &b.rank);
     MPI_Comm_size(MPI_COMM_WORLD, &b.p);
@@ -376,8 +391,9 @@ int main(int argc, char **argv)
         MPI_Get_library_version(version, &len);
         char *nl = strchr(version, '\n');
         if (nl) *nl = '\0';
-        printf("# mpi-bench: %s; %d ranks; seed %llu; rank 0 on cpus %s; thread level %s (%s)\n", version, b.p,
-               seed, aff, level_name(provided), level < 0 ? "MPI_Init" : "MPI_Init_thread");
+        printf("# mpi-bench: %s; %d ranks; seed %llu; rank 0 on cpus %s; thread level %s (%s); %s\n", version,
+               b.p, seed, aff, level_name(provided), level < 0 ? "MPI_Init" : "MPI_Init_thread",
+               dup ? "a duplicate of MPI_COMM_WORLD" : "MPI_COMM_WORLD");
         fflush(stdout);
     }
     int rc = MPI_SUCCESS;
@@ -388,6 +404,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "mpi-bench: rank %d: an MPI call failed (%d)\n", b.rank, rc);
         MPI_Abort(MPI_COMM_WORLD, 3);
     }
+    if (dup) MPI_Comm_free(&bench_comm);
     MPI_Finalize();
     return 0;
 }
