@@ -87,10 +87,11 @@ mlc_status_t mlc_devmem_setup(mlc_comm_t *comm)
     st = attach(comm, rt, all[1] == -1, all[2] == -1);
     if (st != MLC_SUCCESS) return st;
     const mlc_devmem_t *d = comm->dev;
-    if (!ipc && rt && comm->size > 1) MLC_INFO("rank %d: no CUDA IPC: %s", comm->rank, why);
-    MLC_INFO("rank %d: device buffers on backend '%s': %s%s (staging chunk %zu bytes)", comm->rank, comm->be->name,
-             d->direct ? "the backend moves them itself where it can" : "staged through pinned host memory",
-             d->ipc ? ", data movement through CUDA IPC" : "", d->chunk);
+    if (!ipc && rt && comm->size > 1) MLC_INFO("rank %d: no %s IPC: %s", comm->rank, rt->name, why);
+    MLC_INFO("rank %d: device buffers on backend '%s': %s%s%s%s (staging chunk %zu bytes)", comm->rank,
+             comm->be->name, d->direct ? "the backend moves them itself where it can" : "staged through pinned host memory",
+             d->ipc ? ", data movement and reductions through " : "", d->ipc ? rt->name : "", d->ipc ? " IPC" : "",
+             d->chunk);
     return MLC_SUCCESS;
 }
 

@@ -1,5 +1,5 @@
 /*
- * CUDA IPC for the shm backend's device buffers: a rank exports the
+ * CUDA (or HIP) IPC for the shm backend's device buffers: a rank exports the
  * allocation behind a device pointer (handle + offset into it), a peer
  * process on the same host maps it once (cached per communicator until
  * the communicator is freed) and copies device to device with one
@@ -8,9 +8,10 @@
  * and reduce_scatter (each rank pulls its block from every peer, reduces
  * it on the host and the reduced blocks then move device to device).
  *
- * The offset needs the allocation's base address, which only the driver
- * API tells (cuMemGetAddressRange_v2, looked up in the loaded runtime, then
- * libcuda.so.1): without it IPC is reported unavailable.
+ * The offset needs the allocation's base address, which for CUDA only the
+ * driver API tells (cuMemGetAddressRange_v2, looked up in the loaded
+ * runtime, then libcuda.so.1) and for HIP the runtime
+ * (hipMemGetAddressRange): without it IPC is reported unavailable.
  */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -21,7 +22,9 @@
 #include "gpu/ipc.h"
 #include "log.h"
 
-typedef int (*range_fn_t)(unsigned long long *base, size_t *size, unsigned long long ptr);
+/* cuMemGetAddressRange_v2 (driver API) and hipMemGetAddressRange: an allocation's base. */
+typedef int (*cu_range_fn_t)(unsigned long long *base, size_t *size, unsigned long long ptr);
+typedef int (*hip_range_fn_t)(void **base, size_t *size, void *ptr);
 
 struct mlc_ipc_map {
     int peer;
@@ -30,42 +33,70 @@ struct mlc_ipc_map {
     struct mlc_ipc_map *next;
 };
 
-static range_fn_t range_fn(const mlc_gpurt_t *rt)
+/* The runtime's (or for CUDA, the driver's) range lookup; NULL when there is none. */
+static void *range_sym(const mlc_gpurt_t *rt)
 {
-    static range_fn_t fn;
-    static int looked;
-    if (__atomic_load_n(&looked, __ATOMIC_ACQUIRE)) return fn;
-    range_fn_t f = rt->lib.handle ? (range_fn_t)dlsym(rt->lib.handle, "cuMemGetAddressRange_v2") : NULL;
-    if (!f) {
+    static void *fn[2];
+    static int looked[2];
+    int k = rt->kind == MLC_GPU_HIP;
+    if (__atomic_load_n(&looked[k], __ATOMIC_ACQUIRE)) return fn[k];
+    const char *name = k ? "hipMemGetAddressRange" : "cuMemGetAddressRange_v2";
+    void *f = rt->lib.handle ? dlsym(rt->lib.handle, name) : NULL;
+    if (!f && !k) {
         void *drv = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-        if (drv) f = (range_fn_t)dlsym(drv, "cuMemGetAddressRange_v2");
+        if (drv) f = dlsym(drv, name);
     }
-    fn = f;
-    __atomic_store_n(&looked, 1, __ATOMIC_RELEASE);
-    return fn;
+    fn[k] = f;
+    __atomic_store_n(&looked[k], 1, __ATOMIC_RELEASE);
+    return f;
+}
+
+/* Base of the allocation holding ptr; 0 on success, else the runtime's error code. */
+static int alloc_base(const mlc_gpurt_t *rt, const void *ptr, uintptr_t *base)
+{
+    size_t size = 0;
+    void *f = range_sym(rt);
+    if (rt->kind == MLC_GPU_HIP) {
+        hip_range_fn_t hip;
+        *(void **)&hip = f;
+        void *b = NULL;
+        int e = hip(&b, &size, (void *)ptr);
+        *base = (uintptr_t)b;
+        return e;
+    }
+    cu_range_fn_t cu;
+    *(void **)&cu = f;
+    unsigned long long b = 0;
+    int e = cu(&b, &size, (unsigned long long)(uintptr_t)ptr);
+    *base = (uintptr_t)b;
+    return e;
 }
 
 bool mlc_ipc_capable(const mlc_comm_t *comm, const mlc_gpurt_t *rt, char *why, size_t len)
 {
     if (comm->be != &mlc_backend_shm) return snprintf(why, len, "only between shm processes"), false;
-    if (!rt || rt->kind != MLC_GPU_CUDA) return snprintf(why, len, "no CUDA runtime"), false;
+    if (!rt) return snprintf(why, len, "no GPU runtime"), false;
     if (!rt->ipc_get_mem_handle || !rt->ipc_open_mem_handle || !rt->ipc_close_mem_handle)
-        return snprintf(why, len, "the CUDA runtime has no IPC calls"), false;
-    if (!range_fn(rt)) return snprintf(why, len, "no cuMemGetAddressRange_v2 (libcuda.so.1)"), false;
+        return snprintf(why, len, "the %s runtime has no IPC calls", rt->name), false;
+    if (!range_sym(rt))
+        return snprintf(why, len, "no %s", rt->kind == MLC_GPU_HIP ? "hipMemGetAddressRange in the HIP runtime"
+                                                                   : "cuMemGetAddressRange_v2 (libcuda.so.1)"),
+               false;
     return true;
 }
 
 mlc_status_t mlc_ipc_export(const mlc_gpurt_t *rt, const void *ptr, mlc_ipc_rec_t *rec)
 {
-    unsigned long long base = 0;
-    size_t size = 0;
-    int e = range_fn(rt)(&base, &size, (unsigned long long)(uintptr_t)ptr);
-    if (e != 0) return mlc_error(MLC_ERR_BACKEND, "cuMemGetAddressRange_v2(%p) failed with %d", ptr, e);
-    e = rt->ipc_get_mem_handle(&rec->handle, (void *)(uintptr_t)base);
+    uintptr_t base = 0;
+    int e = alloc_base(rt, ptr, &base);
+    if (e != 0)
+        return mlc_error(MLC_ERR_BACKEND, "%s(%p) failed with %d",
+                         rt->kind == MLC_GPU_HIP ? "hipMemGetAddressRange" : "cuMemGetAddressRange_v2", ptr, e);
+    e = rt->ipc_get_mem_handle(&rec->handle, (void *)base);
     if (e != MLC_GPU_SUCCESS) {
         char buf[256];
         rt->get_last_error();
-        return mlc_error(MLC_ERR_BACKEND, "%sIpcGetMemHandle(%p): %s", rt->prefix, (void *)(uintptr_t)base,
+        return mlc_error(MLC_ERR_BACKEND, "%sIpcGetMemHandle(%p): %s", rt->prefix, (void *)base,
                          mlc_gpurt_strerror(rt, e, buf, sizeof buf));
     }
     rec->offset = (uint64_t)((uintptr_t)ptr - base);

@@ -475,6 +475,17 @@ API int cuMemGetAddressRange_v2(unsigned long long *base, size_t *size, unsigned
     return ok ? 0 : 1;
 }
 
+#ifdef FAKE_HIP
+/* HIP's own range lookup (in the runtime, pointer-typed). */
+API int hipMemGetAddressRange(void **base, size_t *size, void *ptr)
+{
+    unsigned long long b = 0;
+    int e = cuMemGetAddressRange_v2(&b, size, (unsigned long long)(uintptr_t)ptr);
+    if (e == 0) *base = (void *)(uintptr_t)b;
+    return e;
+}
+#endif
+
 API int cudaIpcOpenMemHandle(void **p, ipc_handle_t h, unsigned flags)
 {
     __atomic_add_fetch(&fake_cuda_ipc_opens, 1, __ATOMIC_RELAXED);

@@ -11,6 +11,8 @@
  * any path that reads or writes a device pointer directly crashes the test.
  * Without a usable runtime or device it prints SKIP and exits 77.
  *
+ * MLC_MEMORY=rocm: the same on the HIP runtime (MLC_HIPRT_LIB).
+ *
  * DEVBUF_EXPECT_IPC=1: on shm with more than one rank, device data moved
  * through CUDA IPC (the double maps peers' memory across processes), and
  * allreduce and reduce_scatter took that path too.
@@ -38,34 +40,42 @@ static int *copies;   /* the double's count of cudaMemcpyAsync calls (NULL on a 
 static int *ipc_opens; /* ... and of cudaIpcOpenMemHandle calls */
 static const char *skip_why;
 
+/* The runtime MLC_MEMORY names (rocm: HIP, else CUDA), as mlcomm loads it. */
 static int load_cuda(void)
 {
-    const char *env = getenv("MLC_CUDART_LIB");
-    const char *names[] = {env && env[0] ? env : "libcudart.so.13", "libcudart.so.12", "libcudart.so", NULL};
+    const char *mem = getenv("MLC_MEMORY");
+    bool hip = mem && strcmp(mem, "rocm") == 0;
+    const char *env = getenv(hip ? "MLC_HIPRT_LIB" : "MLC_CUDART_LIB"), *pre = hip ? "hip" : "cuda";
+    const char *cuda_names[] = {env && env[0] ? env : "libcudart.so.13", "libcudart.so.12", "libcudart.so", NULL};
+    const char *hip_names[] = {env && env[0] ? env : "libamdhip64.so.6", "libamdhip64.so", NULL};
+    const char **names = hip ? hip_names : cuda_names;
     void *h = NULL;
     for (int i = 0; names[i] && !h; i++) h = dlopen(names[i], RTLD_NOW | RTLD_GLOBAL);
     if (!h) {
-        skip_why = "no CUDA runtime library";
+        skip_why = hip ? "no HIP runtime library" : "no CUDA runtime library";
         return -1;
     }
-    cu.malloc_ = (int (*)(void **, size_t))dlsym(h, "cudaMalloc");
-    cu.free_ = (int (*)(void *))dlsym(h, "cudaFree");
-    cu.memcpy_async = (int (*)(void *, const void *, size_t, int, void *))dlsym(h, "cudaMemcpyAsync");
-    cu.stream_sync = (int (*)(void *))dlsym(h, "cudaStreamSynchronize");
-    cu.stream_create = (int (*)(void **, unsigned))dlsym(h, "cudaStreamCreateWithFlags");
-    cu.stream_destroy = (int (*)(void *))dlsym(h, "cudaStreamDestroy");
-    cu.device_count = (int (*)(int *))dlsym(h, "cudaGetDeviceCount");
-    cu.set_device = (int (*)(int))dlsym(h, "cudaSetDevice");
+    char sym[64];
+#define RT_SYM(name) (snprintf(sym, sizeof sym, "%s%s", pre, name), dlsym(h, sym))
+    cu.malloc_ = (int (*)(void **, size_t))RT_SYM("Malloc");
+    cu.free_ = (int (*)(void *))RT_SYM("Free");
+    cu.memcpy_async = (int (*)(void *, const void *, size_t, int, void *))RT_SYM("MemcpyAsync");
+    cu.stream_sync = (int (*)(void *))RT_SYM("StreamSynchronize");
+    cu.stream_create = (int (*)(void **, unsigned))RT_SYM("StreamCreateWithFlags");
+    cu.stream_destroy = (int (*)(void *))RT_SYM("StreamDestroy");
+    cu.device_count = (int (*)(int *))RT_SYM("GetDeviceCount");
+    cu.set_device = (int (*)(int))RT_SYM("SetDevice");
+#undef RT_SYM
     copies = (int *)dlsym(h, "fake_cuda_memcpy_calls");
     ipc_opens = (int *)dlsym(h, "fake_cuda_ipc_opens");
     int n = 0;
     if (!cu.malloc_ || !cu.memcpy_async || !cu.device_count || cu.device_count(&n) != 0 || n < 1) {
-        skip_why = "no CUDA device";
+        skip_why = hip ? "no HIP device" : "no CUDA device";
         return -1;
     }
     const char *lr = getenv("MLC_LOCAL_RANK");
     if (lr && cu.set_device(atoi(lr) % n) != 0) {
-        skip_why = "cudaSetDevice failed";
+        skip_why = "setting the device failed";
         return -1;
     }
     return 0;
@@ -442,7 +452,7 @@ static int run_ipc_reductions(mlc_comm_t *comm)
         CHECK_OK(mlc_comm_split(comm, 0, rank, &fresh));
         int before = __atomic_load_n(ipc_opens, __ATOMIC_RELAXED);
         CHECK_RUN(run_coll(fresh, colls[k], W_DEV, 0, false));
-        CHECK(__atomic_load_n(ipc_opens, __ATOMIC_RELAXED) > before, "%s on device buffers was not moved through CUDA IPC",
+        CHECK(__atomic_load_n(ipc_opens, __ATOMIC_RELAXED) > before, "%s on device buffers was not moved through GPU IPC",
               mlc_coll_name(colls[k]));
         CHECK_OK(mlc_comm_free(fresh));
     }
@@ -536,7 +546,7 @@ static int body(mlc_comm_t *comm)
     CHECK_RUN(run_coll(comm, MLC_COLL_ALLGATHER, W_DEV, 0, false));
     const char *ipc = getenv("DEVBUF_EXPECT_IPC");
     if (ipc && strcmp(ipc, "1") == 0 && p > 1 && strcmp(mlc_comm_backend(comm), "shm") == 0)
-        CHECK(ipc_opens && *ipc_opens > 0, "no peer memory was mapped through CUDA IPC");
+        CHECK(ipc_opens && *ipc_opens > 0, "no peer memory was mapped through GPU IPC");
     cu.stream_destroy(stream);
     return 0;
 }
