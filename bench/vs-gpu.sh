@@ -146,7 +146,9 @@ OUT_DIR=$(cd "$OUT_DIR" && pwd)
 [ -n "$BUILD_DIR" ] || BUILD_DIR=$ROOT/build-bench
 
 # ---- the raw NCCL peer, and is there a GPU? ---------------------------------------------
-cc -std=c11 -O2 -Wall -Wextra -o "$OUT_DIR/bin/nccl-bench" "$BENCH_DIR/nccl-bench.c" -ldl
+# NCCL_BENCH_CFLAGS: extra flags (a sanitizer build's, so the libraries it loads match)
+# shellcheck disable=SC2086
+cc -std=c11 -O2 -Wall -Wextra ${NCCL_BENCH_CFLAGS:-} -o "$OUT_DIR/bin/nccl-bench" "$BENCH_DIR/nccl-bench.c" -ldl
 NCCL_BENCH=$OUT_DIR/bin/nccl-bench
 
 if [ "$FAKE" = 1 ]; then
