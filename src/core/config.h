@@ -46,7 +46,7 @@
     X(MLC_RCCL_LIB, "", "path of the RCCL library to load")                                    \
     X(MLC_PINNED_LIMIT, "1073741824", "pinned host memory pool limit in bytes")                \
     X(MLC_STAGE_CHUNK, "4M", "device buffers on threads/shm/mpi: staging chunk, bytes (K/M/G)") \
-    X(MLC_CUDA_IPC, "1", "shm: move device buffers between processes with CUDA (or HIP) IPC (0/1)")     \
+    X(MLC_CUDA_IPC, "1", "shm: move device buffers between processes with CUDA/HIP IPC (0/1)") \
     X(MLC_NCCL_NCHANNELS, "", "nccl/rccl: channels per collective (NCCL_MIN/MAX_NCHANNELS)")   \
     X(MLC_NCCL_BUFFSIZE, "", "nccl/rccl: NCCL buffer size in bytes, K/M/G (NCCL_BUFFSIZE)")
 
