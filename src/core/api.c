@@ -191,6 +191,24 @@ static mlc_status_t submit(mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_t *
     return mlc_submit_plain(comm, coll, args, bytes, out);
 }
 
+/*
+ * a = the operation's arguments, every field named: a compound literal that
+ * names only some fields makes the compiler clear the whole ~110 bytes first
+ * (rep stos, ~15 ns on the 8-byte path) before storing them. The defaults
+ * are then overridden by the operation's own fields (hence the pragma). A
+ * field added to mlc_args_t (comm.h) is added here too.
+ */
+#define MLC_SET_ARGS(dst, ...)                                                                     \
+    do {                                                                                           \
+        _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Woverride-init\"")     \
+        (dst) = (mlc_args_t){.sendbuf = NULL, .recvbuf = NULL, .count = 0, .count2 = 0,           \
+                             .counts = NULL, .displs = NULL, .counts2 = NULL, .displs2 = NULL,   \
+                             .dtype = (mlc_dtype_t)0, .esize = 0, .op = (mlc_op_t)0, .root = 0,  \
+                             .peer2 = 0, .tag = 0, .tag2 = 0, .inplace = false,                  \
+                             .msg_status = NULL, __VA_ARGS__};                                    \
+        _Pragma("GCC diagnostic pop")                                                              \
+    } while (0)
+
 #define BEGIN(coll)                                          \
     mlc_error_clear();                                       \
     mlc_status_t st_ = check_comm(comm, coll);               \
@@ -216,8 +234,8 @@ mlc_status_t mlc_broadcast(const void *sendbuf, void *recvbuf, size_t count, mlc
     bool inplace = false;
     if (comm->rank == root)
         TRY(check_overlap(MLC_COLL_BROADCAST, sendbuf, n, recvbuf, n, recvbuf, &inplace));
-    a = (mlc_args_t){.sendbuf = comm->rank == root ? sendbuf : NULL, .recvbuf = recvbuf, .count = count,
-                     .dtype = dtype, .esize = mlc_dtype_size(dtype), .root = root, .inplace = inplace};
+    MLC_SET_ARGS(a, .sendbuf = comm->rank == root ? sendbuf : NULL, .recvbuf = recvbuf, .count = count,
+                    .dtype = dtype, .esize = mlc_dtype_size(dtype), .root = root, .inplace = inplace);
     return submit(comm, MLC_COLL_BROADCAST, &a, n, req);
 }
 
@@ -234,9 +252,9 @@ mlc_status_t mlc_reduce(const void *sendbuf, void *recvbuf, size_t count, mlc_dt
     if (comm->rank == root) TRY(check_buf(MLC_COLL_REDUCE, "recvbuf (root)", recvbuf, count));
     bool inplace = false;
     if (comm->rank == root) TRY(check_overlap(MLC_COLL_REDUCE, sendbuf, n, recvbuf, n, recvbuf, &inplace));
-    a = (mlc_args_t){.sendbuf = sendbuf, .recvbuf = comm->rank == root ? recvbuf : NULL, .count = count,
-                     .dtype = dtype, .esize = mlc_dtype_size(dtype), .op = op, .root = root,
-                     .inplace = inplace};
+    MLC_SET_ARGS(a, .sendbuf = sendbuf, .recvbuf = comm->rank == root ? recvbuf : NULL, .count = count,
+                    .dtype = dtype, .esize = mlc_dtype_size(dtype), .op = op, .root = root,
+                    .inplace = inplace);
     return submit(comm, MLC_COLL_REDUCE, &a, n, req);
 }
 
@@ -252,8 +270,8 @@ mlc_status_t mlc_allreduce(const void *sendbuf, void *recvbuf, size_t count, mlc
     TRY(check_buf(MLC_COLL_ALLREDUCE, "recvbuf", recvbuf, count));
     bool inplace;
     TRY(check_overlap(MLC_COLL_ALLREDUCE, sendbuf, n, recvbuf, n, recvbuf, &inplace));
-    a = (mlc_args_t){.sendbuf = sendbuf, .recvbuf = recvbuf, .count = count, .dtype = dtype,
-                     .esize = mlc_dtype_size(dtype), .op = op, .inplace = inplace};
+    MLC_SET_ARGS(a, .sendbuf = sendbuf, .recvbuf = recvbuf, .count = count, .dtype = dtype,
+                    .esize = mlc_dtype_size(dtype), .op = op, .inplace = inplace);
     return submit(comm, MLC_COLL_ALLREDUCE, &a, n, req);
 }
 
@@ -270,8 +288,8 @@ mlc_status_t mlc_allgather(const void *sendbuf, void *recvbuf, size_t count, mlc
     bool inplace;
     const void *ip = recvbuf ? (const char *)recvbuf + (size_t)comm->rank * n : NULL;
     TRY(check_overlap(MLC_COLL_ALLGATHER, sendbuf, n, recvbuf, total, ip, &inplace));
-    a = (mlc_args_t){.sendbuf = sendbuf, .recvbuf = recvbuf, .count = count, .dtype = dtype, .esize = es,
-                     .inplace = inplace};
+    MLC_SET_ARGS(a, .sendbuf = sendbuf, .recvbuf = recvbuf, .count = count, .dtype = dtype, .esize = es,
+                    .inplace = inplace);
     return submit(comm, MLC_COLL_ALLGATHER, &a, n, req);
 }
 
@@ -293,8 +311,8 @@ mlc_status_t mlc_allgatherv(const void *sendbuf, size_t sendcount, void *recvbuf
     bool inplace;
     const void *ip = recvbuf ? (const char *)recvbuf + displs[comm->rank] * es : NULL;
     TRY(check_overlap(MLC_COLL_ALLGATHERV, sendbuf, n, recvbuf, ext * es, ip, &inplace));
-    a = (mlc_args_t){.sendbuf = sendbuf, .recvbuf = recvbuf, .count = sendcount, .counts = recvcounts,
-                     .displs = displs, .dtype = dtype, .esize = es, .inplace = inplace};
+    MLC_SET_ARGS(a, .sendbuf = sendbuf, .recvbuf = recvbuf, .count = sendcount, .counts = recvcounts,
+                    .displs = displs, .dtype = dtype, .esize = es, .inplace = inplace);
     return submit(comm, MLC_COLL_ALLGATHERV, &a, n, req);
 }
 
@@ -318,8 +336,8 @@ mlc_status_t mlc_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvc
                   "mlc_reduce_scatter: send buffer %p (%zu bytes) and receive buffer %p (%zu bytes) "
                   "overlap without being the in-place form (recvbuf == sendbuf + rank*recvcount)",
                   sendbuf, total, recvbuf, n);
-    a = (mlc_args_t){.sendbuf = sendbuf, .recvbuf = recvbuf, .count = recvcount, .dtype = dtype,
-                     .esize = es, .op = op, .inplace = inplace};
+    MLC_SET_ARGS(a, .sendbuf = sendbuf, .recvbuf = recvbuf, .count = recvcount, .dtype = dtype,
+                    .esize = es, .op = op, .inplace = inplace);
     return submit(comm, MLC_COLL_REDUCE_SCATTER, &a, n, req);
 }
 
@@ -335,8 +353,8 @@ mlc_status_t mlc_alltoall(const void *sendbuf, void *recvbuf, size_t count, mlc_
     TRY(check_buf(MLC_COLL_ALLTOALL, "recvbuf", recvbuf, count));
     bool inplace;
     TRY(check_overlap(MLC_COLL_ALLTOALL, sendbuf, total, recvbuf, total, recvbuf, &inplace));
-    a = (mlc_args_t){.sendbuf = sendbuf, .recvbuf = recvbuf, .count = count, .dtype = dtype, .esize = es,
-                     .inplace = inplace};
+    MLC_SET_ARGS(a, .sendbuf = sendbuf, .recvbuf = recvbuf, .count = count, .dtype = dtype, .esize = es,
+                    .inplace = inplace);
     return submit(comm, MLC_COLL_ALLTOALL, &a, total, req);
 }
 
@@ -354,8 +372,8 @@ mlc_status_t mlc_alltoallv(const void *sendbuf, const size_t *sendcounts, const 
     TRY(check_buf(MLC_COLL_ALLTOALLV, "recvbuf", recvbuf, rext));
     bool inplace;
     TRY(check_overlap(MLC_COLL_ALLTOALLV, sendbuf, sext * es, recvbuf, rext * es, NULL, &inplace));
-    a = (mlc_args_t){.sendbuf = sendbuf, .recvbuf = recvbuf, .counts = sendcounts, .displs = sdispls,
-                     .counts2 = recvcounts, .displs2 = rdispls, .dtype = dtype, .esize = es};
+    MLC_SET_ARGS(a, .sendbuf = sendbuf, .recvbuf = recvbuf, .counts = sendcounts, .displs = sdispls,
+                    .counts2 = recvcounts, .displs2 = rdispls, .dtype = dtype, .esize = es);
     return submit(comm, MLC_COLL_ALLTOALLV, &a, sext * es, req);
 }
 
@@ -375,8 +393,8 @@ mlc_status_t mlc_gather(const void *sendbuf, void *recvbuf, size_t count, mlc_dt
         const void *ip = recvbuf ? (const char *)recvbuf + (size_t)root * n : NULL;
         TRY(check_overlap(MLC_COLL_GATHER, sendbuf, n, recvbuf, total, ip, &inplace));
     }
-    a = (mlc_args_t){.sendbuf = sendbuf, .recvbuf = am_root ? recvbuf : NULL, .count = count,
-                     .dtype = dtype, .esize = es, .root = root, .inplace = inplace};
+    MLC_SET_ARGS(a, .sendbuf = sendbuf, .recvbuf = am_root ? recvbuf : NULL, .count = count,
+                    .dtype = dtype, .esize = es, .root = root, .inplace = inplace);
     return submit(comm, MLC_COLL_GATHER, &a, n, req);
 }
 
@@ -400,9 +418,9 @@ mlc_status_t mlc_gatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
         const void *ip = recvbuf ? (const char *)recvbuf + displs[root] * es : NULL;
         TRY(check_overlap(MLC_COLL_GATHERV, sendbuf, n, recvbuf, ext * es, ip, &inplace));
     }
-    a = (mlc_args_t){.sendbuf = sendbuf, .recvbuf = am_root ? recvbuf : NULL, .count = sendcount,
-                     .counts = am_root ? recvcounts : NULL, .displs = am_root ? displs : NULL,
-                     .dtype = dtype, .esize = es, .root = root, .inplace = inplace};
+    MLC_SET_ARGS(a, .sendbuf = sendbuf, .recvbuf = am_root ? recvbuf : NULL, .count = sendcount,
+                    .counts = am_root ? recvcounts : NULL, .displs = am_root ? displs : NULL,
+                    .dtype = dtype, .esize = es, .root = root, .inplace = inplace);
     return submit(comm, MLC_COLL_GATHERV, &a, n, req);
 }
 
@@ -426,8 +444,8 @@ mlc_status_t mlc_scatter(const void *sendbuf, void *recvbuf, size_t count, mlc_d
             CHECK_ARG(!overlap(sendbuf, total, recvbuf, n),
                       "mlc_scatter: send buffer and receive buffer overlap without being the in-place form");
     }
-    a = (mlc_args_t){.sendbuf = am_root ? sendbuf : NULL, .recvbuf = recvbuf, .count = count, .dtype = dtype,
-                     .esize = es, .root = root, .inplace = inplace};
+    MLC_SET_ARGS(a, .sendbuf = am_root ? sendbuf : NULL, .recvbuf = recvbuf, .count = count, .dtype = dtype,
+                    .esize = es, .root = root, .inplace = inplace);
     return submit(comm, MLC_COLL_SCATTER, &a, n, req);
 }
 
@@ -454,16 +472,16 @@ mlc_status_t mlc_scatterv(const void *sendbuf, const size_t *sendcounts, const s
             CHECK_ARG(!overlap(sendbuf, ext * es, recvbuf, n),
                       "mlc_scatterv: send buffer and receive buffer overlap without being the in-place form");
     }
-    a = (mlc_args_t){.sendbuf = am_root ? sendbuf : NULL, .recvbuf = recvbuf, .count = recvcount,
-                     .counts = am_root ? sendcounts : NULL, .displs = am_root ? displs : NULL,
-                     .dtype = dtype, .esize = es, .root = root, .inplace = inplace};
+    MLC_SET_ARGS(a, .sendbuf = am_root ? sendbuf : NULL, .recvbuf = recvbuf, .count = recvcount,
+                    .counts = am_root ? sendcounts : NULL, .displs = am_root ? displs : NULL,
+                    .dtype = dtype, .esize = es, .root = root, .inplace = inplace);
     return submit(comm, MLC_COLL_SCATTERV, &a, n, req);
 }
 
 mlc_status_t mlc_barrier(mlc_comm_t *comm, mlc_request_t **req)
 {
     BEGIN(MLC_COLL_BARRIER);
-    a = (mlc_args_t){.dtype = MLC_UINT8, .esize = 1};
+    MLC_SET_ARGS(a, .dtype = MLC_UINT8, .esize = 1);
     return submit(comm, MLC_COLL_BARRIER, &a, 0, req);
 }
 
@@ -496,8 +514,8 @@ mlc_status_t mlc_send(const void *buf, size_t count, mlc_dtype_t dtype, int peer
     size_t n = 0;
     TRY(bytes_of(MLC_COLL_SEND, count, mlc_dtype_size(dtype), &n));
     TRY(check_buf(MLC_COLL_SEND, "buf", buf, count));
-    a = (mlc_args_t){.sendbuf = buf, .count = count, .dtype = dtype, .esize = mlc_dtype_size(dtype),
-                     .root = peer, .tag = tag};
+    MLC_SET_ARGS(a, .sendbuf = buf, .count = count, .dtype = dtype, .esize = mlc_dtype_size(dtype),
+                    .root = peer, .tag = tag);
     return submit(comm, MLC_COLL_SEND, &a, n, req);
 }
 
@@ -511,8 +529,8 @@ mlc_status_t mlc_recv(void *buf, size_t count, mlc_dtype_t dtype, int peer, int 
     size_t n = 0;
     TRY(bytes_of(MLC_COLL_RECV, count, mlc_dtype_size(dtype), &n));
     TRY(check_buf(MLC_COLL_RECV, "buf", buf, count));
-    a = (mlc_args_t){.recvbuf = buf, .count = count, .dtype = dtype, .esize = mlc_dtype_size(dtype),
-                     .root = peer, .tag = tag, .msg_status = status};
+    MLC_SET_ARGS(a, .recvbuf = buf, .count = count, .dtype = dtype, .esize = mlc_dtype_size(dtype),
+                    .root = peer, .tag = tag, .msg_status = status);
     return submit(comm, MLC_COLL_RECV, &a, n, req);
 }
 
@@ -532,9 +550,9 @@ mlc_status_t mlc_sendrecv(const void *sendbuf, size_t sendcount, int dest, int s
     TRY(check_buf(MLC_COLL_SENDRECV, "sendbuf", sendbuf, sendcount));
     TRY(check_buf(MLC_COLL_SENDRECV, "recvbuf", recvbuf, recvcount));
     CHECK_ARG(!overlap(sendbuf, sn, recvbuf, rn), "mlc_sendrecv: send and receive buffers overlap");
-    a = (mlc_args_t){.sendbuf = sendbuf, .recvbuf = recvbuf, .count = sendcount, .count2 = recvcount,
-                     .dtype = dtype, .esize = es, .root = dest, .peer2 = source, .tag = sendtag,
-                     .tag2 = recvtag, .msg_status = status};
+    MLC_SET_ARGS(a, .sendbuf = sendbuf, .recvbuf = recvbuf, .count = sendcount, .count2 = recvcount,
+                    .dtype = dtype, .esize = es, .root = dest, .peer2 = source, .tag = sendtag,
+                    .tag2 = recvtag, .msg_status = status);
     return submit(comm, MLC_COLL_SENDRECV, &a, sn, req);
 }
 

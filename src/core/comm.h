@@ -18,7 +18,8 @@ struct mlc_profiler;
 struct mlc_devmem;
 struct mlc_stage;
 
-/* Validated arguments of one operation (what each field means depends on coll). */
+/* Validated arguments of one operation (what each field means depends on coll).
+ * A new field also goes into MLC_SET_ARGS (api.c), which names every field. */
 typedef struct mlc_args {
     const void *sendbuf;
     void *recvbuf;

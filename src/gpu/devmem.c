@@ -73,7 +73,7 @@ mlc_status_t mlc_devmem_setup(mlc_comm_t *comm)
     /* Agree: staged if any rank has a runtime (the others then run the same
      * chunk structure on host buffers); direct only if every backend can. */
     bool capable = rt && comm->be->device_capable && comm->be->device_capable(comm);
-    char why[128] = "MLC_CUDA_IPC=0";
+    char why[256] = "MLC_CUDA_IPC=0";
     bool ipc = rt && comm->size > 1 && comm->cfg.cuda_ipc && mlc_ipc_capable(comm, rt, why, sizeof why);
     /* One MAX allreduce: [0] = any rank has a runtime, [1] = -(every rank capable), [2] = -(every rank IPC). */
     int32_t mine[3] = {rt != NULL, capable ? -1 : 0, ipc ? -1 : 0}, all[3] = {mine[0], mine[1], mine[2]};
@@ -84,7 +84,12 @@ mlc_status_t mlc_devmem_setup(mlc_comm_t *comm)
         if (st != MLC_SUCCESS) return st;
     }
     if (!all[0]) return MLC_SUCCESS; /* memory auto and no rank has a GPU */
-    st = attach(comm, rt, all[1] == -1, all[2] == -1);
+    /* Every rank can: make sure they can share memory before any call relies on it. */
+    bool ipc_all = all[2] == -1;
+    if (ipc && !ipc_all) snprintf(why, sizeof why, "another rank cannot use it");
+    if (ipc_all && (st = mlc_ipc_probe(comm, rt, &ipc_all, why, sizeof why)) != MLC_SUCCESS) return st;
+    ipc = ipc_all;
+    st = attach(comm, rt, all[1] == -1, ipc_all);
     if (st != MLC_SUCCESS) return st;
     const mlc_devmem_t *d = comm->dev;
     if (!ipc && rt && comm->size > 1) MLC_INFO("rank %d: no %s IPC: %s", comm->rank, rt->name, why);

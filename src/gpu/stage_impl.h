@@ -72,6 +72,7 @@ struct mlc_stage {
     mlc_request_t *ipc_sub;
     slot_t ipc_slot;     /* its event tracks the copies */
     mlc_ipc_rec_t ipc_mine[2], *ipc_all; /* [0] the buffer peers read, [1] allreduce's recvbuf; 2 per rank */
+    const char **ipc_ptr; /* where each of those is mapped here (2 per rank; NULL: not needed) */
     /* CUDA IPC reductions: this rank's block, elements [red_lo, red_lo + red_len) of every
      * rank's sendbuf, pulled in sub-chunks of red_sub elements into two pinned slots */
     size_t red_lo, red_len, red_sub, red_nsub, red_pulled, red_reduced;
@@ -90,6 +91,7 @@ mlc_status_t mlc_stage_take_sub(mlc_request_t **psub);
 void mlc_stage_fail_op(mlc_stage_t *op, mlc_status_t st);
 bool mlc_stage_earlier_pending(const mlc_stage_t *op);
 mlc_status_t mlc_stage_alloc_slots(mlc_stage_t *op);
+void mlc_stage_replan_as_is(mlc_stage_t *op);
 
 /* stage_ipc.c */
 bool mlc_stage_ipc_wanted(mlc_coll_t coll, const mlc_args_t *a);

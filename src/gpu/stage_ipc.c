@@ -20,7 +20,10 @@
  * A closing barrier keeps every buffer in use until no peer reads it. If
  * any rank's buffers cannot take part (host memory, memory that cannot be
  * exported, no pinned memory), every rank learns it from the records and
- * the call is staged instead.
+ * the call is staged instead, or runs as it is when no rank has device
+ * buffers. Whether the processes can map each other's memory at all was
+ * probed when the communicator was set up (ipc.h); a mapping that still
+ * fails fails the call before any copy is queued.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -125,19 +128,58 @@ mlc_status_t mlc_stage_ipc_prepare(mlc_stage_t *op)
         ok = export_buf(op, src, src && op->role[sr].device, &mine[0]);
     }
     if (!ok) mine[0].ok = 0;
+    /* If no rank has device buffers, the call runs as it is (see the exchange). */
+    mine[0].reserved = op->role[SEND].device || op->role[RECV].device;
     return MLC_SUCCESS;
 }
 
-/* Where rank q's buffer `which` (0: the source, 1: allreduce's recvbuf) is mapped in this process. */
-static mlc_status_t ipc_from(mlc_stage_t *op, int q, int which, const char **ptr)
+/* Does this rank read rank q's buffer `which` (0: the source, 1: allreduce's recvbuf)? */
+static bool reads(const mlc_stage_t *op, int q, int which)
 {
-    if (q == op->comm->rank) {
-        *ptr = which ? op->args.recvbuf : op->args.sendbuf;
-        return MLC_SUCCESS;
+    const mlc_args_t *a = &op->args;
+    int me = op->comm->rank;
+    if (which == 1) return op->coll == MLC_COLL_ALLREDUCE;
+    switch (op->coll) {
+    case MLC_COLL_BROADCAST:
+    case MLC_COLL_SCATTER: return q == a->root && !(me == a->root && a->inplace);
+    case MLC_COLL_GATHER: return me == a->root;
+    default: return true;
     }
-    char *p;
-    mlc_status_t st = mlc_ipc_open(op->comm->dev, q, &op->ipc_all[2 * q + which], &p);
-    if (st == MLC_SUCCESS) *ptr = p;
+}
+
+/* Map every peer buffer this rank will read before any copy is queued: a
+ * mapping that fails then fails the call with nothing in flight. */
+static mlc_status_t resolve(mlc_stage_t *op)
+{
+    int p = op->comm->size, me = op->comm->rank;
+    op->ipc_ptr = calloc(2 * (size_t)p, sizeof *op->ipc_ptr);
+    if (!op->ipc_ptr) return mlc_error(MLC_ERR_NO_MEMORY, "mlc_%s: out of memory", mlc_coll_name(op->coll));
+    for (int q = 0; q < p; q++)
+        for (int which = 0; which < 2; which++) {
+            if (!reads(op, q, which)) continue;
+            if (q == me) {
+                op->ipc_ptr[2 * q + which] = which ? op->args.recvbuf : op->args.sendbuf;
+                continue;
+            }
+            char *ptr;
+            mlc_status_t st = mlc_ipc_open(op->comm->dev, q, &op->ipc_all[2 * q + which], &ptr);
+            if (st != MLC_SUCCESS) return st;
+            op->ipc_ptr[2 * q + which] = ptr;
+        }
+    return MLC_SUCCESS;
+}
+
+/* Where rank q's buffer `which` is mapped in this process (resolved beforehand). */
+static const char *ipc_at(const mlc_stage_t *op, int q, int which) { return op->ipc_ptr[2 * q + which]; }
+
+/* A copy failed after others were queued: the slot's event must cover them
+ * before its memory can be released (best effort: the call has failed anyway). */
+static mlc_status_t fail_after_copies(mlc_stage_t *op, slot_t *s, mlc_status_t st)
+{
+    char msg[384];
+    snprintf(msg, sizeof msg, "%s", mlc_last_error());
+    mlc_stage_record(op, s);
+    mlc_error(st, "%s", msg);
     return st;
 }
 
@@ -148,18 +190,13 @@ static mlc_status_t ipc_copy(mlc_stage_t *op)
     int me = op->comm->rank, p = op->comm->size;
     size_t es = a->esize, n = a->count * es;
     char *recv = a->recvbuf;
-    const char *src = NULL;
     mlc_status_t st = MLC_SUCCESS;
     switch (op->coll) {
     case MLC_COLL_BROADCAST:
-        if (me == a->root && a->inplace) break;
-        st = ipc_from(op, a->root, 0, &src);
-        if (st == MLC_SUCCESS) st = mlc_stage_copy(op, true, recv, src, n);
+        if (reads(op, a->root, 0)) st = mlc_stage_copy(op, true, recv, ipc_at(op, a->root, 0), n);
         break;
     case MLC_COLL_SCATTER:
-        if (me == a->root && a->inplace) break;
-        st = ipc_from(op, a->root, 0, &src);
-        if (st == MLC_SUCCESS) st = mlc_stage_copy(op, true, recv, src + (size_t)me * n, n);
+        if (reads(op, a->root, 0)) st = mlc_stage_copy(op, true, recv, ipc_at(op, a->root, 0) + (size_t)me * n, n);
         break;
     case MLC_COLL_GATHER:
         if (me != a->root) break;
@@ -168,15 +205,12 @@ static mlc_status_t ipc_copy(mlc_stage_t *op)
     case MLC_COLL_ALLGATHER:
         for (int q = 0; q < p && st == MLC_SUCCESS; q++) {
             if (q == me && a->inplace) continue;
-            st = ipc_from(op, q, 0, &src);
-            if (st == MLC_SUCCESS) st = mlc_stage_copy(op, true, recv + (size_t)q * n, src, n);
+            st = mlc_stage_copy(op, true, recv + (size_t)q * n, ipc_at(op, q, 0), n);
         }
         break;
     case MLC_COLL_ALLTOALL:
-        for (int q = 0; q < p && st == MLC_SUCCESS; q++) {
-            st = ipc_from(op, q, 0, &src);
-            if (st == MLC_SUCCESS) st = mlc_stage_copy(op, true, recv + (size_t)q * n, src + (size_t)me * n, n);
-        }
+        for (int q = 0; q < p && st == MLC_SUCCESS; q++)
+            st = mlc_stage_copy(op, true, recv + (size_t)q * n, ipc_at(op, q, 0) + (size_t)me * n, n);
         break;
     case MLC_COLL_ALLREDUCE:
         /* the other ranks' reduced blocks, from their recvbufs */
@@ -184,13 +218,13 @@ static mlc_status_t ipc_copy(mlc_stage_t *op)
             size_t lo, len;
             block_of(a->count, p, q, &lo, &len);
             if (q == me || len == 0) continue;
-            st = ipc_from(op, q, 1, &src);
-            if (st == MLC_SUCCESS) st = mlc_stage_copy(op, true, recv + lo * es, src + lo * es, len * es);
+            st = mlc_stage_copy(op, true, recv + lo * es, ipc_at(op, q, 1) + lo * es, len * es);
         }
         break;
     default: break;
     }
-    return st == MLC_SUCCESS ? mlc_stage_record(op, &op->ipc_slot) : st;
+    if (st != MLC_SUCCESS) return fail_after_copies(op, &op->ipc_slot, st);
+    return mlc_stage_record(op, &op->ipc_slot);
 }
 
 /* Pull sub-chunk k of this rank's block from every rank into slot k % 2. */
@@ -201,13 +235,11 @@ static mlc_status_t pull(mlc_stage_t *op, size_t k)
     size_t len = op->red_len - off < op->red_sub ? op->red_len - off : op->red_sub;
     char *slot = op->red_pin[k % 2];
     mlc_status_t st = MLC_SUCCESS;
-    for (int q = 0; q < p && st == MLC_SUCCESS; q++) {
-        const char *src;
-        st = ipc_from(op, q, 0, &src);
-        if (st == MLC_SUCCESS)
-            st = mlc_stage_copy(op, true, slot + (size_t)q * op->red_sub * es, src + (op->red_lo + off) * es, len * es);
-    }
-    return st == MLC_SUCCESS ? mlc_stage_record(op, &op->red_slot[k % 2]) : st;
+    for (int q = 0; q < p && st == MLC_SUCCESS; q++)
+        st = mlc_stage_copy(op, true, slot + (size_t)q * op->red_sub * es, ipc_at(op, q, 0) + (op->red_lo + off) * es,
+                            len * es);
+    if (st != MLC_SUCCESS) return fail_after_copies(op, &op->red_slot[k % 2], st);
+    return mlc_stage_record(op, &op->red_slot[k % 2]);
 }
 
 /* Reduce the pulled sub-chunk k (rank order: x0 op (x1 op (... op x_{p-1}))), then push it. */
@@ -288,14 +320,18 @@ int mlc_stage_ipc_advance(mlc_stage_t *op, int *gpu_wait)
         if (!sub_done(op)) return 0;
         st = mlc_stage_take_sub(&op->ipc_sub);
         if (st != MLC_SUCCESS) break;
-        bool all_ok = true;
+        bool all_ok = true, any_device = false;
         for (int q = 0; q < 2 * op->comm->size; q++) all_ok &= op->ipc_all[q].ok == 1;
+        for (int q = 0; q < op->comm->size; q++) any_device |= op->ipc_all[2 * q].reserved != 0;
         if (!all_ok) {
-            /* Some rank's buffers rule IPC out: every rank saw it, every rank stages. */
+            /* Some rank's buffers rule IPC out: every rank saw it, every rank stages,
+             * or, when no rank has device buffers, runs the call as it is. */
             op->ipc_phase = IPC_OFF;
+            if (!any_device) mlc_stage_replan_as_is(op);
             st = mlc_stage_alloc_slots(op);
             break;
         }
+        if ((st = resolve(op)) != MLC_SUCCESS) break;
         if (reduces(op)) {
             op->ipc_phase = IPC_REDUCE;
         } else {
@@ -357,4 +393,5 @@ void mlc_stage_ipc_free(mlc_stage_t *op)
         for (int i = 0; i < 2; i++)
             if (op->red_pin[i]) mlc_pinned_free(pool, op->red_pin[i]);
     free(op->ipc_all);
+    free(op->ipc_ptr);
 }

@@ -18,6 +18,8 @@
  *                            copies go through a second, writable mapping;
  *                            IPC handles then work across processes
  *                            (/proc/<pid>/fd/<fd>), like CUDA IPC
+ *   FAKE_CUDA_IPC_REFUSE=1   cudaIpcOpenMemHandle always fails (processes
+ *                            that may not share memory, e.g. containers)
  *
  * Built with -DFAKE_HIP it is a HIP runtime instead (fake_names.h).
  * Built with -DFAKE_PARTIAL, it exports only the first few symbols of the
@@ -489,6 +491,8 @@ API int hipMemGetAddressRange(void **base, size_t *size, void *ptr)
 API int cudaIpcOpenMemHandle(void **p, ipc_handle_t h, unsigned flags)
 {
     __atomic_add_fetch(&fake_cuda_ipc_opens, 1, __ATOMIC_RELAXED);
+    const char *refuse = getenv("FAKE_CUDA_IPC_REFUSE");
+    if (refuse && strcmp(refuse, "1") == 0) return fail(E_INVALID_VALUE);
     ipc_wire_t w;
     memcpy(&w, h.reserved, sizeof w);
     if (w.magic != IPC_MAGIC) return fail(E_INVALID_VALUE);
