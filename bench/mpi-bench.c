@@ -37,44 +37,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "peer_common.h"
 
 /* Where the measured calls go: MPI_COMM_WORLD, or its duplicate (-D). */
 static MPI_Comm bench_comm;
-
-#define MAX_SEGMENTS 64
-
-/* X(name): the collectives compared */
-#define COLL_LIST(X)   \
-    X(allreduce)       \
-    X(allgather)       \
-    X(reduce_scatter)  \
-    X(broadcast)       \
-    X(alltoall)
-
-typedef enum coll {
-#define X_ENUM(n) COLL_##n,
-    COLL_LIST(X_ENUM)
-#undef X_ENUM
-    COLL_COUNT
-} coll_t;
-
-static const char *const coll_names[] = {
-#define X_NAME(n) #n,
-    COLL_LIST(X_NAME)
-#undef X_NAME
-};
-
-typedef struct segment {
-    size_t min, max, factor;
-    long iters;
-} segment_t;
-
-typedef struct geom {
-    size_t count;      /* the count argument */
-    size_t send_elems; /* elements of the send buffer */
-    size_t recv_elems;
-    size_t size_bytes; /* the larger buffer */
-} geom_t;
 
 typedef struct bench {
     int rank, p;
@@ -82,39 +48,6 @@ typedef struct bench {
     size_t buf_elems;
     unsigned long long seed;
 } bench_t;
-
-static geom_t geometry(coll_t c, size_t bytes, int p)
-{
-    size_t elems = bytes / sizeof(float), n = elems / (size_t)p;
-    geom_t g;
-    switch (c) {
-    case COLL_allgather:
-        g = (geom_t){n, n, n * (size_t)p, 0};
-        break;
-    case COLL_reduce_scatter:
-        g = (geom_t){n, n * (size_t)p, n, 0};
-        break;
-    case COLL_alltoall:
-        g = (geom_t){n, n * (size_t)p, n * (size_t)p, 0};
-        break;
-    default:
-        g = (geom_t){elems, elems, elems, 0};
-        break;
-    }
-    g.size_bytes = (g.send_elems > g.recv_elems ? g.send_elems : g.recv_elems) * sizeof(float);
-    return g;
-}
-
-static double busbw_factor(coll_t c, int p)
-{
-    switch (c) {
-    case COLL_allreduce: return 2.0 * (p - 1) / p;
-    case COLL_allgather:
-    case COLL_reduce_scatter:
-    case COLL_alltoall: return (double)(p - 1) / p;
-    default: return 1.0;
-    }
-}
 
 static int run(coll_t c, const float *send, float *recv, const geom_t *g)
 {
@@ -131,26 +64,6 @@ static int run(coll_t c, const float *send, float *recv, const geom_t *g)
     }
 }
 
-/* Offset (elements) of iteration it: walk through the buffers one size at a time. */
-static size_t shift_of(const bench_t *b, const geom_t *g, long it)
-{
-    size_t elems = g->size_bytes / sizeof(float);
-    if (elems == 0) return 0;
-    return elems * ((size_t)it % (b->buf_elems / elems));
-}
-
-/* Small integers (exact in float32 sums over any rank count we run), new per seed. */
-static void fill(float *buf, size_t n, unsigned long long seed, int rank)
-{
-    uint64_t x = seed * 0x9E3779B97F4A7C15ull + (uint64_t)rank * 0xBF58476D1CE4E5B9ull + 1;
-    for (size_t i = 0; i < n; i++) {
-        x ^= x >> 31;
-        x *= 0x94D049BB133111EBull;
-        x ^= x >> 29;
-        buf[i] = (float)((int)(x % 64) - 32);
-    }
-}
-
 static int call_at(const bench_t *b, coll_t c, const geom_t *g, size_t shift)
 {
     /* broadcast sends from the root's recv buffer, as MPI_Bcast does */
@@ -161,12 +74,12 @@ static int measure(bench_t *b, coll_t c, size_t bytes, long iters, double *time_
 {
     geom_t g = geometry(c, bytes, b->p);
     /* one call on fresh data */
-    fill(b->send, g.send_elems, b->seed ^ bytes, b->rank);
-    if (c == COLL_broadcast) fill(b->recv, g.recv_elems, b->seed ^ bytes, b->rank);
+    peer_fill(b->send, g.send_elems, b->seed ^ bytes, b->rank);
+    if (c == COLL_broadcast) peer_fill(b->recv, g.recv_elems, b->seed ^ bytes, b->rank);
     int rc = call_at(b, c, &g, 0);
     if (rc == MPI_SUCCESS) rc = MPI_Barrier(bench_comm);
     double t0 = MPI_Wtime();
-    for (long it = 0; it < iters && rc == MPI_SUCCESS; it++) rc = call_at(b, c, &g, shift_of(b, &g, it));
+    for (long it = 0; it < iters && rc == MPI_SUCCESS; it++) rc = call_at(b, c, &g, peer_shift(b->buf_elems, &g, it));
     double t = (MPI_Wtime() - t0) / (double)iters;
     if (rc == MPI_SUCCESS) rc = MPI_Allreduce(&t, time_s, 1, MPI_DOUBLE, MPI_MAX, bench_comm);
     *gout = g;
@@ -180,17 +93,9 @@ static int warm_up(bench_t *b, coll_t c, const segment_t *s, long warmup, size_t
     for (int k = 0; k < 2; k++) {
         geom_t g = geometry(c, sizes[k], b->p);
         for (long it = 0; it < warmup && rc == MPI_SUCCESS; it++)
-            rc = call_at(b, c, &g, shift_of(b, &g, it));
+            rc = call_at(b, c, &g, peer_shift(b->buf_elems, &g, it));
     }
     return rc;
-}
-
-/* The largest size of the segment's sweep. */
-static size_t last_size(const segment_t *s)
-{
-    size_t x = s->min;
-    while (s->factor > 1 && x <= s->max / s->factor) x *= s->factor;
-    return x;
 }
 
 static int run_segment(bench_t *b, coll_t c, const segment_t *s, long warmup)
@@ -212,8 +117,8 @@ static int run_segment(bench_t *b, coll_t c, const segment_t *s, long warmup)
         MPI_Abort(MPI_COMM_WORLD, 3);
     }
     /* every page written (no shared zero page), with this run's data */
-    fill(b->send, b->buf_elems, b->seed, b->rank);
-    fill(b->recv, b->buf_elems, b->seed + 1, b->rank);
+    peer_fill(b->send, b->buf_elems, b->seed, b->rank);
+    peer_fill(b->recv, b->buf_elems, b->seed + 1, b->rank);
     rc = warm_up(b, c, s, warmup, last);
     for (size_t bytes = s->min; rc == MPI_SUCCESS;) {
         double t = 0;
@@ -232,54 +137,6 @@ static int run_segment(bench_t *b, coll_t c, const segment_t *s, long warmup)
     free(b->recv);
     b->send = b->recv = NULL;
     return rc;
-}
-
-static int parse_size(const char *s, size_t *out)
-{
-    char *end;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (end == s) return -1;
-    int shift = 0;
-    if (*end == 'K' || *end == 'k') shift = 10, end++;
-    else if (*end == 'M' || *end == 'm') shift = 20, end++;
-    else if (*end == 'G' || *end == 'g') shift = 30, end++;
-    if (*end != '\0' && *end != ':') return -1;
-    *out = (size_t)v << shift;
-    return (int)(end - s);
-}
-
-static int parse_segment(const char *arg, segment_t *s)
-{
-    size_t f = 0;
-    long it = 0;
-    int n = parse_size(arg, &s->min);
-    if (n < 0 || arg[n] != ':') return -1;
-    arg += n + 1;
-    n = parse_size(arg, &s->max);
-    if (n < 0 || arg[n] != ':') return -1;
-    arg += n + 1;
-    char *end;
-    f = strtoul(arg, &end, 10);
-    if (end == arg || *end != ':') return -1;
-    it = strtol(end + 1, &end, 10);
-    if (*end != '\0' || it < 1 || f < 1 || s->min > s->max || s->max > ((size_t)1 << 34)) return -1;
-    s->factor = f;
-    s->iters = it;
-    return 0;
-}
-
-static int parse_colls(char *list, int *selected)
-{
-    for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
-        int found = 0;
-        for (int c = 0; c < COLL_COUNT; c++)
-            if (strcmp(tok, coll_names[c]) == 0) selected[c] = found = 1;
-        if (!found) {
-            fprintf(stderr, "mpi-bench: unknown collective '%s'\n", tok);
-            return -1;
-        }
-    }
-    return 0;
 }
 
 /* X(name, MPI constant): thread levels for -t */
@@ -343,7 +200,7 @@ int main(int argc, char **argv)
     int dup = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-c") == 0 && i + 1 < argc) {
-            if (parse_colls(argv[++i], selected) != 0) return 2;
+            if (parse_colls(argv[++i], selected, "mpi-bench") != 0) return 2;
         } else if (strcmp(argv[i], "-w") == 0 && i + 1 < argc) {
             warmup = strtol(argv[++i], NULL, 10);
         } else if (strcmp(argv[i], "-S") == 0 && i + 1 < argc) {

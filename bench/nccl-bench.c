@@ -51,8 +51,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include "peer_common.h"
 
-#define MAX_SEGMENTS 64
 #define EXIT_USAGE 2
 #define EXIT_CALL 3
 #define EXIT_UNAVAILABLE 4
@@ -115,39 +115,6 @@ static struct {
 } api;
 
 /* ---- the job -------------------------------------------------------------------------- */
-
-/* X(name): the collectives compared (mpi-bench's list) */
-#define COLL_LIST(X)   \
-    X(allreduce)       \
-    X(allgather)       \
-    X(reduce_scatter)  \
-    X(broadcast)       \
-    X(alltoall)
-
-typedef enum coll {
-#define X_ENUM(n) COLL_##n,
-    COLL_LIST(X_ENUM)
-#undef X_ENUM
-    COLL_COUNT
-} coll_t;
-
-static const char *const coll_names[] = {
-#define X_NAME(n) #n,
-    COLL_LIST(X_NAME)
-#undef X_NAME
-};
-
-typedef struct segment {
-    size_t min, max, factor;
-    long iters;
-} segment_t;
-
-typedef struct geom {
-    size_t count;      /* the count argument */
-    size_t send_elems; /* elements of the send buffer */
-    size_t recv_elems;
-    size_t size_bytes; /* the larger buffer */
-} geom_t;
 
 typedef struct bench {
     int rank, p, local_rank, device, ndev;
@@ -388,39 +355,6 @@ static void init_comm(bench_t *b)
 
 /* ---- measuring ------------------------------------------------------------------------------- */
 
-static geom_t geometry(coll_t c, size_t bytes, int p)
-{
-    size_t elems = bytes / sizeof(float), n = elems / (size_t)p;
-    geom_t g;
-    switch (c) {
-    case COLL_allgather:
-        g = (geom_t){n, n, n * (size_t)p, 0};
-        break;
-    case COLL_reduce_scatter:
-        g = (geom_t){n, n * (size_t)p, n, 0};
-        break;
-    case COLL_alltoall:
-        g = (geom_t){n, n * (size_t)p, n * (size_t)p, 0};
-        break;
-    default:
-        g = (geom_t){elems, elems, elems, 0};
-        break;
-    }
-    g.size_bytes = (g.send_elems > g.recv_elems ? g.send_elems : g.recv_elems) * sizeof(float);
-    return g;
-}
-
-static double busbw_factor(coll_t c, int p)
-{
-    switch (c) {
-    case COLL_allreduce: return 2.0 * (p - 1) / p;
-    case COLL_allgather:
-    case COLL_reduce_scatter:
-    case COLL_alltoall: return (double)(p - 1) / p;
-    default: return 1.0;
-    }
-}
-
 /* Enqueue one call on b->stream. */
 static void run(const bench_t *b, coll_t c, const float *send, float *recv, const geom_t *g)
 {
@@ -445,30 +379,10 @@ static void run(const bench_t *b, coll_t c, const float *send, float *recv, cons
     if (b->sync_each) CUDA(cudaStreamSynchronize(b->stream));
 }
 
-/* Offset (elements) of iteration it: walk through the buffers one size at a time. */
-static size_t shift_of(const bench_t *b, const geom_t *g, long it)
-{
-    size_t elems = g->size_bytes / sizeof(float);
-    if (elems == 0) return 0;
-    return elems * ((size_t)it % (b->buf_elems / elems));
-}
-
-/* Small integers (exact in float32 sums over any rank count we run), new per seed. */
-static void fill_host(float *buf, size_t n, unsigned long long seed, int rank)
-{
-    uint64_t x = seed * 0x9E3779B97F4A7C15ull + (uint64_t)rank * 0xBF58476D1CE4E5B9ull + 1;
-    for (size_t i = 0; i < n; i++) {
-        x ^= x >> 31;
-        x *= 0x94D049BB133111EBull;
-        x ^= x >> 29;
-        buf[i] = (float)((int)(x % 64) - 32);
-    }
-}
-
 /* Device buffer <- fresh data (through the host staging buffer). */
 static void fill(bench_t *b, float *dev, size_t n, unsigned long long seed)
 {
-    fill_host(b->host, n, seed, b->rank);
+    peer_fill(b->host, n, seed, b->rank);
     CUDA(cudaMemcpyAsync(dev, b->host, n * sizeof(float), CUDA_MEMCPY_DEFAULT, b->stream));
     CUDA(cudaStreamSynchronize(b->stream));
 }
@@ -500,7 +414,7 @@ static double measure(bench_t *b, coll_t c, size_t bytes, long iters, geom_t *go
     barrier(b);
     double t0 = now();
     for (long it = 0; it < iters; it++) {
-        size_t shift = shift_of(b, &g, it);
+        size_t shift = peer_shift(b->buf_elems, &g, it);
         run(b, c, b->send + shift, b->recv + shift, &g);
     }
     CUDA(cudaStreamSynchronize(b->stream));
@@ -515,19 +429,11 @@ static void warm_up(bench_t *b, coll_t c, const segment_t *s, long warmup, size_
     for (int k = 0; k < 2; k++) {
         geom_t g = geometry(c, sizes[k], b->p);
         for (long it = 0; it < warmup; it++) {
-            size_t shift = shift_of(b, &g, it);
+            size_t shift = peer_shift(b->buf_elems, &g, it);
             run(b, c, b->send + shift, b->recv + shift, &g);
         }
     }
     CUDA(cudaStreamSynchronize(b->stream));
-}
-
-/* The largest size of the segment's sweep. */
-static size_t last_size(const segment_t *s)
-{
-    size_t x = s->min;
-    while (s->factor > 1 && x <= s->max / s->factor) x *= s->factor;
-    return x;
 }
 
 static void run_segment(bench_t *b, coll_t c, const segment_t *s, long warmup)
@@ -566,52 +472,6 @@ static void run_segment(bench_t *b, coll_t c, const segment_t *s, long warmup)
 
 /* ---- command line ------------------------------------------------------------------------------ */
 
-static int parse_size(const char *s, size_t *out)
-{
-    char *end;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (end == s) return -1;
-    int shift = 0;
-    if (*end == 'K' || *end == 'k') shift = 10, end++;
-    else if (*end == 'M' || *end == 'm') shift = 20, end++;
-    else if (*end == 'G' || *end == 'g') shift = 30, end++;
-    if (*end != '\0' && *end != ':') return -1;
-    *out = (size_t)v << shift;
-    return (int)(end - s);
-}
-
-static int parse_segment(const char *arg, segment_t *s)
-{
-    int n = parse_size(arg, &s->min);
-    if (n < 0 || arg[n] != ':') return -1;
-    arg += n + 1;
-    n = parse_size(arg, &s->max);
-    if (n < 0 || arg[n] != ':') return -1;
-    arg += n + 1;
-    char *end;
-    size_t f = strtoul(arg, &end, 10);
-    if (end == arg || *end != ':') return -1;
-    long it = strtol(end + 1, &end, 10);
-    if (*end != '\0' || it < 1 || f < 1 || s->min > s->max || s->max > ((size_t)1 << 34)) return -1;
-    s->factor = f;
-    s->iters = it;
-    return 0;
-}
-
-static int parse_colls(char *list, int *selected)
-{
-    for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
-        int found = 0;
-        for (int c = 0; c < COLL_COUNT; c++)
-            if (strcmp(tok, coll_names[c]) == 0) selected[c] = found = 1;
-        if (!found) {
-            fprintf(stderr, "nccl-bench: unknown collective '%s'\n", tok);
-            return -1;
-        }
-    }
-    return 0;
-}
-
 static void usage(void)
 {
     fprintf(stderr, "usage: nccl-bench [-c COLL[,COLL...]] [-w WARMUP] [-S SEED] [-y] MIN:MAX:FACTOR:ITERS...\n"
@@ -639,7 +499,7 @@ int main(int argc, char **argv)
     b.seed = 1;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-c") == 0 && i + 1 < argc) {
-            if (parse_colls(argv[++i], selected) != 0) return EXIT_USAGE;
+            if (parse_colls(argv[++i], selected, "nccl-bench") != 0) return EXIT_USAGE;
         } else if (strcmp(argv[i], "-w") == 0 && i + 1 < argc) {
             warmup = strtol(argv[++i], NULL, 10);
         } else if (strcmp(argv[i], "-S") == 0 && i + 1 < argc) {

@@ -23,6 +23,8 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BENCH_DIR=$ROOT/bench
+# shellcheck source=bench/common.sh
+. "$BENCH_DIR/common.sh"
 
 # ---- options ------------------------------------------------------------------------
 MODE=full
@@ -117,15 +119,6 @@ for c in $COLLS; do
     esac
 done
 
-bytes_of() { # 8 / 4K / 128M -> bytes
-    local v=$1
-    case $v in
-    *[kK]) echo $((${v%?} << 10)) ;;
-    *[mM]) echo $((${v%?} << 20)) ;;
-    *[gG]) echo $((${v%?} << 30)) ;;
-    *) echo $((v)) ;;
-    esac
-}
 MIN_B=$(bytes_of "$MIN_BYTES")
 MAX_B=$(bytes_of "$MAX_BYTES")
 # Two segments: below 1 MiB with ITERS_SMALL, from 1 MiB with ITERS_LARGE.
@@ -200,17 +193,7 @@ launch() {
     local envs=()
     while [ "$1" != -- ]; do envs+=("$1"); shift; done
     shift
-    echo "+ ${envs[*]} mlcomm-run -n $np $*" >>"$logf"
-    if ! env "${envs[@]}" timeout "$LAUNCH_TIMEOUT" "$MLC_RUN" -n "$np" "$@" >"$logf.tmp" 2>&1; then
-        cat "$logf.tmp" >>"$logf"
-        rm -f "$logf.tmp"
-        echo "vs-gpu.sh: failed: ${envs[*]} mlcomm-run -n $np $* (log: $logf)" >&2
-        tail -20 "$logf" >&2
-        exit 1
-    fi
-    cat "$logf.tmp" >>"$logf"
-    cat "$logf.tmp"
-    rm -f "$logf.tmp"
+    run_logged vs-gpu.sh "$logf" "${envs[@]}" -- "$MLC_RUN" -n "$np" "$@"
 }
 
 # side_env SIDE: the environment of one side. On the doubles, device memory of the

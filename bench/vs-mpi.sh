@@ -20,6 +20,8 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BENCH_DIR=$ROOT/bench
+# shellcheck source=bench/common.sh
+. "$BENCH_DIR/common.sh"
 
 # ---- options -------------------------------------------------------------------
 MODE=full
@@ -130,15 +132,6 @@ for p in $PEERS; do
     case $p in ompi | mpich) ;; *) echo "vs-mpi.sh: unknown peer '$p' (ompi, mpich)" >&2; exit 2 ;; esac
 done
 
-bytes_of() { # 8 / 4K / 128M -> bytes
-    local v=$1
-    case $v in
-    *[kK]) echo $((${v%?} << 10)) ;;
-    *[mM]) echo $((${v%?} << 20)) ;;
-    *[gG]) echo $((${v%?} << 30)) ;;
-    *) echo $((v)) ;;
-    esac
-}
 MIN_B=$(bytes_of "$MIN_BYTES")
 MAX_B=$(bytes_of "$MAX_BYTES")
 SIZES=""
@@ -213,20 +206,9 @@ overhead_main() {
             cmd=(mpiexec.mpich -n "$np" -bind-to none)
         fi
         cmd+=("${wrap[@]}" "$@")
-        echo "+ ${cmd[*]}" >>"$logf"
         local tun=()
         [ "$OV_TUNABLES" = none ] || tun=(GLIBC_TUNABLES="$OV_TUNABLES")
-        if ! env "${tun[@]}" MLC_BACKEND=mpi MLC_MPI_THREAD_LEVEL="$THREAD_LEVEL" timeout "$LAUNCH_TIMEOUT" \
-            "${cmd[@]}" >"$logf.tmp" 2>&1; then
-            cat "$logf.tmp" >>"$logf"
-            echo "vs-mpi.sh: failed: ${cmd[*]} (log: $logf)" >&2
-            tail -20 "$logf.tmp" >&2
-            rm -f "$logf.tmp"
-            exit 1
-        fi
-        cat "$logf.tmp" >>"$logf"
-        cat "$logf.tmp"
-        rm -f "$logf.tmp"
+        run_logged vs-mpi.sh "$logf" "${tun[@]}" MLC_BACKEND=mpi MLC_MPI_THREAD_LEVEL="$THREAD_LEVEL" -- "${cmd[@]}"
     }
     # rows: np,round,side,coll,size,iters,time_us
     ov_mlcomm() { # PEER NP ROUND COLL SIZE ITERS
@@ -418,17 +400,7 @@ launch() {
         cmd+=("${WRAP[@]}" "$@") ;;
     mpich) cmd=(mpiexec.mpich -n "$np" -bind-to none "${WRAP[@]}" "$@") ;;
     esac
-    echo "+ ${cmd[*]}" >>"$logf"
-    if ! MLC_BACKEND=shm timeout "$LAUNCH_TIMEOUT" "${cmd[@]}" >>"$logf.tmp" 2>&1; then
-        cat "$logf.tmp" >>"$logf"
-        rm -f "$logf.tmp"
-        echo "vs-mpi.sh: failed: ${cmd[*]} (log: $logf)" >&2
-        tail -20 "$logf" >&2
-        exit 1
-    fi
-    cat "$logf.tmp"
-    cat "$logf.tmp" >>"$logf"
-    rm -f "$logf.tmp"
+    run_logged vs-mpi.sh "$logf" MLC_BACKEND=shm -- "${cmd[@]}"
 }
 
 # One CSV row per measured size: np,round,side,coll,size,iters,time_us,algbw,busbw,algo
