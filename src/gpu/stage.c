@@ -208,12 +208,16 @@ static mlc_status_t copy_out(mlc_stage_t *op, slot_t *s)
     return ro->device ? mlc_stage_record(op, s) : MLC_SUCCESS;
 }
 
-/* 1: the slot's copy is complete; 0: not yet; < 0: error (message set). */
-int mlc_stage_copy_done(mlc_stage_t *op, slot_t *s)
+/* 1: the slot's copy is complete; 0: not yet (*gpu_wait set: the wait loop polls
+ * the GPU); < 0: error (message set). */
+int mlc_stage_copy_done(mlc_stage_t *op, slot_t *s, int *gpu_wait)
 {
     if (!s->ev_live) return 1;
     int e = op->rt->event_query(s->ev);
-    if (e == MLC_GPU_ERROR_NOT_READY) return 0;
+    if (e == MLC_GPU_ERROR_NOT_READY) {
+        *gpu_wait = 1;
+        return 0;
+    }
     if (e != MLC_GPU_SUCCESS) {
         char buf[256];
         op->rt->get_last_error();
@@ -352,6 +356,14 @@ static bool class_busy(const mlc_devmem_t *d, mlc_coll_t coll)
     return false;
 }
 
+/* A slot's copy: 1 complete, 0 not yet, -1 failed (the operation is failed). */
+static int copied(mlc_stage_t *op, slot_t *s, int *gpu_wait)
+{
+    int d = mlc_stage_copy_done(op, s, gpu_wait);
+    if (d < 0) mlc_stage_fail_op(op, MLC_ERR_BACKEND);
+    return d < 0 ? -1 : d;
+}
+
 /* Advance op as far as it goes now. Returns 1 if anything moved. */
 static int advance(mlc_stage_t *op, int *gpu_wait)
 {
@@ -383,15 +395,8 @@ static int advance(mlc_stage_t *op, int *gpu_wait)
             switch (s->state) {
             case S_IN:
                 if (s->chunk != op->next_start || mlc_stage_earlier_pending(op)) break;
-                d = mlc_stage_copy_done(op, s);
-                if (d < 0) {
-                    mlc_stage_fail_op(op, MLC_ERR_BACKEND);
-                    return 1;
-                }
-                if (d == 0) {
-                    *gpu_wait = 1;
-                    break;
-                }
+                if ((d = copied(op, s, gpu_wait)) < 0) return 1;
+                if (d == 0) break;
                 st = start_sub(op, s);
                 if (st != MLC_SUCCESS) {
                     mlc_stage_fail_op(op, st);
@@ -415,15 +420,8 @@ static int advance(mlc_stage_t *op, int *gpu_wait)
                 again = true;
                 break;
             case S_OUT:
-                d = mlc_stage_copy_done(op, s);
-                if (d < 0) {
-                    mlc_stage_fail_op(op, MLC_ERR_BACKEND);
-                    return 1;
-                }
-                if (d == 0) {
-                    *gpu_wait = 1;
-                    break;
-                }
+                if ((d = copied(op, s, gpu_wait)) < 0) return 1;
+                if (d == 0) break;
                 s->state = S_FREE;
                 op->ndone++;
                 again = true;

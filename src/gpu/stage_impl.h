@@ -83,7 +83,7 @@ struct mlc_stage {
 /* stage.c's helpers for stage_ipc.c. */
 mlc_status_t mlc_stage_copy(mlc_stage_t *op, bool device, void *dst, const void *src, size_t n);
 mlc_status_t mlc_stage_record(mlc_stage_t *op, slot_t *s);
-int mlc_stage_copy_done(mlc_stage_t *op, slot_t *s);
+int mlc_stage_copy_done(mlc_stage_t *op, slot_t *s, int *gpu_wait);
 void mlc_stage_drop_event(const mlc_stage_t *op, slot_t *s);
 mlc_status_t mlc_stage_start_internal(mlc_stage_t *op, mlc_coll_t coll, const mlc_args_t *a, size_t bytes,
                                       mlc_request_t **sub);

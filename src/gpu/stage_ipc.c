@@ -270,27 +270,16 @@ static int reduce_step(mlc_stage_t *op, int *gpu_wait, mlc_status_t *st)
             moved = 1;
         }
         if (op->red_reduced == op->red_pulled) return moved;
-        int d = mlc_stage_copy_done(op, &op->red_slot[op->red_reduced % 2]);
+        int d = mlc_stage_copy_done(op, &op->red_slot[op->red_reduced % 2], gpu_wait);
         if (d < 0) {
             *st = MLC_ERR_BACKEND;
             return 1;
         }
-        if (d == 0) {
-            *gpu_wait = 1;
-            return moved;
-        }
+        if (d == 0) return moved;
         if ((*st = reduce_push(op, op->red_reduced)) != MLC_SUCCESS) return 1;
         op->red_reduced++;
         moved = 1;
     }
-}
-
-/* Waiting for the copies recorded on ipc_slot: 1 when they are complete; 0 not yet; -1 failed. */
-static int copies_done(mlc_stage_t *op, int *gpu_wait)
-{
-    int d = mlc_stage_copy_done(op, &op->ipc_slot);
-    if (d == 0) *gpu_wait = 1;
-    return d;
 }
 
 static mlc_status_t barrier(mlc_stage_t *op)
@@ -348,7 +337,7 @@ int mlc_stage_ipc_advance(mlc_stage_t *op, int *gpu_wait)
         break;
     }
     case IPC_HALF:
-        if ((d = copies_done(op, gpu_wait)) == 0) return 0;
+        if ((d = mlc_stage_copy_done(op, &op->ipc_slot, gpu_wait)) == 0) return 0;
         if (d < 0) st = MLC_ERR_BACKEND;
         /* every rank's block is reduced and in its recvbuf once all are here */
         else st = barrier(op);
@@ -361,7 +350,7 @@ int mlc_stage_ipc_advance(mlc_stage_t *op, int *gpu_wait)
         op->ipc_phase = IPC_COPY;
         break;
     case IPC_COPY:
-        if ((d = copies_done(op, gpu_wait)) == 0) return 0;
+        if ((d = mlc_stage_copy_done(op, &op->ipc_slot, gpu_wait)) == 0) return 0;
         if (d < 0) {
             st = MLC_ERR_BACKEND;
             break;
