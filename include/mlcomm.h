@@ -27,9 +27,21 @@
  *  - A communicator is used by one thread at a time (as NCCL); different
  *    communicators may be used from different threads at once;
  *    mlc_comm_abort() may be called from any thread.
- *  - Errors are sticky: after MLC_ERR_TIMEOUT, MLC_ERR_PEER_LOST or
- *    MLC_ERR_ABORTED the communicator is failed and every later call on it
- *    returns that error at once; only mlc_comm_abort and mlc_comm_free remain.
+ *  - Errors are sticky: after MLC_ERR_TIMEOUT, MLC_ERR_PEER_LOST,
+ *    MLC_ERR_ABORTED or MLC_ERR_MISMATCH the communicator is failed and every
+ *    later call on it returns that error at once; only mlc_comm_abort and
+ *    mlc_comm_free remain.
+ *  - Mismatched calls are caught, not computed: ranks that call the same
+ *    step of a communicator with different collectives, counts, dtypes, ops
+ *    or roots fail with MLC_ERR_MISMATCH and a message naming both sides
+ *    ("rank 0: allreduce(count=1000, float32, sum) vs rank 1:
+ *    allreduce(count=100000, float32, sum), call #17"), before any byte
+ *    moves between their buffers, and the communicator fails on every rank.
+ *    A rank whose part of the call completed before any rank compared (a
+ *    gather leaf, a broadcast root over a tree) gets the error from its next
+ *    call on the communicator. Always on for `threads` and `shm` (the
+ *    signature rides in their slots and message headers); on `mpi` and
+ *    `nccl` with MLC_CHECK=1, at the cost of one small allgather per call.
  */
 #ifndef MLCOMM_H
 #define MLCOMM_H

@@ -154,6 +154,7 @@ static mlc_status_t create(const mlc_cfg_t *cfg, const mlc_boot_t *boot, const m
     if (st == MLC_SUCCESS) st = mlc_model_agree(c);
     if (st == MLC_SUCCESS) st = mlc_devmem_setup(c);
     c->internal_depth--;
+    c->seq_base = c->coll_seq; /* signatures keep counting (src/core/signature.h) */
     c->coll_seq = 0; /* init's own collectives are complete: the user's first is #0 */
     if (st == MLC_SUCCESS) st = mlc_prof_open(c);
     if (st != MLC_SUCCESS) {

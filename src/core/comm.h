@@ -73,6 +73,7 @@ struct mlc_comm {
     char fail_msg[512];
     atomic_int fail_claim; /* the first failing thread writes fail_msg, then publishes failed */
     uint64_t coll_seq;     /* next collective sequence number */
+    uint64_t seq_base;     /* collectives before coll_seq restarted at 0 (init's own): call numbers never repeat */
     const char *algo_forced[MLC_COLL_COUNT]; /* from env or mlc_comm_set_algo; NULL = auto */
     bool algo_selects[MLC_COLL_COUNT]; /* the backend offers more than native: auto asks the selector */
     void *stream;          /* GPU stream (cudaStream_t / hipStream_t) */

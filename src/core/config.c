@@ -510,6 +510,14 @@ static mlc_status_t mlc_resolve_misc(const mlc_config_t *cfg, mlc_cfg_t *r)
         r->cuda_ipc = (int)x;
     }
 
+    /* Call signature check on backends that do not compare them themselves: 0 or 1 */
+    r->check = 0;
+    const char *chk = mlc_env("MLC_CHECK");
+    if (chk != NULL) {
+        if (!mlc_parse_int(chk, 0, 1, &x)) return mlc_error(MLC_ERR_CONFIG, "MLC_CHECK='%s' is not 0 or 1", chk);
+        r->check = (int)x;
+    }
+
     /* CMA: 0 or 1 */
     r->cma = 1;
     if (cfg != NULL && cfg->cma != MLC_UNSET) {
@@ -625,6 +633,7 @@ const char *mlc_config_diff(const mlc_cfg_t *a, const mlc_cfg_t *b)
     if (a->world_size != b->world_size) return "MLC_WORLD_SIZE";
     if (a->memory != b->memory) return "MLC_MEMORY";
     if (a->stage_chunk != b->stage_chunk) return "MLC_STAGE_CHUNK";
+    if (a->check != b->check) return "MLC_CHECK";
     for (int c = 0; c < MLC_COLL_COUNT; c++)
         if (strncmp(a->algo[c], b->algo[c], sizeof a->algo[c]) != 0) return mlc_algo_vars[c];
     return NULL;
