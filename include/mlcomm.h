@@ -348,13 +348,19 @@ MLC_API mlc_status_t mlc_comm_split(mlc_comm_t *comm, int color, int key, mlc_co
 
 /**
  * Release a communicator. Local: does not wait for peers. Pending requests
- * are cancelled (their buffers are no longer touched). NULL is a no-op.
+ * are cancelled (their buffers are no longer touched), but their handles stay
+ * valid: mlc_request_wait / mlc_request_test on one returns MLC_ERR_ABORTED
+ * with a message and releases it (a request that had completed returns its
+ * own status). The communicator's memory goes with the last such handle, so
+ * wait or test every request you hold. NULL is a no-op.
  */
 MLC_API mlc_status_t mlc_comm_free(mlc_comm_t *comm);
 
 /**
  * Fail the communicator: every pending and later operation on it, on every
- * rank, returns MLC_ERR_ABORTED. Safe from any thread.
+ * rank, returns MLC_ERR_ABORTED. Safe from any thread. Requests stay valid
+ * handles: wait or test each (it returns MLC_ERR_ABORTED), before or after
+ * mlc_comm_free, which is still needed to release the communicator.
  */
 MLC_API mlc_status_t mlc_comm_abort(mlc_comm_t *comm);
 
@@ -377,12 +383,16 @@ MLC_API int mlc_comm_tag_max(const mlc_comm_t *comm);
 /**
  * Wait until *req completes, release it and set *req = NULL. Returns the
  * operation's status. Honours the communicator's timeout. *req == NULL is a
- * no-op returning MLC_SUCCESS.
+ * no-op returning MLC_SUCCESS. A request outlives its communicator: after
+ * mlc_comm_free or mlc_comm_abort, a request that was pending returns
+ * MLC_ERR_ABORTED at once (with a message naming the operation).
  */
 MLC_API mlc_status_t mlc_request_wait(mlc_request_t **req);
 /**
  * Progress *req without blocking. *done = 1 when it completed, in which case
  * the request is released, *req = NULL and the operation's status returned.
+ * After mlc_comm_free or mlc_comm_abort, a request that was pending completes
+ * at once with MLC_ERR_ABORTED (as mlc_request_wait).
  */
 MLC_API mlc_status_t mlc_request_test(mlc_request_t **req, int *done);
 /**

@@ -395,7 +395,10 @@ mlc_status_t mlc_comm_free(mlc_comm_t *comm)
     if (!comm) return MLC_SUCCESS;
     mlc_devmem_free(comm); /* staged operations still in flight hold backend requests */
     comm->be->destroy(comm);
-    mlc_comm_release(comm);
+    /* Handles the user still holds stay valid (they end ABORTED); the object
+     * goes with the last of them (mlc_request_release). */
+    mlc_prof_close(comm);
+    if (mlc_request_orphan_all(comm)) mlc_comm_release(comm);
     return MLC_SUCCESS;
 }
 
