@@ -22,6 +22,7 @@
 #define RDV_NAMES 16          /* /mlc-<id>-<n>, then .1 .. .15 */
 #define RDV_STALE_S 0.5       /* an object still unformatted after this long was left by a dead creator */
 #define RDV_GRACE_S 1.5       /* the last rank out waits this long for ranks that never claimed a slot */
+#define RDV_UNREPLACED_S 1.0  /* a dead rank 0's rendezvous not replaced this long: it was ours */
 
 enum { RDV_WAIT = 0, RDV_READY = 1, RDV_FAILED = 2 };
 
@@ -444,13 +445,13 @@ static mlc_status_t rank_join(shm_rdv_t *v, unsigned counter, double deadline)
                         stale_dev[k] = sb.st_dev;
                         stale_ino[k] = sb.st_ino;
                         stale_since[k] = mlc_now();
-                    } else if (mlc_now() - stale_since[k] > RDV_GRACE_S) {
+                    } else if (mlc_now() - stale_since[k] > RDV_UNREPLACED_S) {
                         int pid0 = r->creator_pid;
                         mlc_status_t st = claim(v, r, len, &sb);
                         if (st != MLC_SUCCESS) return st;
                         return mlc_error(MLC_ERR_PEER_LOST, "shm init: rank 0 is gone (process %d died after "
                                          "creating %s, and no other rank 0 replaced it within %g s)",
-                                         pid0, v->name, RDV_GRACE_S);
+                                         pid0, v->name, RDV_UNREPLACED_S);
                     }
                 }
                 munmap(r, len);
