@@ -422,7 +422,7 @@ static mlc_status_t rank_join(shm_rdv_t *v, unsigned counter, double deadline)
     dev_t stale_dev[RDV_NAMES] = {0};
     ino_t stale_ino[RDV_NAMES] = {0};
     double stale_since[RDV_NAMES] = {0};
-    for (;;) {
+    for (unsigned pass = 0;; pass++) {
         int foreign = 0;
         for (int k = 0; k < RDV_NAMES; k++) {
             rdv_name(v->name, sizeof v->name, v->job_id, counter, k);
@@ -432,6 +432,9 @@ static mlc_status_t rank_join(shm_rdv_t *v, unsigned counter, double deadline)
             char info[320];
             uid_t owner = 0;
             seen_t s = inspect(v, v->name, &r, &len, &sb, info, sizeof info, &owner);
+            /* Rank 0 takes a name only when the ones before it exist; they can
+             * vanish later (another job finished), so look past a gap now and then. */
+            if (s == SEEN_NONE && pass % 16 != 0) break;
             if (s == SEEN_FOREIGN) foreign++;
             if (s == SEEN_OTHER_JOB) snprintf(other, sizeof other, "%s", info);
             if (s == SEEN_STALE) {
