@@ -28,6 +28,7 @@
     X(MLC_EXCHANGE_EXEC, "auto", "exchange executor: auto, mpi_pack, mpi_subarray, p2p")        \
     X(MLC_CMA, "1", "shm: single-copy transfers with process_vm_readv where allowed (0/1)")    \
     X(MLC_CHECK, "0", "mpi/nccl: compare every collective's arguments across ranks first (0/1; threads/shm always do)") \
+    X(MLC_FAULT_INIT, "", "testing only: R:POINT makes rank R SIGKILL itself at shm init POINT (rendezvous, attach)") \
     X(MLC_ALGO_BROADCAST, "auto", "force the broadcast algorithm")                              \
     X(MLC_ALGO_REDUCE, "auto", "force the reduce algorithm")                                    \
     X(MLC_ALGO_ALLREDUCE, "auto", "force the allreduce algorithm")                              \
