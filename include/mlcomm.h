@@ -405,7 +405,11 @@ MLC_API mlc_status_t mlc_allreduce(const void *sendbuf, void *recvbuf, size_t co
 /** recvbuf[r*count ..] = sendbuf of rank r; recvbuf holds size*count elements. */
 MLC_API mlc_status_t mlc_allgather(const void *sendbuf, void *recvbuf, size_t count,
                                    mlc_dtype_t dtype, mlc_comm_t *comm, mlc_request_t **req);
-/** recvbuf[displs[r] ..] = sendbuf of rank r (recvcounts[r] elements). */
+/**
+ * recvbuf[displs[r] ..] = sendbuf of rank r (recvcounts[r] elements). In every
+ * v-collective each displs[i] + counts[i], times the element size, must fit in
+ * PTRDIFF_MAX bytes (also where counts[i] is 0); else MLC_ERR_INVALID_ARG.
+ */
 MLC_API mlc_status_t mlc_allgatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
                                     const size_t *recvcounts, const size_t *displs,
                                     mlc_dtype_t dtype, mlc_comm_t *comm, mlc_request_t **req);
