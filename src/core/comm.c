@@ -269,6 +269,10 @@ mlc_status_t mlc_comm_init_rank(const mlc_unique_id_t *id, int nranks, int rank,
     if (!id || !out) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_comm_init_rank: %s is NULL", id ? "comm" : "id");
     if (memcmp(id->internal, MLC_UID_MAGIC, strlen(MLC_UID_MAGIC)) != 0)
         return mlc_error(MLC_ERR_INVALID_ARG, "mlc_comm_init_rank: id was not made by mlc_get_unique_id");
+    /* Everything after this reads the id as a string: it must end inside the id. */
+    if (!memchr(id->internal, '\0', sizeof id->internal))
+        return mlc_error(MLC_ERR_INVALID_ARG, "mlc_comm_init_rank: id is not terminated within its %zu "
+                         "bytes (not made by mlc_get_unique_id, or overwritten)", sizeof id->internal);
     if (nranks < 1 || rank < 0 || rank >= nranks)
         return mlc_error(MLC_ERR_INVALID_ARG, "mlc_comm_init_rank: rank %d of %d is out of range", rank, nranks);
     mlc_cfg_t cfg;
