@@ -154,6 +154,20 @@ static mlc_status_t check_agreement(mlc_comm_t *c)
                      ranks);
 }
 
+mlc_status_t mlc_comm_agree_settings(mlc_comm_t *c)
+{
+    const char *forced[MLC_COLL_COUNT];
+    memcpy(forced, c->algo_forced, sizeof forced);
+    memset(c->algo_forced, 0, sizeof c->algo_forced); /* the exchange itself runs unforced */
+    uint64_t seq = c->coll_seq;
+    c->internal_depth++;
+    mlc_status_t st = check_agreement(c);
+    c->internal_depth--;
+    c->coll_seq = seq;
+    memcpy(c->algo_forced, forced, sizeof forced);
+    return st;
+}
+
 static void random_hex(char *out, size_t nbytes)
 {
     unsigned char raw[32];

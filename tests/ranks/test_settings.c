@@ -10,6 +10,10 @@
  *                                    mlc_comm_init_rank; the last one starts
  *                                    after the variable is set
  *
+ *   test_settings --threads N options  N thread ranks joining with
+ *                                    mlc_comm_create_from, the last one with
+ *                                    the option algo_allreduce=ring
+ *
  * CASE: allreduce / broadcast (MLC_ALGO_<COLL>=ring on the last rank only),
  * chunk (MLC_STAGE_CHUNK=8K on the last rank only), same (every rank sets
  * MLC_ALGO_ALLREDUCE=ring: init succeeds and the allreduce runs ring).
@@ -22,6 +26,7 @@
 #include <string.h>
 #include <time.h>
 #include "mlcomm.h"
+#include "mlcomm_tensor.h"
 
 #define FAIL(...)                                                            \
     do {                                                                     \
@@ -211,6 +216,56 @@ static int run_threads(const tcase_t *tc, int size)
     FAIL("five attempts without the early ranks reading their environment first");
 }
 
+/* ---- per-rank options of mlc_comm_create_from ------------------------------- */
+
+typedef struct orank {
+    mlc_unique_id_t *id;
+    int rank, size;
+    mlc_status_t st;
+    char msg[1024];
+    double secs;
+    mlc_comm_t *comm;
+} orank_t;
+
+static void *option_rank(void *p)
+{
+    orank_t *t = p;
+    char rank[16], size[16];
+    snprintf(rank, sizeof rank, "%d", t->rank);
+    snprintf(size, sizeof size, "%d", t->size);
+    mlc_option_t opts[3] = {{"rank", rank}, {"world_size", size}, {"algo_allreduce", "ring"}};
+    int n = 0;
+    double t0 = now_s();
+    t->st = mlc_comm_create_from("threads", opts, t->rank == t->size - 1 ? 3 : 2, t->id, 1, &t->comm, &n);
+    t->secs = now_s() - t0;
+    snprintf(t->msg, sizeof t->msg, "%s", mlc_last_error());
+    return NULL;
+}
+
+static int run_options(int size)
+{
+    int rank = -1;
+    if (size < 2) return 77;
+    static const tcase_t tc = {"options", "MLC_ALGO_ALLREDUCE", "ring", "'ring'", 0, MLC_COLL_ALLREDUCE};
+    orank_t t[16];
+    pthread_t tid[16];
+    mlc_unique_id_t id;
+    if (size > 16 || mlc_get_unique_id(&id) != MLC_SUCCESS) FAIL("setup");
+    for (int r = 0; r < size; r++) {
+        t[r] = (orank_t){.id = &id, .rank = r, .size = size};
+        if (pthread_create(&tid[r], NULL, option_rank, &t[r]) != 0) FAIL("pthread_create");
+    }
+    for (int r = 0; r < size; r++) pthread_join(tid[r], NULL);
+    int rc = 0;
+    for (int r = 0; r < size && rc == 0; r++) {
+        rank = r;
+        rc = judge(&tc, r, size, t[r].st, t[r].msg, t[r].secs, NULL);
+    }
+    for (int r = 0; r < size; r++)
+        if (t[r].st == MLC_SUCCESS) mlc_comm_free(t[r].comm);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -220,6 +275,7 @@ int main(int argc, char **argv)
         if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) threads = atoi(argv[++i]);
         else name = argv[i];
     }
+    if (threads > 0 && name && strcmp(name, "options") == 0) return run_options(threads);
     const tcase_t *tc = name ? find_case(name) : NULL;
     if (!tc) FAIL("usage: test_settings [--threads N] allreduce|broadcast|chunk|same");
     return threads > 0 ? run_threads(tc, threads) : run_process(tc);
