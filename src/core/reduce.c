@@ -305,8 +305,8 @@ mlc_status_t mlc_reduce_local(const void *in, void *inout, size_t count, mlc_dty
     size_t esize = mlc_dtype_size(dtype);
     if (count > (size_t)PTRDIFF_MAX / esize)
         return mlc_error(MLC_ERR_INVALID_ARG,
-                         "mlc_reduce_local: count %zu of %zu-byte elements is larger than any buffer "
-                         "can be (PTRDIFF_MAX bytes)",
+                         "mlc_reduce_local: count %zu of %zu-byte elements overflows the largest "
+                         "possible buffer (PTRDIFF_MAX bytes)",
                          count, esize);
     uintptr_t pi = (uintptr_t)in, po = (uintptr_t)inout, bytes = count * esize;
     if (pi != po && pi < po + bytes && po < pi + bytes)
