@@ -3,7 +3,9 @@
  * the request output untouched and the communicator healthy: NULL buffers
  * with count > 0, bad root / peer / tag, unknown dtype / op, a built-in op on
  * records, overlapping buffers that are not the in-place form, missing
- * count/displacement arrays, bad config structs, bad request and op calls.
+ * count/displacement arrays, displacements and counts whose end overflows
+ * or passes PTRDIFF_MAX bytes (every v-collective layout), counts whose
+ * total overflows, bad config structs, bad request and op calls.
  * Then the sticky errors: after mlc_comm_abort (from one rank, or from
  * another thread while a receive is pending) every call on the communicator
  * returns MLC_ERR_ABORTED on every rank, while its parent keeps working.
