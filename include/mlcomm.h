@@ -308,8 +308,11 @@ typedef struct mlc_unique_id {
  * (torchrun, Open MPI, MPICH/Hydra, Slurm); none at all is a one-rank job.
  * cfg may be NULL (all unset). Errors: CONFIG (malformed environment, partial
  * rank set; the message names the variable), UNAVAILABLE (backend missing),
- * MISMATCH (ranks disagree on collective-relevant config), TIMEOUT,
- * SYSTEM (shared memory could not be created).
+ * MISMATCH (ranks disagree on collective-relevant config: MLC_BACKEND,
+ * MLC_WORLD_SIZE, MLC_MEMORY, MLC_STAGE_CHUNK or any MLC_ALGO_<COLL>; every
+ * rank fails, and the message names the variable, both values and the ranks,
+ * e.g. "MLC_ALGO_ALLREDUCE differs: rank 0 unset (auto), rank 1 'ring'"),
+ * TIMEOUT, SYSTEM (shared memory could not be created).
  */
 MLC_API mlc_status_t mlc_comm_init(const mlc_config_t *cfg, mlc_comm_t **comm);
 
@@ -364,7 +367,12 @@ MLC_API mlc_status_t mlc_comm_free(mlc_comm_t *comm);
  */
 MLC_API mlc_status_t mlc_comm_abort(mlc_comm_t *comm);
 
-/** Force an algorithm for one collective ("ring", "tree", ...; "auto" or NULL clears). */
+/**
+ * Force an algorithm for one collective ("ring", "tree", ...; "auto" or NULL
+ * clears). Local: it changes this rank only, so call it with the same
+ * arguments on every rank of the communicator before the collective's next
+ * call (init compares MLC_ALGO_<COLL> across ranks; this call is not compared).
+ */
 MLC_API mlc_status_t mlc_comm_set_algo(mlc_comm_t *comm, mlc_coll_t coll, const char *algo);
 /**
  * The algorithm the selector would run for `coll` with `bytes` bytes per
@@ -419,7 +427,11 @@ MLC_API mlc_status_t mlc_allreduce(const void *sendbuf, void *recvbuf, size_t co
 /** recvbuf[r*count ..] = sendbuf of rank r; recvbuf holds size*count elements. */
 MLC_API mlc_status_t mlc_allgather(const void *sendbuf, void *recvbuf, size_t count,
                                    mlc_dtype_t dtype, mlc_comm_t *comm, mlc_request_t **req);
-/** recvbuf[displs[r] ..] = sendbuf of rank r (recvcounts[r] elements). */
+/**
+ * recvbuf[displs[r] ..] = sendbuf of rank r (recvcounts[r] elements). In every
+ * v-collective each displs[i] + counts[i], times the element size, must fit in
+ * PTRDIFF_MAX bytes (also where counts[i] is 0); else MLC_ERR_INVALID_ARG.
+ */
 MLC_API mlc_status_t mlc_allgatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
                                     const size_t *recvcounts, const size_t *displs,
                                     mlc_dtype_t dtype, mlc_comm_t *comm, mlc_request_t **req);

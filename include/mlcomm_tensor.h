@@ -260,7 +260,10 @@ typedef struct mlc_option {
  * timeout (seconds, 0 = never), log_level (error|warn|info|debug|trace),
  * log_file, profile, memory (host|cuda|rocm|auto), mpi_thread_level
  * (single|funneled|serialized|multiple), cma (0|1); and algo_<collective>
- * (algo_allreduce = "ring", ...), applied with mlc_comm_set_algo.
+ * (algo_allreduce = "ring", ...), applied with mlc_comm_set_algo and then,
+ * where a rank joins by itself (uid, or this process's rank of the job),
+ * compared across the ranks as init compares MLC_ALGO_<COLL>: options that
+ * differ fail every rank with MISMATCH naming the variable and the ranks.
  *
  *  - uid != NULL: join the communicator named by uid as `rank` of
  *    `world_size` (both options required), as mlc_comm_init_rank; one

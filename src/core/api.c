@@ -3,6 +3,7 @@
  * is created, numbered, given its algorithm and handed to the backend slot.
  */
 #include <limits.h>
+#include <stddef.h>
 #include <string.h>
 #include "algos/select.h"
 #include "backend.h"
@@ -53,11 +54,27 @@ static mlc_status_t check_rank(mlc_coll_t coll, const char *what, int r, const m
     return MLC_SUCCESS;
 }
 
-/* Bytes = count * esize without overflow (no division: this is on every call's path). */
+/* No buffer is larger than PTRDIFF_MAX bytes (the largest object C allows). */
+#define MLC_MAX_BYTES ((size_t)PTRDIFF_MAX)
+
+/* Bytes = count * esize, a size some buffer can have (no division: this is on every call's path). */
 static mlc_status_t bytes_of(mlc_coll_t coll, size_t count, size_t esize, size_t *out)
 {
-    CHECK_ARG(!__builtin_mul_overflow(count, esize, out), "mlc_%s: count %zu overflows", coll_names[coll],
-              count);
+    CHECK_ARG(!__builtin_mul_overflow(count, esize, out) && *out <= MLC_MAX_BYTES,
+              "mlc_%s: count %zu of %zu-byte elements is larger than any buffer can be (PTRDIFF_MAX bytes)",
+              coll_names[coll], count, esize);
+    return MLC_SUCCESS;
+}
+
+/* Bytes = count * p * esize (a whole-communicator buffer), without overflow. */
+static mlc_status_t total_of(mlc_coll_t coll, size_t count, int p, size_t esize, size_t *out)
+{
+    size_t n;
+    CHECK_ARG(!__builtin_mul_overflow(count, (size_t)p, &n) && !__builtin_mul_overflow(n, esize, out) &&
+                  *out <= MLC_MAX_BYTES,
+              "mlc_%s: count %zu for each of %d ranks (%zu-byte elements) is larger than any buffer can be "
+              "(PTRDIFF_MAX bytes)",
+              coll_names[coll], count, p, esize);
     return MLC_SUCCESS;
 }
 
@@ -84,13 +101,30 @@ static mlc_status_t check_overlap(mlc_coll_t coll, const void *s, size_t sbytes,
     return MLC_SUCCESS;
 }
 
-static mlc_status_t check_vector(mlc_coll_t coll, const char *cname, const size_t *counts,
-                                 const char *dname, const size_t *displs, int p, bool needed)
+/*
+ * A v-layout: counts[i] elements at element offset displs[i], for each of p
+ * ranks. Every end displs[i] + counts[i], in bytes, must be an offset some
+ * buffer can have (no overflow, at most PTRDIFF_MAX), also where counts[i]
+ * is 0 (backends form the address). *ext = the extent in elements, the
+ * largest end of a non-empty block. A backend trusts what passes here.
+ */
+static mlc_status_t check_vlayout(mlc_coll_t coll, const char *cname, const size_t *counts,
+                                  const char *dname, const size_t *displs, int p, size_t esize,
+                                  size_t *ext)
 {
-    if (!needed) return MLC_SUCCESS;
     CHECK_ARG(counts, "mlc_%s: %s is NULL", coll_names[coll], cname);
     CHECK_ARG(displs, "mlc_%s: %s is NULL", coll_names[coll], dname);
-    (void)p;
+    size_t e = 0;
+    for (int i = 0; i < p; i++) {
+        size_t end, bytes;
+        CHECK_ARG(!__builtin_add_overflow(displs[i], counts[i], &end) &&
+                      !__builtin_mul_overflow(end, esize, &bytes) && bytes <= MLC_MAX_BYTES,
+                  "mlc_%s: %s[%d] = %zu and %s[%d] = %zu (%zu-byte elements) reach past any buffer "
+                  "(the end overflows or exceeds PTRDIFF_MAX bytes)",
+                  coll_names[coll], dname, i, displs[i], cname, i, counts[i], esize);
+        if (counts[i] && end > e) e = end;
+    }
+    *ext = e;
     return MLC_SUCCESS;
 }
 
@@ -288,7 +322,7 @@ mlc_status_t mlc_allgather(const void *sendbuf, void *recvbuf, size_t count, mlc
     TRY(check_dtype(MLC_COLL_ALLGATHER, dtype));
     size_t es = mlc_dtype_size(dtype), n = 0, total = 0;
     TRY(bytes_of(MLC_COLL_ALLGATHER, count, es, &n));
-    TRY(bytes_of(MLC_COLL_ALLGATHER, count * (size_t)comm->size, es, &total));
+    TRY(total_of(MLC_COLL_ALLGATHER, count, comm->size, es, &total));
     TRY(check_buf(MLC_COLL_ALLGATHER, "sendbuf", sendbuf, count));
     TRY(check_buf(MLC_COLL_ALLGATHER, "recvbuf", recvbuf, count));
     bool inplace;
@@ -305,13 +339,12 @@ mlc_status_t mlc_allgatherv(const void *sendbuf, size_t sendcount, void *recvbuf
 {
     BEGIN(MLC_COLL_ALLGATHERV);
     TRY(check_dtype(MLC_COLL_ALLGATHERV, dtype));
-    TRY(check_vector(MLC_COLL_ALLGATHERV, "recvcounts", recvcounts, "displs", displs, comm->size, true));
-    size_t es = mlc_dtype_size(dtype), n = 0;
+    size_t es = mlc_dtype_size(dtype), n = 0, ext = 0;
+    TRY(bytes_of(MLC_COLL_ALLGATHERV, sendcount, es, &n));
+    TRY(check_vlayout(MLC_COLL_ALLGATHERV, "recvcounts", recvcounts, "displs", displs, comm->size, es, &ext));
     CHECK_ARG(recvcounts[comm->rank] == sendcount,
               "mlc_allgatherv: sendcount %zu differs from recvcounts[%d] = %zu", sendcount, comm->rank,
               recvcounts[comm->rank]);
-    size_t ext = mlc_vextent(recvcounts, displs, comm->size);
-    TRY(bytes_of(MLC_COLL_ALLGATHERV, sendcount, es, &n));
     TRY(check_buf(MLC_COLL_ALLGATHERV, "sendbuf", sendbuf, sendcount));
     TRY(check_buf(MLC_COLL_ALLGATHERV, "recvbuf", recvbuf, ext));
     bool inplace;
@@ -330,7 +363,7 @@ mlc_status_t mlc_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvc
     TRY(mlc_op_check(dtype, op));
     size_t es = mlc_dtype_size(dtype), n = 0, total = 0;
     TRY(bytes_of(MLC_COLL_REDUCE_SCATTER, recvcount, es, &n));
-    TRY(bytes_of(MLC_COLL_REDUCE_SCATTER, recvcount * (size_t)comm->size, es, &total));
+    TRY(total_of(MLC_COLL_REDUCE_SCATTER, recvcount, comm->size, es, &total));
     TRY(check_buf(MLC_COLL_REDUCE_SCATTER, "sendbuf", sendbuf, recvcount));
     TRY(check_buf(MLC_COLL_REDUCE_SCATTER, "recvbuf", recvbuf, recvcount));
     bool inplace;
@@ -354,7 +387,7 @@ mlc_status_t mlc_alltoall(const void *sendbuf, void *recvbuf, size_t count, mlc_
     TRY(check_dtype(MLC_COLL_ALLTOALL, dtype));
     size_t es = mlc_dtype_size(dtype), n = 0, total = 0;
     TRY(bytes_of(MLC_COLL_ALLTOALL, count, es, &n));
-    TRY(bytes_of(MLC_COLL_ALLTOALL, count * (size_t)comm->size, es, &total));
+    TRY(total_of(MLC_COLL_ALLTOALL, count, comm->size, es, &total));
     TRY(check_buf(MLC_COLL_ALLTOALL, "sendbuf", sendbuf, count));
     TRY(check_buf(MLC_COLL_ALLTOALL, "recvbuf", recvbuf, count));
     bool inplace;
@@ -370,10 +403,9 @@ mlc_status_t mlc_alltoallv(const void *sendbuf, const size_t *sendcounts, const 
 {
     BEGIN(MLC_COLL_ALLTOALLV);
     TRY(check_dtype(MLC_COLL_ALLTOALLV, dtype));
-    TRY(check_vector(MLC_COLL_ALLTOALLV, "sendcounts", sendcounts, "sdispls", sdispls, comm->size, true));
-    TRY(check_vector(MLC_COLL_ALLTOALLV, "recvcounts", recvcounts, "rdispls", rdispls, comm->size, true));
-    size_t es = mlc_dtype_size(dtype);
-    size_t sext = mlc_vextent(sendcounts, sdispls, comm->size), rext = mlc_vextent(recvcounts, rdispls, comm->size);
+    size_t es = mlc_dtype_size(dtype), sext = 0, rext = 0;
+    TRY(check_vlayout(MLC_COLL_ALLTOALLV, "sendcounts", sendcounts, "sdispls", sdispls, comm->size, es, &sext));
+    TRY(check_vlayout(MLC_COLL_ALLTOALLV, "recvcounts", recvcounts, "rdispls", rdispls, comm->size, es, &rext));
     TRY(check_buf(MLC_COLL_ALLTOALLV, "sendbuf", sendbuf, sext));
     TRY(check_buf(MLC_COLL_ALLTOALLV, "recvbuf", recvbuf, rext));
     bool inplace;
@@ -391,7 +423,7 @@ mlc_status_t mlc_gather(const void *sendbuf, void *recvbuf, size_t count, mlc_dt
     TRY(check_rank(MLC_COLL_GATHER, "root", root, comm));
     size_t es = mlc_dtype_size(dtype), n = 0, total = 0;
     TRY(bytes_of(MLC_COLL_GATHER, count, es, &n));
-    TRY(bytes_of(MLC_COLL_GATHER, count * (size_t)comm->size, es, &total));
+    TRY(total_of(MLC_COLL_GATHER, count, comm->size, es, &total));
     TRY(check_buf(MLC_COLL_GATHER, "sendbuf", sendbuf, count));
     bool inplace = false, am_root = comm->rank == root;
     if (am_root) {
@@ -416,10 +448,10 @@ mlc_status_t mlc_gatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
     TRY(check_buf(MLC_COLL_GATHERV, "sendbuf", sendbuf, sendcount));
     bool inplace = false, am_root = comm->rank == root;
     if (am_root) {
-        TRY(check_vector(MLC_COLL_GATHERV, "recvcounts", recvcounts, "displs", displs, comm->size, true));
+        size_t ext = 0;
+        TRY(check_vlayout(MLC_COLL_GATHERV, "recvcounts", recvcounts, "displs", displs, comm->size, es, &ext));
         CHECK_ARG(recvcounts[root] == sendcount, "mlc_gatherv: root's sendcount %zu differs from recvcounts[%d] = %zu",
                   sendcount, root, recvcounts[root]);
-        size_t ext = mlc_vextent(recvcounts, displs, comm->size);
         TRY(check_buf(MLC_COLL_GATHERV, "recvbuf (root)", recvbuf, ext));
         const void *ip = recvbuf ? (const char *)recvbuf + displs[root] * es : NULL;
         TRY(check_overlap(MLC_COLL_GATHERV, sendbuf, n, recvbuf, ext * es, ip, &inplace));
@@ -438,7 +470,7 @@ mlc_status_t mlc_scatter(const void *sendbuf, void *recvbuf, size_t count, mlc_d
     TRY(check_rank(MLC_COLL_SCATTER, "root", root, comm));
     size_t es = mlc_dtype_size(dtype), n = 0, total = 0;
     TRY(bytes_of(MLC_COLL_SCATTER, count, es, &n));
-    TRY(bytes_of(MLC_COLL_SCATTER, count * (size_t)comm->size, es, &total));
+    TRY(total_of(MLC_COLL_SCATTER, count, comm->size, es, &total));
     TRY(check_buf(MLC_COLL_SCATTER, "recvbuf", recvbuf, count));
     bool inplace = false, am_root = comm->rank == root;
     if (am_root) {
@@ -467,10 +499,10 @@ mlc_status_t mlc_scatterv(const void *sendbuf, const size_t *sendcounts, const s
     TRY(check_buf(MLC_COLL_SCATTERV, "recvbuf", recvbuf, recvcount));
     bool inplace = false, am_root = comm->rank == root;
     if (am_root) {
-        TRY(check_vector(MLC_COLL_SCATTERV, "sendcounts", sendcounts, "displs", displs, comm->size, true));
+        size_t ext = 0;
+        TRY(check_vlayout(MLC_COLL_SCATTERV, "sendcounts", sendcounts, "displs", displs, comm->size, es, &ext));
         CHECK_ARG(sendcounts[root] == recvcount, "mlc_scatterv: root's recvcount %zu differs from sendcounts[%d] = %zu",
                   recvcount, root, sendcounts[root]);
-        size_t ext = mlc_vextent(sendcounts, displs, comm->size);
         TRY(check_buf(MLC_COLL_SCATTERV, "sendbuf (root)", sendbuf, ext));
         const void *ip = sendbuf ? (const char *)sendbuf + displs[root] * es : NULL;
         inplace = recvbuf && recvbuf == ip;

@@ -92,35 +92,80 @@ static mlc_status_t setup(mlc_comm_t *c, const mlc_cfg_t *cfg, const mlc_backend
         /* Asked once here, not per call (the 8-byte path, docs/MPI.md "Overhead"). */
         const char *const *list = be->algos ? be->algos(k) : NULL;
         c->algo_selects[k] = list && list[0] && strcmp(list[0], "native") != 0;
-        const char *name = cfg->algo[k];
+    }
+    return MLC_SUCCESS;
+}
+
+/*
+ * Install the MLC_ALGO_<COLL> overrides. Only after the ranks agree on them:
+ * until then every collective runs the selector's choice, which depends on
+ * nothing a rank's settings can change, so init's own exchanges always pair.
+ */
+static mlc_status_t force_algos(mlc_comm_t *c)
+{
+    for (mlc_coll_t k = 0; k < MLC_COLL_COUNT; k++) {
+        const char *name = c->cfg.algo[k];
         if (!name[0]) continue;
-        if (!algo_known(be, k, name))
+        if (!algo_known(c->be, k, name))
             return mlc_error(MLC_ERR_CONFIG, "MLC_ALGO_%s=%s: backend '%s' has no such %s algorithm "
                              "(mlcomm-info --algos lists them)",
-                             coll_env_suffix(k), name, be->name, mlc_coll_name(k));
+                             coll_env_suffix(k), name, c->be->name, mlc_coll_name(k));
         c->algo_forced[k] = c->cfg.algo[k];
     }
     return MLC_SUCCESS;
 }
 
-/* Every rank must run with the same collective-relevant configuration. */
+/*
+ * Every rank must run with the same collective-relevant settings
+ * (mlc_config_hash). One allgather of 8-byte hashes, with no algorithm
+ * forced yet; only when some differ, rank 0's and the first differing rank's
+ * settings are broadcast so that every rank names the same variable, the
+ * two values and the ranks that differ, and fails with MLC_ERR_MISMATCH.
+ */
 static mlc_status_t check_agreement(mlc_comm_t *c)
 {
     if (c->size == 1) return MLC_SUCCESS;
-    mlc_cfg_t root_cfg = c->cfg;
-    mlc_status_t st = mlc_broadcast(&c->cfg, &root_cfg, sizeof root_cfg, MLC_UINT8, 0, c, NULL);
+    int p = c->size;
+    uint64_t mine = mlc_config_hash(&c->cfg), *all = malloc(sizeof *all * (size_t)p);
+    if (!all) return mlc_error(MLC_ERR_NO_MEMORY, "mlc_comm_init: out of memory (%d ranks)", p);
+    mlc_status_t st = mlc_allgather(&mine, all, 1, MLC_UINT64, c, NULL);
+    int first = -1, ndiff = 0;
+    char ranks[128] = "";
+    for (int r = 1; st == MLC_SUCCESS && r < p; r++) {
+        if (all[r] == all[0]) continue;
+        if (first < 0) first = r;
+        size_t used = strlen(ranks);
+        if (ndiff++ < 8) snprintf(ranks + used, sizeof ranks - used, "%s%d", ndiff > 1 ? ", " : "", r);
+    }
+    free(all);
+    if (st != MLC_SUCCESS || first < 0) return st;
+    mlc_cfg_t base = c->cfg, other = c->cfg;
+    st = mlc_broadcast(&c->cfg, &base, sizeof base, MLC_UINT8, 0, c, NULL);
+    if (st == MLC_SUCCESS) st = mlc_broadcast(&c->cfg, &other, sizeof other, MLC_UINT8, first, c, NULL);
     if (st != MLC_SUCCESS) return st;
-    const char *diff = mlc_config_diff(&c->cfg, &root_cfg);
-    int32_t mine = diff != NULL, any = 0;
-    st = mlc_allreduce(&mine, &any, 1, MLC_INT32, MLC_MAX, c, NULL);
-    if (st != MLC_SUCCESS) return st;
-    if (diff)
-        return mlc_error(MLC_ERR_MISMATCH, "rank %d: %s differs from rank 0's; every rank must use "
-                         "the same value", c->rank, diff);
-    if (any)
-        return mlc_error(MLC_ERR_MISMATCH, "rank %d: another rank's collective configuration "
-                         "differs from rank 0's (see that rank's error)", c->rank);
-    return MLC_SUCCESS;
+    char v0[64] = "", v1[64] = "";
+    const char *var = mlc_config_diff_text(&base, &other, v0, v1, sizeof v0);
+    if (ndiff > 8) {
+        size_t used = strlen(ranks);
+        snprintf(ranks + used, sizeof ranks - used, " and %d more", ndiff - 8);
+    }
+    return mlc_error(MLC_ERR_MISMATCH, "%s differs: rank 0 %s, rank %d %s (ranks differing from rank 0: %s); "
+                     "every rank must use the same value", var ? var : "a collective setting", v0, first, v1,
+                     ranks);
+}
+
+mlc_status_t mlc_comm_agree_settings(mlc_comm_t *c)
+{
+    const char *forced[MLC_COLL_COUNT];
+    memcpy(forced, c->algo_forced, sizeof forced);
+    memset(c->algo_forced, 0, sizeof c->algo_forced); /* the exchange itself runs unforced */
+    uint64_t seq = c->coll_seq;
+    c->internal_depth++;
+    mlc_status_t st = check_agreement(c);
+    c->internal_depth--;
+    c->coll_seq = seq;
+    memcpy(c->algo_forced, forced, sizeof forced);
+    return st;
 }
 
 static void random_hex(char *out, size_t nbytes)
@@ -151,6 +196,7 @@ static mlc_status_t create(const mlc_cfg_t *cfg, const mlc_boot_t *boot, const m
     if (st != MLC_SUCCESS) goto fail;
     c->internal_depth++;
     st = check_agreement(c);
+    if (st == MLC_SUCCESS) st = force_algos(c);
     if (st == MLC_SUCCESS) st = mlc_model_agree(c);
     if (st == MLC_SUCCESS) st = mlc_devmem_setup(c);
     c->internal_depth--;
@@ -292,6 +338,7 @@ mlc_status_t mlc_comm_init_all(int n, const mlc_config_t *cfg_in, mlc_comm_t **c
         c->rank = cfg.rank = cfg.local_rank = i;
         c->size = n;
         st = setup(c, &cfg, be);
+        if (st == MLC_SUCCESS) st = force_algos(c); /* one configuration for every rank */
         if (st == MLC_SUCCESS) st = mlc_prof_open(c);
         if (st != MLC_SUCCESS) goto fail;
     }

@@ -120,6 +120,10 @@ bool mlc_request_orphan_all(mlc_comm_t *comm);
 mlc_status_t mlc_request_wait_internal(mlc_request_t *req);
 /* Return the sticky error with its message set for this thread, or 0. */
 mlc_status_t mlc_comm_check(const mlc_comm_t *comm);
+/* Collective: compare the collective-relevant settings (comm->cfg, e.g. after
+ * mlc_comm_set_algo at creation) across ranks, as init does; MISMATCH on
+ * every rank naming the variable and the ranks. */
+mlc_status_t mlc_comm_agree_settings(mlc_comm_t *comm);
 /* Allocate a bare communicator object (fields zeroed, pool empty). */
 mlc_comm_t *mlc_comm_alloc(void);
 void mlc_comm_release(mlc_comm_t *comm);

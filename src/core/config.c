@@ -630,28 +630,74 @@ mlc_status_t mlc_config_resolve(const mlc_config_t *cfg, mlc_cfg_t *out)
 }
 
 /* ---- agreement across ranks ------------------------------------------------ */
+/*
+ * The collective-relevant settings, one field each: the backend, the world
+ * size, the memory kind and staging chunk (they shape every staged
+ * collective), MLC_CHECK (it adds collectives to every call) and every
+ * MLC_ALGO_<COLL> (the algorithm a collective runs).
+ * Hash, diff and the message text all walk this one list.
+ */
+#define MLC_AGREE_FIXED 5
+#define MLC_AGREE_FIELDS (MLC_AGREE_FIXED + MLC_COLL_COUNT)
+
+static const char *mlc_agree_name(int field)
+{
+    static const char *const fixed[MLC_AGREE_FIXED] = {"MLC_BACKEND", "MLC_WORLD_SIZE", "MLC_MEMORY",
+                                                       "MLC_STAGE_CHUNK", "MLC_CHECK"};
+    return field < MLC_AGREE_FIXED ? fixed[field] : mlc_algo_vars[field - MLC_AGREE_FIXED];
+}
+
+/* The field's value as the message shows it: 'name', a number, or "unset (...)". */
+static void mlc_agree_text(const mlc_cfg_t *c, int field, char *buf, size_t len)
+{
+    switch (field) {
+    case 0: snprintf(buf, len, "'%.*s'", (int)sizeof c->backend, c->backend); break;
+    case 1: snprintf(buf, len, "%d", c->world_size); break;
+    case 2:
+        if (c->memory >= 0 && c->memory < MLC_MEMORY_COUNT) snprintf(buf, len, "'%s'", mlc_memory_names[c->memory]);
+        else snprintf(buf, len, "%d", c->memory);
+        break;
+    case 3:
+        if (c->stage_chunk) snprintf(buf, len, "%zu", c->stage_chunk);
+        else snprintf(buf, len, "unset (default)");
+        break;
+    case 4: snprintf(buf, len, "%d", c->check); break;
+    default: {
+        const char *a = c->algo[field - MLC_AGREE_FIXED];
+        size_t n = strnlen(a, sizeof c->algo[0]);
+        if (n) snprintf(buf, len, "'%.*s'", (int)n, a);
+        else snprintf(buf, len, "unset (auto)");
+    }
+    }
+}
 
 uint64_t mlc_config_hash(const mlc_cfg_t *cfg)
 {
     uint64_t h = MLC_FNV_OFFSET;
-    h = mlc_fnv1a(h, cfg->backend, strnlen(cfg->backend, sizeof cfg->backend) + 1);
-    uint32_t ws = (uint32_t)cfg->world_size;
-    unsigned char wb[4] = {(unsigned char)ws, (unsigned char)(ws >> 8), (unsigned char)(ws >> 16),
-                           (unsigned char)(ws >> 24)};
-    h = mlc_fnv1a(h, wb, sizeof wb);
-    for (int c = 0; c < MLC_COLL_COUNT; c++)
-        h = mlc_fnv1a(h, cfg->algo[c], strnlen(cfg->algo[c], sizeof cfg->algo[c]) + 1);
+    char text[64];
+    for (int f = 0; f < MLC_AGREE_FIELDS; f++) {
+        mlc_agree_text(cfg, f, text, sizeof text);
+        h = mlc_fnv1a(h, text, strlen(text) + 1);
+    }
     return h;
 }
 
 const char *mlc_config_diff(const mlc_cfg_t *a, const mlc_cfg_t *b)
 {
-    if (strncmp(a->backend, b->backend, sizeof a->backend) != 0) return "MLC_BACKEND";
-    if (a->world_size != b->world_size) return "MLC_WORLD_SIZE";
-    if (a->memory != b->memory) return "MLC_MEMORY";
-    if (a->stage_chunk != b->stage_chunk) return "MLC_STAGE_CHUNK";
-    if (a->check != b->check) return "MLC_CHECK";
-    for (int c = 0; c < MLC_COLL_COUNT; c++)
-        if (strncmp(a->algo[c], b->algo[c], sizeof a->algo[c]) != 0) return mlc_algo_vars[c];
+    return mlc_config_diff_text(a, b, NULL, NULL, 0);
+}
+
+const char *mlc_config_diff_text(const mlc_cfg_t *a, const mlc_cfg_t *b, char *a_text, char *b_text,
+                                 size_t len)
+{
+    char ta[64], tb[64];
+    for (int f = 0; f < MLC_AGREE_FIELDS; f++) {
+        mlc_agree_text(a, f, ta, sizeof ta);
+        mlc_agree_text(b, f, tb, sizeof tb);
+        if (strcmp(ta, tb) == 0) continue;
+        if (a_text && len) snprintf(a_text, len, "%s", ta);
+        if (b_text && len) snprintf(b_text, len, "%s", tb);
+        return mlc_agree_name(f);
+    }
     return NULL;
 }

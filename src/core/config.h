@@ -87,13 +87,17 @@ typedef struct mlc_cfg {
  */
 mlc_status_t mlc_config_resolve(const mlc_config_t *cfg, mlc_cfg_t *out);
 /*
- * Hash of the collective-relevant part (algorithm overrides, world size,
- * backend). comm init compares it across ranks; name_out receives, for a
- * given differing pair, the name of the first field that differs.
+ * Hash of the collective-relevant settings (backend, world size, memory kind,
+ * staging chunk, every MLC_ALGO_<COLL>): comm init compares it across ranks
+ * before any collective whose algorithm a setting could change.
  */
 uint64_t mlc_config_hash(const mlc_cfg_t *cfg);
-/* Name of the first collective-relevant field that differs between a and b, or NULL. */
+/* Name of the first collective-relevant variable that differs between a and b, or NULL. */
 const char *mlc_config_diff(const mlc_cfg_t *a, const mlc_cfg_t *b);
+/* The same, also writing both values as a message shows them ("'ring'",
+ * "unset (auto)") into a_text and b_text (len bytes each; may be NULL). */
+const char *mlc_config_diff_text(const mlc_cfg_t *a, const mlc_cfg_t *b, char *a_text, char *b_text,
+                                 size_t len);
 
 /* Parsing helpers shared by config and tools (strict: trailing junk is an error). */
 bool mlc_parse_int(const char *s, long long lo, long long hi, long long *out);

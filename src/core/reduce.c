@@ -9,6 +9,7 @@
  */
 #include <stdalign.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -302,9 +303,10 @@ mlc_status_t mlc_reduce_local(const void *in, void *inout, size_t count, mlc_dty
         return mlc_error(MLC_ERR_INVALID_ARG, "mlc_reduce_local: inout is NULL with count %zu",
                          count);
     size_t esize = mlc_dtype_size(dtype);
-    if (count > SIZE_MAX / esize)
+    if (count > (size_t)PTRDIFF_MAX / esize)
         return mlc_error(MLC_ERR_INVALID_ARG,
-                         "mlc_reduce_local: count %zu of %zu-byte elements overflows size_t",
+                         "mlc_reduce_local: count %zu of %zu-byte elements overflows the largest "
+                         "possible buffer (PTRDIFF_MAX bytes)",
                          count, esize);
     uintptr_t pi = (uintptr_t)in, po = (uintptr_t)inout, bytes = count * esize;
     if (pi != po && pi < po + bytes && po < pi + bytes)

@@ -24,18 +24,34 @@ static mlc_status_t check_backend(const char *backend)
                      backend, known);
 }
 
-/* Apply the algo_<collective> options to every new communicator. */
-static mlc_status_t apply_algos(const mlc_option_t *options, size_t n, mlc_comm_t **comms, int ncomms)
+/*
+ * Apply the algo_<collective> options to every new communicator. A rank that
+ * joined by itself (ncomms == 1, options of its own) then compares them with
+ * the other ranks, as init compares MLC_ALGO_<COLL>: a name this rank could
+ * not apply is still compared (so every rank fails, not this one alone).
+ */
+static mlc_status_t apply_algos(const mlc_option_t *options, size_t n, mlc_comm_t **comms, int ncomms,
+                                bool agree)
 {
+    mlc_status_t first = MLC_SUCCESS;
+    char msg[384] = "";
     for (size_t i = 0; i < n; i++) {
         int coll = mlc_options_algo_coll(options[i].key);
         if (coll < 0) continue;
         for (int c = 0; c < ncomms; c++) {
             mlc_status_t st = mlc_comm_set_algo(comms[c], coll, options[i].value);
-            if (st != MLC_SUCCESS) return st;
+            if (st == MLC_SUCCESS || first != MLC_SUCCESS) continue;
+            first = st;
+            snprintf(msg, sizeof msg, "%s", mlc_last_error());
+            if (agree) snprintf(comms[c]->cfg.algo[coll], sizeof comms[c]->cfg.algo[coll], "%s", options[i].value);
         }
     }
-    return MLC_SUCCESS;
+    if (agree && ncomms == 1) {
+        mlc_status_t st = mlc_comm_agree_settings(comms[0]);
+        if (st != MLC_SUCCESS) return st;
+    }
+    if (first != MLC_SUCCESS) mlc_error_set_text(msg);
+    return first;
 }
 
 MLC_API mlc_status_t mlc_comm_create_from(const char *backend, const mlc_option_t *options,
@@ -89,7 +105,8 @@ MLC_API mlc_status_t mlc_comm_create_from(const char *backend, const mlc_option_
     } else {
         st = mlc_comm_init(&cfg, &made[0]);
     }
-    if (st == MLC_SUCCESS) st = apply_algos(options, algos ? noptions : 0, out, n);
+    /* Every joining rank compares, with or without options of its own. */
+    if (st == MLC_SUCCESS) st = apply_algos(options, algos ? noptions : 0, out, n, n == 1);
     if (st != MLC_SUCCESS) {
         char msg[384];
         snprintf(msg, sizeof msg, "%s", mlc_last_error());

@@ -3,7 +3,9 @@
  * the request output untouched and the communicator healthy: NULL buffers
  * with count > 0, bad root / peer / tag, unknown dtype / op, a built-in op on
  * records, overlapping buffers that are not the in-place form, missing
- * count/displacement arrays, bad config structs, bad request and op calls.
+ * count/displacement arrays, displacements and counts whose end overflows
+ * or passes PTRDIFF_MAX bytes (every v-collective layout), counts whose
+ * total overflows, bad config structs, bad request and op calls.
  * Then the sticky errors: after mlc_comm_abort (from one rank, or from
  * another thread while a receive is pending) every call on the communicator
  * returns MLC_ERR_ABORTED on every rank, while its parent keeps working.
@@ -12,6 +14,7 @@
  * (the root's buffers) is only called there.
  */
 #include <pthread.h>
+#include <stddef.h>
 #include "harness.h"
 
 #define N 4 /* count used by the bad calls */
@@ -73,6 +76,83 @@ static int null_buffers(mlc_comm_t *comm, unsigned char *a, unsigned char *b, si
     BAD(mlc_recv(NULL, N, MLC_INT32, 0, 1, comm, NULL, &req));
     BAD(mlc_sendrecv(NULL, N, 0, 1, b, N, 0, 1, MLC_INT32, comm, NULL, &req));
     BAD(mlc_sendrecv(a, N, 0, 1, NULL, N, 0, 1, MLC_INT32, comm, NULL, &req));
+    return 0;
+}
+
+/*
+ * Counts and displacements that reach past any possible buffer: an end
+ * displs[i] + counts[i] that overflows, or whose byte size overflows or
+ * exceeds PTRDIFF_MAX (the largest object), on every v-collective's every
+ * layout (allgatherv/gatherv receive, scatterv send, alltoallv both sides);
+ * plain counts whose total (count * size * element) does. Each would make
+ * the backend read or write outside the caller's buffers.
+ */
+static int bad_vlayouts(mlc_comm_t *comm, unsigned char *a, unsigned char *b, const size_t *cnt0,
+                        const size_t *dsp0)
+{
+    int p = mlc_comm_size(comm), r = mlc_comm_rank(comm), root = p - 1, other = (r + 1) % p;
+    mlc_request_t *req;
+    size_t *cnt = calloc((size_t)p, sizeof *cnt), *dsp = calloc((size_t)p, sizeof *dsp);
+    CHECK(cnt && dsp, "out of memory");
+    /* Displacement values, each bad for a 4-byte element with count N. */
+    const size_t bad_displs[] = {SIZE_MAX, SIZE_MAX - 1, SIZE_MAX - N + 1, SIZE_MAX / 4,
+                                 (size_t)PTRDIFF_MAX / 4, (size_t)PTRDIFF_MAX};
+    for (size_t k = 0; k < sizeof bad_displs / sizeof *bad_displs; k++) {
+        for (int at = 0; at < 2; at++) {
+            int i = at ? other : r; /* my own block, and another rank's */
+            memcpy(cnt, cnt0, sizeof *cnt * (size_t)p);
+            memcpy(dsp, dsp0, sizeof *dsp * (size_t)p);
+            dsp[i] = bad_displs[k];
+            BAD(mlc_allgatherv(a, N, b, cnt, dsp, MLC_INT32, comm, &req));
+            BAD(mlc_alltoallv(a, cnt, dsp, b, cnt0, dsp0, MLC_INT32, comm, &req));
+            BAD(mlc_alltoallv(a, cnt0, dsp0, b, cnt, dsp, MLC_INT32, comm, &req));
+            if (r == root) BAD(mlc_gatherv(a, N, b, cnt, dsp, MLC_INT32, root, comm, &req));
+            if (r == root) BAD(mlc_scatterv(a, cnt, dsp, b, N, MLC_INT32, root, comm, &req));
+        }
+    }
+    /* Counts past any buffer (another rank's block: mine must equal sendcount). */
+    const size_t bad_counts[] = {SIZE_MAX, SIZE_MAX / 2, (size_t)PTRDIFF_MAX / 4 + 1};
+    for (size_t k = 0; k < sizeof bad_counts / sizeof *bad_counts; k++) {
+        memcpy(cnt, cnt0, sizeof *cnt * (size_t)p);
+        cnt[other] = bad_counts[k];
+        if (other != r) BAD(mlc_allgatherv(a, N, b, cnt, dsp0, MLC_INT32, comm, &req));
+        BAD(mlc_alltoallv(a, cnt, dsp0, b, cnt0, dsp0, MLC_INT32, comm, &req));
+        BAD(mlc_alltoallv(a, cnt0, dsp0, b, cnt, dsp0, MLC_INT32, comm, &req));
+        if (r == root && other != r) BAD(mlc_gatherv(a, N, b, cnt, dsp0, MLC_INT32, root, comm, &req));
+        if (r == root && other != r) BAD(mlc_scatterv(a, cnt, dsp0, b, N, MLC_INT32, root, comm, &req));
+    }
+    /* Plain counts: one byte-sized element, and totals of count * size. */
+    const size_t huge[] = {SIZE_MAX, (size_t)PTRDIFF_MAX + 1};
+    for (size_t k = 0; k < sizeof huge / sizeof *huge; k++) {
+        size_t c = huge[k];
+        BAD(mlc_allreduce(a, b, c, MLC_UINT8, MLC_SUM, comm, &req));
+        BAD(mlc_reduce(a, b, c, MLC_UINT8, MLC_SUM, root, comm, &req));
+        BAD(mlc_broadcast(a, b, c, MLC_UINT8, root, comm, &req));
+        BAD(mlc_send(a, c, MLC_UINT8, 0, 1, comm, &req));
+        BAD(mlc_recv(b, c, MLC_UINT8, 0, 1, comm, NULL, &req));
+        BAD(mlc_sendrecv(a, c, 0, 1, b, N, 0, 1, MLC_UINT8, comm, NULL, &req));
+        BAD(mlc_sendrecv(a, N, 0, 1, b, c, 0, 1, MLC_UINT8, comm, NULL, &req));
+        BAD(mlc_allgatherv(a, c, b, cnt0, dsp0, MLC_UINT8, comm, &req));
+        BAD(mlc_gatherv(a, c, b, cnt0, dsp0, MLC_UINT8, root, comm, &req));
+        BAD(mlc_scatterv(a, cnt0, dsp0, b, c, MLC_UINT8, root, comm, &req));
+    }
+    /* count fits, count * size (* element) does not: the total wraps or passes PTRDIFF_MAX. */
+    size_t c = (size_t)PTRDIFF_MAX / (size_t)p + 1;
+    BAD(mlc_allgather(a, b, c, MLC_UINT8, comm, &req));
+    BAD(mlc_alltoall(a, b, c, MLC_UINT8, comm, &req));
+    BAD(mlc_reduce_scatter(a, b, c, MLC_UINT8, MLC_SUM, comm, &req));
+    BAD(mlc_gather(a, b, c, MLC_UINT8, root, comm, &req));
+    BAD(mlc_scatter(a, b, c, MLC_UINT8, root, comm, &req));
+    c = SIZE_MAX / (size_t)p + 1; /* count * size wraps to a small number */
+    if (p > 1) {
+        BAD(mlc_allgather(a, b, c, MLC_UINT8, comm, &req));
+        BAD(mlc_alltoall(a, b, c, MLC_UINT8, comm, &req));
+        BAD(mlc_reduce_scatter(a, b, c, MLC_UINT8, MLC_SUM, comm, &req));
+        BAD(mlc_gather(a, b, c, MLC_UINT8, root, comm, &req));
+        BAD(mlc_scatter(a, b, c, MLC_UINT8, root, comm, &req));
+    }
+    free(cnt);
+    free(dsp);
     return 0;
 }
 
@@ -430,6 +510,7 @@ static int body(mlc_comm_t *comm)
     memset(a, 0, 1024);
 
     CHECK_RUN(null_buffers(comm, a, b, cnt, dsp));
+    CHECK_RUN(bad_vlayouts(comm, a, b, cnt, dsp));
     CHECK_RUN(bad_dtypes_and_ops(comm, a, b));
     CHECK_RUN(bad_roots_peers_tags(comm, a, b, cnt, dsp));
     CHECK_RUN(overlapping(comm, a));

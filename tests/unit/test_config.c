@@ -487,6 +487,28 @@ static void test_hash_diff(void)
     b = RESOLVE(NULL);
     CHECK_STR(mlc_config_diff(&a, &b), "MLC_BACKEND");
     CHECK(mlc_config_hash(&a) != mlc_config_hash(&b), "backend hashed");
+
+    /* Every variable the diff names is hashed too (init compares hashes first). */
+    unsetenv("MLC_BACKEND");
+    set("MLC_STAGE_CHUNK", "8K");
+    b = RESOLVE(NULL);
+    CHECK_STR(mlc_config_diff(&a, &b), "MLC_STAGE_CHUNK");
+    CHECK(mlc_config_hash(&a) != mlc_config_hash(&b), "staging chunk hashed");
+    unsetenv("MLC_STAGE_CHUNK");
+    set("MLC_MEMORY", "auto");
+    b = RESOLVE(NULL);
+    CHECK_STR(mlc_config_diff(&a, &b), "MLC_MEMORY");
+    CHECK(mlc_config_hash(&a) != mlc_config_hash(&b), "memory kind hashed");
+    unsetenv("MLC_MEMORY");
+
+    /* Both values, as the init message shows them. */
+    set("MLC_ALGO_ALLREDUCE", "ring");
+    b = RESOLVE(NULL);
+    char va[64], vb[64];
+    CHECK_STR(mlc_config_diff_text(&a, &b, va, vb, sizeof va), "MLC_ALGO_ALLREDUCE");
+    CHECK_STR(va, "unset (auto)");
+    CHECK_STR(vb, "'ring'");
+    unsetenv("MLC_ALGO_ALLREDUCE");
 }
 
 int main(void)
