@@ -207,10 +207,15 @@ mlc_status_t mlc_request_wait_internal(mlc_request_t *req)
         /* Slow path: health, deadline, then sleep a slice. */
         if (last_progress == 0) last_progress = now;
         failed = atomic_load(&comm->failed);
-        if (failed) return fail_pending(req, failed);
-        st = be->health(comm);
+        st = failed ? (mlc_status_t)failed : be->health(comm);
+        if (st != MLC_SUCCESS) {
+            /* Peers may have finished this call and failed a later one since the
+             * last pass: a call that can still complete does, the next one fails. */
+            progress(comm, &progressed, &gpu_wait);
+            if (is_done(req)) return finish(req);
+            return fail_pending(req, st);
+        }
         if (is_done(req)) return finish(req);
-        if (st != MLC_SUCCESS) return fail_pending(req, st);
         if (timeout > 0 && now - last_progress > timeout) {
             char what[160], peers[160] = "";
             describe(req, what, sizeof what);
