@@ -8,15 +8,17 @@
  * barrier) by
  *   kill:  SIGKILL;
  *   stop:  SIGSTOP (the survivors run with a small MLC_TIMEOUT);
- *   abort: mlc_comm_abort on the world communicator (from another thread).
+ *   abort: mlc_comm_abort on the world communicator (from another thread);
+ *   exit:  mlc_comm_free of the world communicator and exit(0), before an
+ *          operation the others enter.
  * Ranks are started by mlcomm-run, or (every other pair of trials) directly
  * by this driver with MLC_RANK / MLC_WORLD_SIZE / MLC_JOB_ID as a launcher-less
  * job would be. Each trial asserts:
  *   - no hang: every survivor reports within MLC_TIMEOUT + 6 s (one that
  *     does not gets SIGTERM and says which call it was still in; so does one
  *     that mlcomm-run stops), and every process of the trial exits;
- *   - every survivor's status: kill -> MLC_ERR_PEER_LOST naming exactly the
- *     killed rank; stop -> MLC_ERR_TIMEOUT naming exactly the stopped rank;
+ *   - every survivor's status: kill, exit -> MLC_ERR_PEER_LOST naming exactly
+ *     the rank that died or left; stop -> MLC_ERR_TIMEOUT naming exactly the stopped rank;
  *     abort -> MLC_ERR_ABORTED (the aborting rank too). Ranks are named as
  *     numbered in the communicator the failing call used;
  *   - nothing in /dev/shm whose name holds the trial's job id.
@@ -28,7 +30,7 @@
  * in the victim's calls the fault lands still depends on timing.
  * FAULT_TRIAL=i runs trial i of the plan alone (replay). FAULT_BUDGET=S
  * (default 50): trials start while less than S seconds have passed (at least
- * 6, one of each kind with and without mlcomm-run).
+ * 8, one of each kind with and without mlcomm-run).
  * The same program is the rank (FAULT_SPEC set: "ranks kind victim at delay_us
  * ops", FAULT_DIR: where each rank writes its pid, job id and result).
  */
@@ -54,8 +56,8 @@
 #define MAX_OPS 8
 #define COUNT 64
 
-enum { KILL, STOP, ABORT };
-static const char *const kind_name[] = {"kill", "stop", "abort"};
+enum { KILL, STOP, ABORT, EXIT, KINDS };
+static const char *const kind_name[] = {"kill", "stop", "abort", "exit"};
 static const char op_letters[] = "ABGTRWPQIS";
 static const char *op_name(char c)
 {
@@ -90,6 +92,9 @@ static void sleep_us(long us)
 }
 
 /* Write path atomically (tmp + rename) so a reader never sees half of it. */
+static void write_file(const char *dir, const char *name, const char *text);
+static void note_fault_time(void);
+
 static void write_file(const char *dir, const char *name, const char *text)
 {
     char tmp[512], path[512];
@@ -119,11 +124,16 @@ static mlc_comm_t *world;
 static atomic_int cur_op = -2; /* -1 in init, i in operation i */
 static double timeout_s;
 
-static void fault(void)
+static void note_fault_time(void)
 {
     char text[64];
     snprintf(text, sizeof text, "%lld\n", (long long)now_ns());
     write_file(out_dir, "fault", text);
+}
+
+static void fault(void)
+{
+    note_fault_time();
     if (sp.kind == KILL) raise(SIGKILL);
     else if (sp.kind == STOP) raise(SIGSTOP);
     else mlc_comm_abort(world);
@@ -227,7 +237,7 @@ static mlc_status_t ring(mlc_comm_t *c, char how, int tag)
         /* the failed call's message, before the wait for the send replaces it */
         snprintf(first_error, sizeof first_error, "%s", mlc_last_error());
         mlc_status_t sw = mlc_request_wait(&s);
-        if (!mlc_last_error()[0])
+        if (sw != MLC_SUCCESS && !mlc_last_error()[0])
             fprintf(stderr, "fault_inject: rank %d: mlc_request_wait returned %s with an empty mlc_last_error()\n",
                     my_rank, mlc_status_name(sw));
         return st;
@@ -271,7 +281,7 @@ static int rank_main(const char *spec_text)
         fprintf(stderr, "fault_inject: bad FAULT_SPEC '%s'\n", spec_text);
         return 2;
     }
-    sp.kind = kind == 'k' ? KILL : kind == 's' ? STOP : ABORT;
+    sp.kind = kind == 'k' ? KILL : kind == 's' ? STOP : kind == 'e' ? EXIT : ABORT;
     out_dir = getenv("FAULT_DIR");
     const char *r = getenv("MLC_RANK"), *t = getenv("MLC_TIMEOUT");
     if (!out_dir || !r) {
@@ -291,7 +301,7 @@ static int rank_main(const char *spec_text)
 
     pthread_t tid;
     bool victim = my_rank == sp.victim;
-    if (victim && pthread_create(&tid, NULL, fault_thread, NULL) != 0) return 2;
+    if (victim && sp.kind != EXIT && pthread_create(&tid, NULL, fault_thread, NULL) != 0) return 2;
     atomic_store(&cur_op, -1);
     mlc_status_t st = mlc_comm_init(NULL, &world);
     if (st != MLC_SUCCESS) {
@@ -301,6 +311,11 @@ static int rank_main(const char *spec_text)
     mlc_comm_t *sub = NULL;
     int nops = (int)strlen(sp.ops);
     for (int i = 0; i <= nops; i++) {
+        if (victim && sp.kind == EXIT && i == sp.at) {
+            note_fault_time();
+            mlc_comm_free(world);
+            exit(0);
+        }
         if (i == nops && victim) pthread_join(tid, NULL); /* the fault comes before the final barrier */
         atomic_store(&cur_op, i);
         int in_sub = 0;
@@ -340,14 +355,14 @@ static plan_t make_plan(uint64_t plan_no, int trial)
     uint64_t st = plan_no * 1000003u + (uint64_t)trial;
     plan_t p;
     memset(&p, 0, sizeof p);
-    p.s.kind = trial % 3;
-    p.launcher = (trial / 3) % 2 == 0;
+    p.s.kind = trial % KINDS;
+    p.launcher = (trial / KINDS) % 2 == 0;
     p.s.n = 2 + (int)(mix(&st) % 3);
     p.s.victim = (int)(mix(&st) % (uint64_t)p.s.n);
     int nops = 2 + (int)(mix(&st) % (MAX_OPS - 1));
     for (int i = 0; i < nops; i++) p.s.ops[i] = op_letters[mix(&st) % (sizeof op_letters - 1)];
     /* one trial in six (kill and stop only) hits init, 0..15 ms after it began */
-    if (p.s.kind != ABORT && mix(&st) % 6 == 0) {
+    if ((p.s.kind == KILL || p.s.kind == STOP) && mix(&st) % 6 == 0) {
         p.s.at = -1;
         long u = (long)(mix(&st) % 16);
         p.s.delay_us = u * u * 60; /* 0..13.5 ms, more often early */
@@ -438,7 +453,7 @@ typedef struct stats {
     double v[4096];
     int n;
 } stats_t;
-static stats_t lat[3];
+static stats_t lat[KINDS];
 
 /* One trial; returns the number of failed assertions (each printed). */
 static int run_trial(const char *self, const char *run, uint64_t plan_no, int trial)
@@ -452,7 +467,7 @@ static int run_trial(const char *self, const char *run, uint64_t plan_no, int tr
         return 1;
     }
     char spec_text[128], opnames[256] = "";
-    snprintf(spec_text, sizeof spec_text, "%d %c %d %d %ld %s", s->n, "ksa"[s->kind], s->victim, s->at, s->delay_us,
+    snprintf(spec_text, sizeof spec_text, "%d %c %d %d %ld %s", s->n, "ksae"[s->kind], s->victim, s->at, s->delay_us,
              s->ops);
     for (int i = 0; s->ops[i]; i++)
         snprintf(opnames + strlen(opnames), sizeof opnames - strlen(opnames), "%s%s", i ? "," : "",
@@ -460,7 +475,9 @@ static int run_trial(const char *self, const char *run, uint64_t plan_no, int tr
     printf("trial %d: %s rank %d of %d %s, %s; ops %s; FAULT_SPEC='%s'\n", trial, kind_name[s->kind], s->victim,
            s->n, s->at < 0 ? "during init" : "in operation", pl.launcher ? "mlcomm-run" : "no launcher", opnames,
            spec_text);
-    if (s->at >= 0)
+    if (s->kind == EXIT)
+        printf("  leaves before operation %d (%s)\n", s->at, op_name(s->ops[s->at]));
+    else if (s->at >= 0)
         printf("  fault %ld us into operation %d (%s)\n", s->delay_us, s->at, op_name(s->ops[s->at]));
     else
         printf("  fault %ld us after init began\n", s->delay_us);
@@ -567,7 +584,9 @@ static int run_trial(const char *self, const char *run, uint64_t plan_no, int tr
     /* Each rank's status. */
     char fbuf[64];
     int64_t tf = read_file(dir, "fault", fbuf, sizeof fbuf) ? atoll(fbuf) : 0;
-    const char *want = s->kind == KILL ? "MLC_ERR_PEER_LOST" : s->kind == STOP ? "MLC_ERR_TIMEOUT" : "MLC_ERR_ABORTED";
+    const char *want = s->kind == KILL || s->kind == EXIT ? "MLC_ERR_PEER_LOST"
+                       : s->kind == STOP                  ? "MLC_ERR_TIMEOUT"
+                                                          : "MLC_ERR_ABORTED";
     double worst = -1;
     for (int r = 0; r < s->n; r++) {
         if (!expect[r]) continue;
@@ -620,7 +639,8 @@ static int run_trial(const char *self, const char *run, uint64_t plan_no, int tr
             fails++;
         } else if (named != need) {
             printf("  FAIL: rank %d: the message names rank(s) %s; it must name exactly rank %d (the %s one%s)\n", r,
-                   nt, vh, s->kind == KILL ? "killed" : "stopped", strcmp(where, "half") == 0 ? ", in the half" : "");
+                   nt, vh, s->kind == KILL ? "killed" : s->kind == EXIT ? "departed" : "stopped",
+                   strcmp(where, "half") == 0 ? ", in the half" : "");
             fails++;
         }
     }
@@ -676,7 +696,7 @@ int main(int argc, char **argv)
     printf("fault plan %llu (replay all: FAULT_PLAN=%llu; one trial: FAULT_PLAN=%llu FAULT_TRIAL=i)\n",
            (unsigned long long)plan_no, (unsigned long long)plan_no, (unsigned long long)plan_no);
     int64_t start = now_ns();
-    int trials = 0, failed = 0, failed_by[3][2] = {{0}}, run_by[3][2] = {{0}};
+    int trials = 0, failed = 0, failed_by[KINDS][2] = {{0}}, run_by[KINDS][2] = {{0}};
     for (int t = one ? atoi(one) : 0;; t++) {
         plan_t pl = make_plan(plan_no, t);
         int f = run_trial(self, argv[1], plan_no, t);
@@ -686,16 +706,16 @@ int main(int argc, char **argv)
             failed++;
             failed_by[pl.s.kind][pl.launcher]++;
         }
-        if (one || (t >= 5 && (double)(now_ns() - start) / 1e9 >= budget)) break;
+        if (one || (t >= 2 * KINDS - 1 && (double)(now_ns() - start) / 1e9 >= budget)) break;
     }
     printf("\n%d trials, %d failed (plan %llu)\n", trials, failed, (unsigned long long)plan_no);
-    for (int k = 0; k < 3; k++)
+    for (int k = 0; k < KINDS; k++)
         for (int l = 1; l >= 0; l--)
             printf("  %-5s %-12s %3d trials, %3d failed\n", kind_name[k], l ? "mlcomm-run" : "no launcher",
                    run_by[k][l], failed_by[k][l]);
-    static const char *const what[] = {"fault to MLC_ERR_PEER_LOST", "stop to MLC_ERR_TIMEOUT",
-                                       "abort to MLC_ERR_ABORTED"};
-    for (int k = 0; k < 3; k++) {
+    static const char *const what[] = {"kill to MLC_ERR_PEER_LOST", "stop to MLC_ERR_TIMEOUT",
+                                       "abort to MLC_ERR_ABORTED", "exit to MLC_ERR_PEER_LOST"};
+    for (int k = 0; k < KINDS; k++) {
         if (!lat[k].n) continue;
         qsort(lat[k].v, (size_t)lat[k].n, sizeof(double), cmp_double);
         printf("  %s (slowest survivor of each trial): median %.1f ms, max %.1f ms over %d trials\n", what[k],
