@@ -30,7 +30,8 @@
  * in the victim's calls the fault lands still depends on timing.
  * FAULT_TRIAL=i runs trial i of the plan alone (replay). FAULT_BUDGET=S
  * (default 50): trials start while less than S seconds have passed (at least
- * 8, one of each kind with and without mlcomm-run).
+ * 8, one of each kind with and without mlcomm-run). FAULT_KINDS (e.g.
+ * "kill" or "kill,abort") runs only those kinds (a kill storm).
  * The same program is the rank (FAULT_SPEC set: "ranks kind victim at delay_us
  * ops", FAULT_DIR: where each rank writes its pid, job id and result).
  */
@@ -350,13 +351,15 @@ typedef struct plan {
     bool launcher;
 } plan_t;
 
+static int kinds[KINDS] = {KILL, STOP, ABORT, EXIT}, nkinds = KINDS; /* FAULT_KINDS */
+
 static plan_t make_plan(uint64_t plan_no, int trial)
 {
     uint64_t st = plan_no * 1000003u + (uint64_t)trial;
     plan_t p;
     memset(&p, 0, sizeof p);
-    p.s.kind = trial % KINDS;
-    p.launcher = (trial / KINDS) % 2 == 0;
+    p.s.kind = kinds[trial % nkinds];
+    p.launcher = (trial / nkinds) % 2 == 0;
     p.s.n = 2 + (int)(mix(&st) % 3);
     p.s.victim = (int)(mix(&st) % (uint64_t)p.s.n);
     int nops = 2 + (int)(mix(&st) % (MAX_OPS - 1));
@@ -693,8 +696,19 @@ int main(int argc, char **argv)
     const char *e = getenv("FAULT_PLAN"), *one = getenv("FAULT_TRIAL"), *b = getenv("FAULT_BUDGET");
     uint64_t plan_no = e ? strtoull(e, NULL, 10) : 1;
     double budget = b ? atof(b) : 50;
-    printf("fault plan %llu (replay all: FAULT_PLAN=%llu; one trial: FAULT_PLAN=%llu FAULT_TRIAL=i)\n",
-           (unsigned long long)plan_no, (unsigned long long)plan_no, (unsigned long long)plan_no);
+    const char *ks = getenv("FAULT_KINDS");
+    if (ks && ks[0]) {
+        nkinds = 0;
+        for (int k = 0; k < KINDS; k++)
+            if (strstr(ks, kind_name[k])) kinds[nkinds++] = k;
+        if (!nkinds) {
+            fprintf(stderr, "FAULT_KINDS='%s' names none of kill, stop, abort, exit\n", ks);
+            return 2;
+        }
+    }
+    printf("fault plan %llu%s%s (replay all: FAULT_PLAN=%llu; one trial: FAULT_PLAN=%llu FAULT_TRIAL=i)\n",
+           (unsigned long long)plan_no, ks && ks[0] ? ", FAULT_KINDS=" : "", ks && ks[0] ? ks : "",
+           (unsigned long long)plan_no, (unsigned long long)plan_no);
     int64_t start = now_ns();
     int trials = 0, failed = 0, failed_by[KINDS][2] = {{0}}, run_by[KINDS][2] = {{0}};
     for (int t = one ? atoi(one) : 0;; t++) {
@@ -706,7 +720,7 @@ int main(int argc, char **argv)
             failed++;
             failed_by[pl.s.kind][pl.launcher]++;
         }
-        if (one || (t >= 2 * KINDS - 1 && (double)(now_ns() - start) / 1e9 >= budget)) break;
+        if (one || (t >= 2 * nkinds - 1 && (double)(now_ns() - start) / 1e9 >= budget)) break;
     }
     printf("\n%d trials, %d failed (plan %llu)\n", trials, failed, (unsigned long long)plan_no);
     for (int k = 0; k < KINDS; k++)
