@@ -388,7 +388,8 @@ static bool read_file(const char *dir, const char *name, char *buf, size_t len)
     return true;
 }
 
-/* The rank numbers a message names, leaving out "rank SELF:" (the caller
+/* The rank numbers a message names ("rank N", "ranks N, M", "source N" as a
+ * probe names the rank it waits on), leaving out "rank SELF:" (the caller
  * saying who it is). After "not heard from" only that list counts. Returns
  * a bit set. */
 static unsigned named_ranks(const char *msg, int self)
@@ -420,6 +421,10 @@ static unsigned named_ranks(const char *msg, int self)
         }
         if (count == 1 && *q == ':' && atoi(first) == self) continue; /* "rank SELF: ..." */
         set |= here;
+    }
+    for (const char *q = msg; (q = strstr(q, "source ")) != NULL;) {
+        q += strlen("source ");
+        if (*q >= '0' && *q <= '9') set |= 1u << (atoi(q) & 31);
     }
     return set;
 }
@@ -680,8 +685,39 @@ static int run_trial(const char *self, const char *run, uint64_t plan_no, int tr
     return fails;
 }
 
+/* The parser above on the message forms it must read. */
+static int check_names(void)
+{
+    static const struct {
+        const char *msg;
+        int self;
+        unsigned want;
+    } cases[] = {
+        {"barrier #3 (0 bytes, algorithm direct): rank 1: peer rank 0 is gone (killed by signal 9 (Killed))", 1, 1u},
+        {"shm init: rank 2 is gone (process 12 exited)", 0, 4u},
+        {"rank 0: allgather #4 (256 bytes) made no progress for 2 s (MLC_TIMEOUT); ranks not heard from: 0, 1", 0,
+         3u},
+        {"recv (peer 1, tag 104, 256 bytes): rank 0: recv made no progress; ranks not heard from: 1", 0, 2u},
+        {"rank 0: probe (source 2, tag 104) saw no message for 5 s (MLC_TIMEOUT)", 0, 4u},
+        {"rank 3: ranks 1 and 2 are gone", 3, 6u},
+        {"rank 1: the communicator was aborted by another rank (mlc_comm_abort)", 1, 0u},
+    };
+    int bad = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        unsigned got = named_ranks(cases[i].msg, cases[i].self);
+        if (got != cases[i].want) {
+            printf("FAIL: \"%s\" (self %d): read 0x%x, want 0x%x\n", cases[i].msg, cases[i].self, got,
+                   cases[i].want);
+            bad++;
+        }
+    }
+    printf("%s\n", bad ? "FAIL" : "PASS");
+    return bad ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 2 && strcmp(argv[1], "--check-names") == 0) return check_names();
     const char *spec = getenv("FAULT_SPEC");
     if (spec) return rank_main(spec);
     setvbuf(stdout, NULL, _IOLBF, 0);
