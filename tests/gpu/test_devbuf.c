@@ -9,7 +9,9 @@
  * Here it runs on the test double (tests/gpu/fake_cudart.c) with
  * FAKE_CUDA_GUARD=1: its device memory cannot be touched from the host, so
  * any path that reads or writes a device pointer directly crashes the test.
- * Without a usable runtime or device it prints SKIP and exits 77.
+ * Without a usable runtime or device it prints "SKIP: <reason>" and exits 77,
+ * checked before mlc_comm_init (which, asked for MLC_MEMORY=cuda with no
+ * runtime, rightly fails with MLC_ERR_UNAVAILABLE).
  *
  * MLC_MEMORY=rocm: the same on the HIP runtime (MLC_HIPRT_LIB).
  *
@@ -52,7 +54,10 @@ static int load_cuda(void)
     void *h = NULL;
     for (int i = 0; names[i] && !h; i++) h = dlopen(names[i], RTLD_NOW | RTLD_GLOBAL);
     if (!h) {
-        skip_why = hip ? "no HIP runtime library" : "no CUDA runtime library";
+        static char why[512];
+        const char *err = dlerror();
+        snprintf(why, sizeof why, "no %s runtime library (%s)", hip ? "HIP" : "CUDA", err ? err : names[0]);
+        skip_why = why;
         return -1;
     }
     char sym[64];
@@ -511,10 +516,6 @@ static int run_send_then_coll(mlc_comm_t *comm)
 
 static int body(mlc_comm_t *comm)
 {
-    if (load_cuda() != 0) {
-        if (mlc_comm_rank(comm) == 0) printf("SKIP: %s\n", skip_why);
-        return MLC_TEST_SKIP;
-    }
     int p = mlc_comm_size(comm);
     CHECK_RUN(run_direct(comm));
     /* Staging copies may run on the caller's stream. */
@@ -551,4 +552,14 @@ static int body(mlc_comm_t *comm)
     return 0;
 }
 
-MLC_TEST_MAIN(body)
+/* The runtime is loaded before any communicator exists: without one there is
+ * nothing to test, and mlc_comm_init would refuse MLC_MEMORY=cuda. */
+int main(int argc, char **argv)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (load_cuda() != 0) {
+        printf("SKIP: %s\n", skip_why);
+        return MLC_TEST_SKIP;
+    }
+    return mlc_test_main(argc, argv, body);
+}
