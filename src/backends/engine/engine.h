@@ -177,6 +177,7 @@ struct eng_ep {
     /* liveness */
     uint8_t *dead;         /* world rank -> known dead (death is final) */
     double *live_at;       /* world rank -> when peer_dead was last asked */
+    char (*dead_why)[112]; /* world rank -> how it ended (peer_dead's words) */
     int (*peer_dead)(eng_ep_t *ep, int wrank, char *why, size_t len); /* backend hook */
     void (*release)(eng_ep_t *ep);                                     /* backend hook */
     void *backend_data;

@@ -41,28 +41,26 @@ void eng_beat(eng_ep_t *ep)
 int eng_peer_gone(eng_ep_t *ep, int w, char *why, size_t len)
 {
     if (w == ep->wrank) return ENG_ALIVE;
-    char how[128] = "";
-    if (atomic_load(&eng_ctl(ep, w)->attached) == ENG_LEFT) {
-        bool exited = ep->threads || (ep->peer_dead && ep->peer_dead(ep, w, how, sizeof how));
-        snprintf(why, len, "freed the communicator%s", exited ? " and exited" : " (its process still runs)");
-        return ENG_FREED;
-    }
-    if (!ep->peer_dead) return ENG_ALIVE;
-    if (!ep->dead[w]) {
+    bool left = atomic_load(&eng_ctl(ep, w)->attached) == ENG_LEFT;
+    if (!ep->dead[w] && ep->peer_dead) {
         double now = mlc_now();
-        if (now - ep->live_at[w] < PID_RECHECK_S) return ENG_ALIVE;
-        ep->live_at[w] = now;
-        if (!ep->peer_dead(ep, w, how, sizeof how)) return ENG_ALIVE;
-        ep->dead[w] = 1;
-    } else {
-        ep->peer_dead(ep, w, how, sizeof how);
+        if (now - ep->live_at[w] >= PID_RECHECK_S) {
+            ep->live_at[w] = now;
+            char how[sizeof ep->dead_why[0]];
+            if (ep->peer_dead(ep, w, how, sizeof how)) {
+                memcpy(ep->dead_why[w], how, sizeof how);
+                ep->dead[w] = 1;
+            }
+        }
     }
-    /* It may have released its endpoint between the two loads, then exited. */
-    if (atomic_load(&eng_ctl(ep, w)->attached) == ENG_LEFT) {
-        snprintf(why, len, "freed the communicator and exited");
+    /* Released its endpoint (maybe between two loads, then exited). */
+    if (left || (ep->dead[w] && atomic_load(&eng_ctl(ep, w)->attached) == ENG_LEFT)) {
+        bool exited = ep->threads || ep->dead[w];
+        snprintf(why, len, "freed the communicator%s", exited ? " and exited" : "");
         return ENG_FREED;
     }
-    snprintf(why, len, "is gone (%s)", how);
+    if (!ep->dead[w]) return ENG_ALIVE;
+    snprintf(why, len, "is gone (%s)", ep->dead_why[w]);
     return ENG_DIED;
 }
 
