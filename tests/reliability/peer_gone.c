@@ -12,6 +12,8 @@
  *   freed_exit_coll  the same; survivors in an allreduce
  *   freed_alive      victim frees the communicator and stays alive 3 s; survivors
  *                    in mlc_recv from 1 / mlc_probe on 1
+ *   combine_kill     victim SIGKILLed; survivors in a non-commutative mlc_combine (src/exchange)
+ *   combine_freed    victim frees the communicator and exits 0; survivors in mlc_combine
  *
  * Each survivor prints "rank R: SCENARIO: STATUS after T s: message" (T is
  * from the start of its wait; the victim leaves 0.1 s after the barrier) and
@@ -30,14 +32,21 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "harness.h"
+#include "mlcomm_exchange.h"
 
 #define VICTIM 1
 #define TAG 7
 #define LEAVE_AFTER_MS 100
 #define BOUND_S 10.0 /* generous: the promise is 2 s, the machine may be loaded */
 
-static const char *const scenarios[] = {"probe_kill",      "iprobe_kill", "split_kill", "freed_exit",
-                                        "freed_exit_coll", "freed_alive", NULL};
+static const char *const scenarios[] = {"probe_kill",  "iprobe_kill",  "split_kill",    "freed_exit", "freed_exit_coll",
+                                        "freed_alive", "combine_kill", "combine_freed", NULL};
+
+static void add_op(const void *in, void *inout, void *ctx)
+{
+    (void)ctx;
+    *(int32_t *)inout += *(const int32_t *)in;
+}
 
 /* Does msg name rank `who` after a "rank" word (e.g. "rank 1", "peer rank 1")? */
 static int names_rank(const char *msg, int who)
@@ -71,6 +80,7 @@ static mlc_status_t survivor_wait(const char *scen, mlc_comm_t *comm, int r)
         if (child) mlc_comm_free(child);
         return st;
     }
+    if (strncmp(scen, "combine", 7) == 0) return mlc_combine(&v, &v, 1, sizeof v, add_op, 0, NULL, comm);
     if (strcmp(scen, "freed_exit_coll") == 0) return mlc_allreduce(&v, &v, 1, MLC_INT32, MLC_SUM, comm, NULL);
     bool poll = strcmp(scen, "iprobe_kill") == 0 || (strcmp(scen, "freed_exit") == 0 && r == 2);
     if (poll) {
@@ -126,7 +136,7 @@ static int run_rank(const char *scen)
     } else if (!names_rank(msg, VICTIM)) {
         printf("rank %d: THE MESSAGE DOES NOT NAME RANK %d\n", r, VICTIM);
         bad = 1;
-    } else if (strncmp(scen, "freed", 5) == 0 && !strstr(msg, "freed")) {
+    } else if (strstr(scen, "freed") && !strstr(msg, "freed")) {
         printf("rank %d: THE MESSAGE DOES NOT SAY THE PEER FREED THE COMMUNICATOR\n", r);
         bad = 1;
     }
