@@ -27,9 +27,21 @@
  *  - A communicator is used by one thread at a time (as NCCL); different
  *    communicators may be used from different threads at once;
  *    mlc_comm_abort() may be called from any thread.
- *  - Errors are sticky: after MLC_ERR_TIMEOUT, MLC_ERR_PEER_LOST or
- *    MLC_ERR_ABORTED the communicator is failed and every later call on it
- *    returns that error at once; only mlc_comm_abort and mlc_comm_free remain.
+ *  - Errors are sticky: after MLC_ERR_TIMEOUT, MLC_ERR_PEER_LOST,
+ *    MLC_ERR_ABORTED or MLC_ERR_MISMATCH the communicator is failed and every
+ *    later call on it returns that error at once; only mlc_comm_abort and
+ *    mlc_comm_free remain.
+ *  - Mismatched calls are caught, not computed: ranks that call the same
+ *    step of a communicator with different collectives, counts, dtypes, ops
+ *    or roots fail with MLC_ERR_MISMATCH and a message naming both sides
+ *    ("rank 0: allreduce(count=1000, float32, sum) vs rank 1:
+ *    allreduce(count=100000, float32, sum), call #17"), before any byte
+ *    moves between their buffers, and the communicator fails on every rank.
+ *    A rank whose part of the call completed before any rank compared (a
+ *    gather leaf, a broadcast root over a tree) gets the error from its next
+ *    call on the communicator. Always on for `threads` and `shm` (the
+ *    signature rides in their slots and message headers); on `mpi` and
+ *    `nccl` with MLC_CHECK=1, at the cost of one small allgather per call.
  */
 #ifndef MLCOMM_H
 #define MLCOMM_H
@@ -336,13 +348,19 @@ MLC_API mlc_status_t mlc_comm_split(mlc_comm_t *comm, int color, int key, mlc_co
 
 /**
  * Release a communicator. Local: does not wait for peers. Pending requests
- * are cancelled (their buffers are no longer touched). NULL is a no-op.
+ * are cancelled (their buffers are no longer touched), but their handles stay
+ * valid: mlc_request_wait / mlc_request_test on one returns MLC_ERR_ABORTED
+ * with a message and releases it (a request that had completed returns its
+ * own status). The communicator's memory goes with the last such handle, so
+ * wait or test every request you hold. NULL is a no-op.
  */
 MLC_API mlc_status_t mlc_comm_free(mlc_comm_t *comm);
 
 /**
  * Fail the communicator: every pending and later operation on it, on every
- * rank, returns MLC_ERR_ABORTED. Safe from any thread.
+ * rank, returns MLC_ERR_ABORTED. Safe from any thread. Requests stay valid
+ * handles: wait or test each (it returns MLC_ERR_ABORTED), before or after
+ * mlc_comm_free, which is still needed to release the communicator.
  */
 MLC_API mlc_status_t mlc_comm_abort(mlc_comm_t *comm);
 
@@ -365,12 +383,16 @@ MLC_API int mlc_comm_tag_max(const mlc_comm_t *comm);
 /**
  * Wait until *req completes, release it and set *req = NULL. Returns the
  * operation's status. Honours the communicator's timeout. *req == NULL is a
- * no-op returning MLC_SUCCESS.
+ * no-op returning MLC_SUCCESS. A request outlives its communicator: after
+ * mlc_comm_free or mlc_comm_abort, a request that was pending returns
+ * MLC_ERR_ABORTED at once (with a message naming the operation).
  */
 MLC_API mlc_status_t mlc_request_wait(mlc_request_t **req);
 /**
  * Progress *req without blocking. *done = 1 when it completed, in which case
  * the request is released, *req = NULL and the operation's status returned.
+ * After mlc_comm_free or mlc_comm_abort, a request that was pending completes
+ * at once with MLC_ERR_ABORTED (as mlc_request_wait).
  */
 MLC_API mlc_status_t mlc_request_test(mlc_request_t **req, int *done);
 /**

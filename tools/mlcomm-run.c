@@ -11,6 +11,11 @@
  * the rank and how it ended. Whatever happens, /dev/shm entries of the job
  * are removed at the end.
  *
+ * The rank named as the cause is the one that died first: a rank killed by a
+ * signal it was not sent by the launcher before one that exited non-zero (most
+ * often a peer giving up), and a rank whose main thread had already ended
+ * before ranks that exited after it (see take_dying).
+ *
  * Exit status: 0 when every rank exits 0; else the first failing rank's exit
  * code (128+N for a signal); 124 when --timeout expired; 126/127 when the
  * program cannot be executed; 2 for a usage error; 1 if the launcher itself
@@ -280,11 +285,78 @@ static bool killed_on_its_own(const launcher_t *L, int r, int wait_status)
     return WIFSIGNALED(wait_status) && L->ranks[r].signalled_for == STOP_NONE;
 }
 
+/* Has pid's main thread ended (zombie or dead) while the process may still be
+ * tearing down? Peers that watch pids see a rank dead from that moment on,
+ * but waitpid returns it only once its last thread is gone. */
+static bool main_thread_ended(pid_t pid)
+{
+    char path[64], buf[256];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return false;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *rp = strrchr(buf, ')');
+    return rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X');
+}
+
+/* Move rank r from running to the reaped batch. */
+static void take(launcher_t *L, int *n, int r, int wait_status)
+{
+    L->ranks[r].running = false;
+    L->nrunning--;
+    L->ended[*n].rank = r;
+    L->ended[*n].wait_status = wait_status;
+    (*n)++;
+}
+
+/*
+ * A rank failed and no cause is known yet: ranks whose main thread has
+ * already ended died before it (a peer that exits because another rank died
+ * saw that rank's main thread gone), even if their process is not reapable
+ * yet (other threads still exiting, memory still being torn down). Wait for
+ * them (at most DYING_WAIT_S) and put them first in the batch, so that the
+ * rank that died first is the cause, not the survivors that followed it.
+ */
+#define DYING_WAIT_S 2.0
+static void take_dying(launcher_t *L, int *n)
+{
+    int first_new = *n;
+    for (int r = 0; r < L->nranks; r++) {
+        if (!L->ranks[r].running || !main_thread_ended(L->ranks[r].pid)) continue;
+        double until = now_s() + DYING_WAIT_S;
+        for (;;) {
+            int st;
+            pid_t got = waitpid(L->ranks[r].pid, &st, WNOHANG);
+            if (got == L->ranks[r].pid) {
+                take(L, n, r, st);
+                break;
+            }
+            if (got < 0 && errno != EINTR) break;
+            if (now_s() > until) break; /* a live process whose main thread exited */
+            struct timespec ts = {0, 1000000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    if (*n == first_new) return;
+    /* Rotate the dying ranks to the front of the batch. */
+    struct ended *e = L->ended;
+    for (int k = first_new; k < *n; k++) {
+        struct ended x = e[k];
+        for (int j = k; j > k - first_new; j--) e[j] = e[j - 1];
+        e[k - first_new] = x;
+    }
+}
+
+static bool failed_status(int wait_status) { return !WIFEXITED(wait_status) || WEXITSTATUS(wait_status) != 0; }
+
 /*
  * Reap every rank that has ended. waitpid returns them in rank order, not in
  * the order they died, so when several ended before the launcher woke, a
  * rank killed by a signal is taken as the cause before ranks that exited
- * non-zero: those are most often peers that saw it die and gave up.
+ * non-zero: those are most often peers that saw it die and gave up. Ranks
+ * already dying but not yet reapable join the batch first (take_dying).
  */
 static void reap(launcher_t *L)
 {
@@ -296,15 +368,14 @@ static void reap(launcher_t *L)
         if (pid <= 0) break; /* none ready, or no children left */
         for (int r = 0; r < L->nranks; r++) {
             if (L->ranks[r].running && L->ranks[r].pid == pid) {
-                L->ranks[r].running = false;
-                L->nrunning--;
-                L->ended[n].rank = r;
-                L->ended[n].wait_status = st;
-                n++;
+                take(L, &n, r, st);
                 break;
             }
         }
     }
+    bool failure = false;
+    for (int k = 0; k < n; k++) failure = failure || failed_status(L->ended[k].wait_status);
+    if (failure && L->first_failed < 0 && !L->timed_out && L->nrunning > 0) take_dying(L, &n);
     for (int pass = 0; pass < 2; pass++)
         for (int k = 0; k < n; k++)
             if (killed_on_its_own(L, L->ended[k].rank, L->ended[k].wait_status) == (pass == 0))

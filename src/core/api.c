@@ -8,6 +8,7 @@
 #include "backend.h"
 #include "dtype.h"
 #include "error.h"
+#include "signature.h"
 #include "gpu/devmem.h"
 #include "log.h"
 
@@ -151,6 +152,11 @@ const char *mlc_request_algo(const mlc_request_t *req)
 mlc_status_t mlc_submit_plain(mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_t *args, size_t bytes,
                               mlc_request_t **out)
 {
+    if (comm->cfg.check && coll < MLC_COLL_SEND && comm->size > 1 && comm->internal_depth == 0 &&
+        !comm->be->signs_calls) {
+        mlc_status_t st = mlc_check_call(comm, coll, args);
+        if (st != MLC_SUCCESS) return st;
+    }
     mlc_request_t *req = mlc_request_alloc(comm);
     if (!req) return mlc_error(MLC_ERR_NO_MEMORY, "mlc_%s: out of memory for a request", coll_names[coll]);
     req->coll = coll;

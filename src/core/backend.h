@@ -91,6 +91,9 @@ typedef struct mlc_backend {
      * device pointers as they are (the same answer on every rank). */
     bool device_native;
     bool (*device_capable)(mlc_comm_t *comm);
+    /* Compares call signatures itself before data moves (src/core/signature.h):
+     * MLC_CHECK adds nothing. Else MLC_CHECK=1 makes core exchange them first. */
+    bool signs_calls;
     bool (*device_direct)(const mlc_request_t *req);
 } mlc_backend_t;
 

@@ -154,6 +154,7 @@ static mlc_status_t create(const mlc_cfg_t *cfg, const mlc_boot_t *boot, const m
     if (st == MLC_SUCCESS) st = mlc_model_agree(c);
     if (st == MLC_SUCCESS) st = mlc_devmem_setup(c);
     c->internal_depth--;
+    c->seq_base = c->coll_seq; /* signatures keep counting (src/core/signature.h) */
     c->coll_seq = 0; /* init's own collectives are complete: the user's first is #0 */
     if (st == MLC_SUCCESS) st = mlc_prof_open(c);
     if (st != MLC_SUCCESS) {
@@ -237,6 +238,16 @@ mlc_status_t mlc_comm_init_rank(const mlc_unique_id_t *id, int nranks, int rank,
     if (!id || !out) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_comm_init_rank: %s is NULL", id ? "comm" : "id");
     if (memcmp(id->internal, MLC_UID_MAGIC, strlen(MLC_UID_MAGIC)) != 0)
         return mlc_error(MLC_ERR_INVALID_ARG, "mlc_comm_init_rank: id was not made by mlc_get_unique_id");
+    /* Every read of the id stays within its declared size. */
+    const char *hex = id->internal + strlen(MLC_UID_MAGIC);
+    size_t room = sizeof id->internal - strlen(MLC_UID_MAGIC);
+    size_t hex_len = strnlen(hex, room);
+    if (hex_len == room)
+        return mlc_error(MLC_ERR_INVALID_ARG, "mlc_comm_init_rank: the unique id is not terminated within its "
+                         "%zu bytes (not made by mlc_get_unique_id, or overwritten)", sizeof id->internal);
+    if (hex_len != 32 || strspn(hex, "0123456789abcdef") != hex_len)
+        return mlc_error(MLC_ERR_INVALID_ARG, "mlc_comm_init_rank: the unique id is malformed (expected 32 hex "
+                         "digits after its tag; not made by mlc_get_unique_id, or overwritten)");
     if (nranks < 1 || rank < 0 || rank >= nranks)
         return mlc_error(MLC_ERR_INVALID_ARG, "mlc_comm_init_rank: rank %d of %d is out of range", rank, nranks);
     mlc_cfg_t cfg;
@@ -248,7 +259,7 @@ mlc_status_t mlc_comm_init_rank(const mlc_unique_id_t *id, int nranks, int rank,
     cfg.rank = cfg.local_rank = rank;
     cfg.world_size = cfg.local_size = nranks;
     cfg.rank_source = "mlc_comm_init_rank";
-    snprintf(cfg.job_id, sizeof cfg.job_id, "%s", id->internal + strlen(MLC_UID_MAGIC));
+    snprintf(cfg.job_id, sizeof cfg.job_id, "%.*s", (int)hex_len, hex);
     mlc_boot_t boot = {rank, nranks, rank, nranks, cfg.job_id, id};
     return create(&cfg, &boot, NULL, out);
 }
@@ -394,7 +405,10 @@ mlc_status_t mlc_comm_free(mlc_comm_t *comm)
     if (!comm) return MLC_SUCCESS;
     mlc_devmem_free(comm); /* staged operations still in flight hold backend requests */
     comm->be->destroy(comm);
-    mlc_comm_release(comm);
+    /* Handles the user still holds stay valid (they end ABORTED); the object
+     * goes with the last of them (mlc_request_release). */
+    mlc_prof_close(comm);
+    if (mlc_request_orphan_all(comm)) mlc_comm_release(comm);
     return MLC_SUCCESS;
 }
 

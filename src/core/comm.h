@@ -73,6 +73,7 @@ struct mlc_comm {
     char fail_msg[512];
     atomic_int fail_claim; /* the first failing thread writes fail_msg, then publishes failed */
     uint64_t coll_seq;     /* next collective sequence number */
+    uint64_t seq_base;     /* collectives before coll_seq restarted at 0 (init's own): call numbers never repeat */
     const char *algo_forced[MLC_COLL_COUNT]; /* from env or mlc_comm_set_algo; NULL = auto */
     bool algo_selects[MLC_COLL_COUNT]; /* the backend offers more than native: auto asks the selector */
     void *stream;          /* GPU stream (cudaStream_t / hipStream_t) */
@@ -83,6 +84,7 @@ struct mlc_comm {
     struct mlc_request *free_reqs;
     struct mlc_req_chunk *req_chunks;
     int outstanding;       /* requests handed out and not yet released */
+    bool freed;            /* mlc_comm_free ran; the object lives until the last request is released */
     int tensor_checks;     /* src/tensor: mlc_tensor_set_checks level (0 = full) */
     struct mlc_devmem *dev; /* memory kind cuda/rocm/auto on a host backend (src/gpu/devmem.h), else NULL */
 };
@@ -108,7 +110,12 @@ mlc_status_t mlc_comm_fail(mlc_comm_t *comm, mlc_status_t st, const char *fmt, .
 /* Extent in elements of a v-layout: max(displs[i] + counts[i]); 0 when counts is NULL. */
 size_t mlc_vextent(const size_t *counts, const size_t *displs, int p);
 mlc_request_t *mlc_request_alloc(mlc_comm_t *comm);
+/* Return req to its pool; the last release of a freed communicator frees it. */
 void mlc_request_release(mlc_request_t *req);
+/* mlc_comm_free: end every request still handed out with MLC_ERR_ABORTED (the
+ * backend state is gone) and mark the communicator freed. Returns true when no
+ * request is outstanding, so the caller may release the object now. */
+bool mlc_request_orphan_all(mlc_comm_t *comm);
 /* Wait for one request; does not release it. Applies timeout/abort/death rules. */
 mlc_status_t mlc_request_wait_internal(mlc_request_t *req);
 /* Return the sticky error with its message set for this thread, or 0. */

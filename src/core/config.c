@@ -12,10 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "backend.h" /* MLC_BACKEND_LIST: the backend names */
 #include "config.h"
 #include "error.h"
+#include "jobstate.h"
 
 const mlc_env_var_t mlc_env_vars[] = {
 #define MLC_X_ROW(name, def, help) {#name, def, help},
@@ -375,6 +377,17 @@ static void mlc_job_id_from_env(char *buf, size_t len)
     }
 }
 
+/* A launcher that names no job (MPICH's Hydra sets only PMI_RANK/PMI_SIZE):
+ * its ranks on this host are children of one process (hydra_pmi_proxy,
+ * slurmstepd, torchrun's agent), whose pid and start time name the job. The
+ * shm rendezvous adds an unguessable nonce (docs/ENGINE.md "Segment"). */
+static void mlc_job_id_from_parent(const char *source, char *buf, size_t len)
+{
+    int ppid = (int)getppid();
+    unsigned long long start = (unsigned long long)mlc_proc_start_time(ppid);
+    if (ppid > 1 && start != 0) snprintf(buf, len, "%s-p%d-%llu", source, ppid, start);
+}
+
 /* ---- the other variables -------------------------------------------------- */
 
 /* A name from a table, from the caller's int field or the environment. */
@@ -510,6 +523,14 @@ static mlc_status_t mlc_resolve_misc(const mlc_config_t *cfg, mlc_cfg_t *r)
         r->cuda_ipc = (int)x;
     }
 
+    /* Call signature check on backends that do not compare them themselves: 0 or 1 */
+    r->check = 0;
+    const char *chk = mlc_env("MLC_CHECK");
+    if (chk != NULL) {
+        if (!mlc_parse_int(chk, 0, 1, &x)) return mlc_error(MLC_ERR_CONFIG, "MLC_CHECK='%s' is not 0 or 1", chk);
+        r->check = (int)x;
+    }
+
     /* CMA: 0 or 1 */
     r->cma = 1;
     if (cfg != NULL && cfg->cma != MLC_UNSET) {
@@ -595,6 +616,10 @@ mlc_status_t mlc_config_resolve(const mlc_config_t *cfg, mlc_cfg_t *out)
         snprintf(raw, sizeof raw, "%s", cfg->job_id);
     else
         mlc_job_id_from_env(raw, sizeof raw);
+    if (raw[0] == '\0' && r.rank_source != NULL &&
+        (strcmp(r.rank_source, "mpich") == 0 || strcmp(r.rank_source, "slurm") == 0 ||
+         strcmp(r.rank_source, "torchrun") == 0 || strcmp(r.rank_source, "open-mpi") == 0))
+        mlc_job_id_from_parent(r.rank_source, raw, sizeof raw);
     mlc_sanitize_job_id(raw, r.job_id);
 
     if ((st = mlc_resolve_timeout(cfg, &r)) != MLC_SUCCESS) return st;
@@ -625,6 +650,7 @@ const char *mlc_config_diff(const mlc_cfg_t *a, const mlc_cfg_t *b)
     if (a->world_size != b->world_size) return "MLC_WORLD_SIZE";
     if (a->memory != b->memory) return "MLC_MEMORY";
     if (a->stage_chunk != b->stage_chunk) return "MLC_STAGE_CHUNK";
+    if (a->check != b->check) return "MLC_CHECK";
     for (int c = 0; c < MLC_COLL_COUNT; c++)
         if (strncmp(a->algo[c], b->algo[c], sizeof a->algo[c]) != 0) return mlc_algo_vars[c];
     return NULL;

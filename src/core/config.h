@@ -27,6 +27,8 @@
     X(MLC_MPI_CUDA_AWARE, "auto", "mpi: hand device buffers to MPI: auto (ask MPI), 1, 0 (stage them)") \
     X(MLC_EXCHANGE_EXEC, "auto", "exchange executor: auto, mpi_pack, mpi_subarray, p2p")        \
     X(MLC_CMA, "1", "shm: single-copy transfers with process_vm_readv where allowed (0/1)")    \
+    X(MLC_CHECK, "0", "mpi/nccl: compare every collective's arguments across ranks first (0/1; threads/shm always do)") \
+    X(MLC_FAULT_INIT, "", "testing only: R:POINT makes rank R SIGKILL itself at shm init POINT (rendezvous, attach)") \
     X(MLC_ALGO_BROADCAST, "auto", "force the broadcast algorithm")                              \
     X(MLC_ALGO_REDUCE, "auto", "force the reduce algorithm")                                    \
     X(MLC_ALGO_ALLREDUCE, "auto", "force the allreduce algorithm")                              \
@@ -73,6 +75,7 @@ typedef struct mlc_cfg {
     size_t stage_chunk;  /* MLC_STAGE_CHUNK bytes; 0 = default */
     int mpi_cuda_aware;  /* MLC_MPI_CUDA_AWARE: -1 auto, 0, 1 */
     int cuda_ipc;        /* MLC_CUDA_IPC: 0 or 1 */
+    int check;           /* MLC_CHECK: 0 or 1 */
     char algo[MLC_COLL_COUNT][32]; /* "" = auto */
     const char *rank_source; /* which launcher's variables gave the rank ("mlcomm-run", "torchrun", ...) */
 } mlc_cfg_t;

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -14,6 +15,7 @@
 
 static pthread_once_t mlc_jobstate_once = PTHREAD_ONCE_INIT;
 static const mlc_jobstate_t *mlc_jobstate;
+static uint64_t mlc_jobstate_id;
 
 static void mlc_jobstate_map(void)
 {
@@ -55,10 +57,34 @@ static void mlc_jobstate_map(void)
         return;
     }
     mlc_jobstate = js;
+    mlc_jobstate_id = ((uint64_t)sb.st_dev << 40) ^ (uint64_t)sb.st_ino ^ 0x6a6f62u;
 }
 
 const mlc_jobstate_t *mlc_jobstate_get(void)
 {
     pthread_once(&mlc_jobstate_once, mlc_jobstate_map);
     return mlc_jobstate;
+}
+
+uint64_t mlc_jobstate_tag(void)
+{
+    return mlc_jobstate_get() ? mlc_jobstate_id : 0;
+}
+
+uint64_t mlc_proc_start_time(int pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    /* Fields after the command name (which may hold spaces): state is field 3. */
+    const char *p = strrchr(buf, ')');
+    if (!p) return 0;
+    p++;
+    for (int field = 2; field < 22 && *p; p++)
+        if (*p == ' ') field++;
+    return strtoull(p, NULL, 10);
 }

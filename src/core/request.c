@@ -65,6 +65,8 @@ void mlc_request_release(mlc_request_t *req)
     req->next_free = comm->free_reqs;
     comm->free_reqs = req;
     comm->outstanding--;
+    /* The communicator was freed while this handle was outstanding: it was the last. */
+    if (comm->freed && comm->outstanding == 0) mlc_comm_release(comm);
 }
 
 void mlc_comm_free_requests(mlc_comm_t *comm)
@@ -104,6 +106,23 @@ static void describe(const mlc_request_t *req, char *buf, size_t len)
         snprintf(buf, len, "%s #%llu (%zu bytes%s%s)", mlc_coll_name(req->coll),
                  (unsigned long long)req->seq, req->bytes, req->algo ? ", algorithm " : "",
                  req->algo ? req->algo : "");
+}
+
+bool mlc_request_orphan_all(mlc_comm_t *comm)
+{
+    for (mlc_req_chunk_t *c = comm->req_chunks; c; c = c->next)
+        for (int i = 0; i < MLC_REQ_CHUNK; i++) {
+            mlc_request_t *r = &c->reqs[i];
+            if (!r->in_use || atomic_load_explicit(&r->done, memory_order_acquire)) continue;
+            char what[160];
+            describe(r, what, sizeof what);
+            snprintf(r->errmsg, sizeof r->errmsg, "rank %d: %s was still pending when mlc_comm_free "
+                     "freed its communicator; it never completed", comm->rank, what);
+            r->status = MLC_ERR_ABORTED;
+            atomic_store_explicit(&r->done, 1, memory_order_release);
+        }
+    comm->freed = true;
+    return comm->outstanding == 0;
 }
 
 /* Hand the request's outcome to the waiting thread. */

@@ -124,6 +124,12 @@ static void p2p_release(void *state)
 {
     p2p_state_t *s = state;
     if (!s) return;
+    /* Only mlc_exchange_free releases a run in flight, after freeing the
+     * communicator: its requests end at once (ABORTED) and are given back. */
+    if (s->nreqs) {
+        mlc_request_wait_all(s->nreqs, s->reqs, NULL);
+        mlc_error_clear();
+    }
     free(s->send_arena);
     free(s->recv_arena);
     free(s->reqs);

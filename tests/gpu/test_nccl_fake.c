@@ -342,6 +342,25 @@ static void test_abort(void)
     rt->free(d);
 }
 
+/* A request pending when its communicator is freed stays valid: it ends ABORTED. */
+static void test_free_pending(void)
+{
+    mlc_comm_t *comm = make_comm(0);
+    if (!comm) return;
+    setenv("FAKE_CUDA_EVENT_NEVER", "1", 1);
+    float *d = dev_floats(16);
+    mlc_request_t *req, *req2;
+    CHECK_OK(mlc_allreduce(d, d, 16, MLC_FLOAT32, MLC_SUM, comm, &req));
+    CHECK_OK(mlc_broadcast(d, d, 16, MLC_FLOAT32, 0, comm, &req2));
+    CHECK_OK(mlc_comm_free(comm));
+    CHECK_ERR(mlc_request_wait(&req), MLC_ERR_ABORTED, "freed");
+    int done = 0;
+    CHECK_ERR(mlc_request_test(&req2, &done), MLC_ERR_ABORTED, "freed");
+    CHECK(done && !req && !req2, "handles not released");
+    unsetenv("FAKE_CUDA_EVENT_NEVER");
+    rt->free(d);
+}
+
 static void test_backend_table(void)
 {
     char why[256] = "";
@@ -388,6 +407,7 @@ static void test_ops(void)
     CHECK(*ccounter("fake_cuda_live_device_allocs") == live_dev, "device memory leaked: %d",
           *ccounter("fake_cuda_live_device_allocs") - live_dev);
     test_abort();
+    test_free_pending();
     if (gpu_kind == MLC_GPU_CUDA) test_backend_table();
 }
 

@@ -13,6 +13,12 @@
  *  cache-sized bounce buffers, then copies every other slice from its owner's
  *  receive buffer. No ring, no intermediate copies through shared memory.
  *
+ * Each rank publishes its call's signature with `pub`; a rank compares the
+ * signature of every peer it is about to read before it reads, so calls with
+ * different arguments fail with MLC_ERR_MISMATCH instead of reading past a
+ * buffer. A rank that reads nothing (broadcast root, reduce non-root) waits
+ * for its readers' `done2`, so a mismatch fails its call too.
+ *
  * Everything waits on flags without blocking: the state machine returns 0
  * while a flag is not there, and the engine's progress loop (with its
  * timeout, abort and peer-death rules) calls it again.
@@ -62,6 +68,61 @@ static bool all_at_least(const eng_comm_t *ec, int f, uint64_t v)
     return true;
 }
 
+/* Publish this rank's call in its slot (seqlock: eng_slot_mismatch reads it
+ * while this rank may rewrite it for a later call). */
+static void publish_sig(eng_comm_t *ec, const eng_direct_t *d)
+{
+    eng_slot_t *s = slot_of(ec, ec->comm->rank);
+    atomic_store_explicit(&s->sig_v, 0, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+    s->sig = *d->sig;
+    atomic_store_explicit(&s->sig_v, d->v, memory_order_release);
+}
+
+/* Peer r has published op v (pub seen): its signature is stable until every
+ * rank is done with op v. MLC_SUCCESS if it is this rank's call. */
+static mlc_status_t check_peer(const eng_comm_t *ec, const eng_direct_t *d, int r)
+{
+    const mlc_sig_t *theirs = &slot_of(ec, r)->sig;
+    if (mlc_sig_same(d->sig, theirs)) return MLC_SUCCESS;
+    char msg[384];
+    mlc_sig_mismatch(d->sig, ec->comm->rank, theirs, r, msg, sizeof msg);
+    return mlc_error(MLC_ERR_MISMATCH, "%s", msg);
+}
+
+static mlc_status_t check_all(const eng_comm_t *ec, const eng_direct_t *d)
+{
+    for (int r = 0; r < ec->comm->size; r++)
+        if (r != ec->comm->rank && check_peer(ec, d, r) != MLC_SUCCESS) return MLC_ERR_MISMATCH;
+    return MLC_SUCCESS;
+}
+
+void eng_board_post(eng_comm_t *ec, const mlc_sig_t *sig)
+{
+    struct eng_board *b = &slot_of(ec, ec->comm->rank)->board[sig->call % ENG_BOARD];
+    atomic_store_explicit(&b->v, 0, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+    b->sig = *sig;
+    atomic_store_explicit(&b->v, sig->call + 1, memory_order_release);
+}
+
+bool eng_board_mismatch(eng_comm_t *ec, const mlc_sig_t *sig, char *msg, size_t len)
+{
+    for (int r = 0; r < ec->comm->size; r++) {
+        if (r == ec->comm->rank) continue;
+        struct eng_board *b = &slot_of(ec, r)->board[sig->call % ENG_BOARD];
+        uint64_t v1 = atomic_load_explicit(&b->v, memory_order_acquire);
+        if (v1 != sig->call + 1) continue; /* not there yet, or moved on */
+        mlc_sig_t theirs = b->sig;
+        atomic_thread_fence(memory_order_acquire);
+        if (atomic_load_explicit(&b->v, memory_order_relaxed) != v1) continue;
+        if (mlc_sig_same(&theirs, sig)) continue;
+        mlc_sig_mismatch(sig, ec->comm->rank, &theirs, r, msg, len);
+        return true;
+    }
+    return false;
+}
+
 /* Elements of slice r when count is split over p ranks. */
 static void slice(size_t count, int p, int r, size_t *lo, size_t *len)
 {
@@ -95,7 +156,7 @@ const char *eng_direct_choose(const mlc_request_t *req)
     }
 }
 
-mlc_status_t eng_direct_start(mlc_request_t *req, eng_direct_t *d)
+mlc_status_t eng_direct_start(mlc_request_t *req, const mlc_sig_t *sig, eng_direct_t *d)
 {
     eng_comm_t *ec = req->comm->impl;
     if (!ec->slots)
@@ -113,6 +174,7 @@ mlc_status_t eng_direct_start(mlc_request_t *req, eng_direct_t *d)
                          "between every pair of ranks (see MLC_CMA) or a payload of at most %d bytes",
                          mlc_coll_name(req->coll), n, ENG_SLOT_DATA);
     memset(d, 0, sizeof *d);
+    d->sig = sig;
     d->v = ++ec->direct_seq;
     if (!small && (req->coll == MLC_COLL_ALLREDUCE || req->coll == MLC_COLL_REDUCE_SCATTER)) {
         /* Two bounce buffers, plus the accumulator when in place. */
@@ -220,19 +282,22 @@ static int small_progress(mlc_request_t *req, eng_direct_t *d)
             break;
         default: break;
         }
+        publish_sig(ec, d);
         raise_flag(ec, F_PUB, v);
         if ((req->coll == MLC_COLL_BROADCAST && am_root) || (req->coll == MLC_COLL_REDUCE && !am_root)) {
-            raise_flag(ec, F_DONE2, v); /* nothing to read */
-            return 1;
+            d->stage = 4; /* nothing to read: done once the readers took the same call */
+            return small_progress(req, d);
         }
         d->stage = 1;
         /* fall through */
     case 1:
         if (req->coll == MLC_COLL_BROADCAST) {
             if (!flag_at_least(ec, a->root, F_PUB, v)) return 0;
+            if (check_peer(ec, d, a->root) != MLC_SUCCESS) return MLC_ERR_MISMATCH;
             if (n) memcpy(a->recvbuf, slot_of(ec, a->root)->data, n);
         } else {
             if (!all_at_least(ec, F_PUB, v)) return 0;
+            if (check_all(ec, d) != MLC_SUCCESS) return MLC_ERR_MISMATCH;
             if (req->coll == MLC_COLL_ALLREDUCE || req->coll == MLC_COLL_REDUCE) {
                 reduce_slots(req, 0, n, a->recvbuf);
             } else if (req->coll == MLC_COLL_REDUCE_SCATTER) {
@@ -244,6 +309,14 @@ static int small_progress(mlc_request_t *req, eng_direct_t *d)
         }
         raise_flag(ec, F_DONE2, v);
         return 1;
+    case 4: /* read nothing: compare every peer's call (before done2 lets them move on), then wait */
+        if (!all_at_least(ec, F_PUB, v)) return 0;
+        if (check_all(ec, d) != MLC_SUCCESS) return MLC_ERR_MISMATCH;
+        raise_flag(ec, F_DONE2, v);
+        d->stage = 5;
+        /* fall through */
+    case 5:
+        return all_at_least(ec, F_DONE2, v) ? 1 : 0;
     }
     return 0;
 }
@@ -263,24 +336,29 @@ static int large_progress(mlc_request_t *req, eng_direct_t *d)
         if (!all_at_least(ec, F_DONE2, v - 1)) return 0;
         mine->saddr = (uint64_t)(uintptr_t)a->sendbuf;
         mine->raddr = (uint64_t)(uintptr_t)a->recvbuf;
+        publish_sig(ec, d);
         raise_flag(ec, F_PUB, v);
         d->stage = 1;
         /* fall through */
     case 1:
         if (req->coll == MLC_COLL_BROADCAST) {
             if (me == a->root) {
+                if (!all_at_least(ec, F_PUB, v)) return 0;
+                if (check_all(ec, d) != MLC_SUCCESS) return MLC_ERR_MISMATCH;
                 if (!a->inplace && n) memcpy(a->recvbuf, a->sendbuf, n);
                 d->stage = 4; /* wait until every rank has read our buffer */
                 raise_flag(ec, F_DONE2, v);
                 return all_at_least(ec, F_DONE2, v) ? 1 : 0;
             }
             if (!flag_at_least(ec, a->root, F_PUB, v)) return 0;
+            if (check_peer(ec, d, a->root) != MLC_SUCCESS) return MLC_ERR_MISMATCH;
             st = eng_rndv_copy(ec->ep, ec->world_of[a->root], slot_of(ec, a->root)->saddr, a->recvbuf, n);
             if (st != MLC_SUCCESS) return st;
             raise_flag(ec, F_DONE2, v);
             return 1;
         }
         if (!all_at_least(ec, F_PUB, v)) return 0;
+        if (check_all(ec, d) != MLC_SUCCESS) return MLC_ERR_MISMATCH;
         if (req->coll == MLC_COLL_ALLGATHER) {
             for (int r = 0; r < p; r++) {
                 char *dst = (char *)a->recvbuf + (size_t)r * n;
@@ -357,13 +435,18 @@ int eng_direct_progress(mlc_request_t *req, eng_direct_t *d, int *moved)
         rc = 0;
         if (d->stage == 0) {
             if (all_at_least(ec, F_DONE2, d->v - 1)) {
+                publish_sig(ec, d);
                 raise_flag(ec, F_PUB, d->v);
                 d->stage = 1;
             }
         }
         if (d->stage == 1 && all_at_least(ec, F_PUB, d->v)) {
-            raise_flag(ec, F_DONE2, d->v);
-            rc = 1;
+            if (check_all(ec, d) != MLC_SUCCESS) {
+                rc = MLC_ERR_MISMATCH;
+            } else {
+                raise_flag(ec, F_DONE2, d->v);
+                rc = 1;
+            }
         }
     } else {
         rc = small ? small_progress(req, d) : large_progress(req, d);
@@ -388,6 +471,7 @@ bool eng_direct_waits_for(const mlc_request_t *req, const eng_direct_t *d, int r
         return !flag_at_least(ec, r, F_PUB, v);
     case 2: return !flag_at_least(ec, r, F_DONE1, v);
     case 3: return r >= d->peer && !flag_at_least(ec, r, F_READY, v);
+    case 4: return !flag_at_least(ec, r, small ? F_PUB : F_DONE2, v); /* small: a root compares every call */
     default: return !flag_at_least(ec, r, F_DONE2, v);
     }
 }

@@ -40,7 +40,7 @@ void eng_wake(eng_ep_t *ep, int r)
 }
 
 /* Sleep on our doorbell unless a progress pass finds work first. Lock NOT held. */
-void eng_sleep(eng_ep_t *ep, double max_s)
+void eng_sleep(eng_ep_t *ep, double max_s, const eng_comm_t *ec)
 {
     eng_ctl_t *c = eng_ctl(ep, ep->wrank);
     atomic_fetch_add(&c->waiters, 1);
@@ -49,7 +49,8 @@ void eng_sleep(eng_ep_t *ep, double max_s)
     pthread_mutex_lock(&ep->lock);
     int progressed = eng_progress_locked(ep);
     pthread_mutex_unlock(&ep->lock);
-    if (!progressed) futex_wait(&c->doorbell, v, max_s);
+    /* A failure posted before we counted as a waiter woke nobody: look once more. */
+    if (!progressed && !(ec && eng_fail_posted(ec))) futex_wait(&c->doorbell, v, max_s);
     atomic_fetch_sub(&c->waiters, 1);
 }
 
@@ -65,7 +66,7 @@ static void *progress_main(void *arg)
         /* Drive work while it moves; then sleep until a peer writes to us. */
         if (eng_progress_locked(ep)) continue;
         pthread_mutex_unlock(&ep->lock);
-        eng_sleep(ep, 0.05);
+        eng_sleep(ep, 0.05, NULL);
         pthread_mutex_lock(&ep->lock);
     }
     pthread_mutex_unlock(&ep->lock);

@@ -27,10 +27,16 @@
 #include <time.h>
 #include "algos/exec.h"
 #include "comm.h"
+#include "signature.h"
 
 #define ENG_MAGIC 0x4d4c4353u /* "MLCS" */
 #define ENG_LINE 64
-#define ENG_MAX_ABORTS 64
+/* Failed communicators (aborted, mismatched calls): one word per context
+ * pair (pair % ENG_FAIL_WORDS, the pair itself stored in the word), so there
+ * is no limit on how many fail in a job; the messages of the latest
+ * ENG_FAIL_NOTES failures ride along (src/backends/engine/failure.c). */
+#define ENG_FAIL_WORDS 16384
+#define ENG_FAIL_NOTES 64
 #define ENG_ANY (-1)
 #define ENG_JOINED 1u
 #define ENG_LEFT 2u
@@ -60,7 +66,13 @@ typedef struct eng_seg {
     uint32_t slot_areas;   /* communicators (context pairs) that get an area */
     atomic_uint nattached;
     atomic_uint nreleased;
-    atomic_uint aborted[ENG_MAX_ABORTS]; /* contexts aborted by mlc_comm_abort (0 = free slot) */
+    atomic_uint_fast64_t failed[ENG_FAIL_WORDS]; /* (pair + 1) << 32 | -status << 24 | origin world rank */
+    atomic_uint_fast64_t note_next;
+    struct eng_fail_note {
+        atomic_uint_fast64_t stamp; /* seqlock: odd while written, 2 * (index + 1) once complete */
+        uint32_t pair;
+        char msg[244];
+    } notes[ENG_FAIL_NOTES];
 } eng_seg_t;
 
 /*
@@ -69,12 +81,19 @@ typedef struct eng_seg {
  * there. Flags hold the communicator's direct-collective sequence + 1.
  */
 #define ENG_SLOT_DATA 8192
+#define ENG_BOARD 4
 typedef struct eng_slot {
     _Alignas(ENG_LINE) atomic_uint_fast64_t pub; /* data / addresses of op v published */
     atomic_uint_fast64_t done1;                  /* op v: finished reading peers' send buffers */
     atomic_uint_fast64_t ready;                  /* op v: my result slice is in my receive buffer */
     atomic_uint_fast64_t done2;                  /* op v: finished with every peer's memory */
     uint64_t saddr, raddr;
+    atomic_uint_fast64_t sig_v; /* seqlock over sig: 0 while written, then the op's flag value */
+    mlc_sig_t sig;              /* the direct call this rank published with pub */
+    struct eng_board {          /* every call this rank started, the latest ENG_BOARD by call number */
+        atomic_uint_fast64_t v; /* seqlock: 0 while written, then call + 1 */
+        mlc_sig_t sig;
+    } board[ENG_BOARD];
     _Alignas(ENG_LINE) char data[ENG_SLOT_DATA];
 } eng_slot_t;
 
@@ -86,6 +105,7 @@ typedef struct eng_hdr {
     uint64_t bytes;
     uint64_t addr;   /* RNDV: sender's buffer */
     uint64_t cookie; /* RNDV/ACK: the sender's op */
+    mlc_sig_t sig;   /* collective context: the call this message belongs to */
 } eng_hdr_t;
 
 typedef struct eng_op eng_op_t;
@@ -97,7 +117,7 @@ struct eng_op {
     eng_op_t *orphan_next; /* on ep->orphans once cancelled while a peer may still touch it */
     bool is_send, done, cancelled;
     mlc_status_t status;
-    char err[160];
+    char err[320];
     uint32_t ctx;
     int peer;         /* world rank; ENG_ANY for any-source */
     uint64_t tag;     /* ENG_TAG_ANY for any-tag */
@@ -111,6 +131,7 @@ struct eng_op {
     bool hdr_written; /* send: header in the ring */
     bool rndv;        /* send: uses rendezvous */
     mlc_request_t *req; /* user operation to complete, or NULL (collective step) */
+    const mlc_sig_t *sig; /* collective step: its call's signature (NULL for user traffic) */
     struct eng_comm *comm;
 };
 
@@ -123,6 +144,7 @@ typedef struct eng_unexp {
     uint64_t bytes;
     bool rndv, complete;
     uint64_t addr, cookie; /* rndv */
+    mlc_sig_t sig;         /* collective context: the sender's call */
     char *data;            /* eager: malloc'd copy (complete when received == bytes) */
     uint64_t received;
 } eng_unexp_t;
@@ -193,6 +215,7 @@ typedef struct eng_comm {
     uint32_t ctx;       /* user context; ctx + 1 carries collective traffic */
     int *world_of;      /* comm rank -> world rank */
     int *comm_of;       /* world rank -> comm rank or -1 */
+    mlc_sig_t done_sig; /* the last collective completed here: names both sides of a late message */
 } eng_comm_t;
 
 /* An active collective (schedule executor) or a user request being driven. */
@@ -208,12 +231,13 @@ typedef struct eng_coll {
 const char *eng_direct_choose(const mlc_request_t *req);
 /* Start/advance a direct collective kept in `state` (req->priv). */
 typedef struct eng_direct {
+    const mlc_sig_t *sig; /* the call, published in the slot with pub and checked against each peer's */
     uint64_t v;        /* this op's flag value */
     int stage;
     int peer;          /* next peer to visit */
     void *tmp;         /* in-place accumulation / bounce buffers */
 } eng_direct_t;
-mlc_status_t eng_direct_start(mlc_request_t *req, eng_direct_t *d);
+mlc_status_t eng_direct_start(mlc_request_t *req, const mlc_sig_t *sig, eng_direct_t *d);
 /* 1 = complete, 0 = waiting, < 0 = error. */
 int eng_direct_progress(mlc_request_t *req, eng_direct_t *d, int *moved);
 void eng_direct_cancel(eng_direct_t *d);
@@ -246,8 +270,9 @@ void eng_ep_unref(eng_ep_t *ep);
 void eng_wake(eng_ep_t *ep, int r);
 /* One progress pass over rings, queues and collectives; caller holds ep->lock. */
 int eng_progress_locked(eng_ep_t *ep);
-/* Sleep on this rank's doorbell up to max_s (returns early when woken). */
-void eng_sleep(eng_ep_t *ep, double max_s);
+/* Sleep on this rank's doorbell up to max_s (returns early when woken), unless
+ * ec (may be NULL) has a failure posted by another member by then. */
+void eng_sleep(eng_ep_t *ep, double max_s, const struct eng_comm *ec);
 
 /* --- liveness (liveness.c) ------------------------------------------------ */
 enum { ENG_ALIVE = 0, ENG_DIED = 1, ENG_FREED = 2 };
@@ -274,16 +299,44 @@ bool eng_direct_waits_for(const mlc_request_t *req, const eng_direct_t *d, int r
 /* --- point-to-point (caller holds ep->lock) ------------------------------- */
 eng_op_t *eng_op_get(eng_ep_t *ep);
 void eng_op_put(eng_ep_t *ep, eng_op_t *op);
+/* sig: the collective call a step belongs to (ctx + 1 traffic), NULL for user point-to-point. */
 mlc_status_t eng_isend(eng_comm_t *ec, uint32_t ctx, int peer, uint64_t tag, const void *buf,
-                       size_t bytes, mlc_request_t *req, eng_op_t **out);
+                       size_t bytes, mlc_request_t *req, const mlc_sig_t *sig, eng_op_t **out);
 mlc_status_t eng_irecv(eng_comm_t *ec, uint32_t ctx, int peer, uint64_t tag, bool any_tag, void *buf,
-                       size_t cap, mlc_request_t *req, eng_op_t **out);
+                       size_t cap, mlc_request_t *req, const mlc_sig_t *sig, eng_op_t **out);
 /* Probe the unexpected queue (after a progress pass). */
 bool eng_probe(eng_comm_t *ec, int peer, int tag, mlc_msg_status_t *st);
+/* Probe the collective context's unexpected queue for call `sig` of ec,
+ * about to start: a message of the same call number with another signature
+ * (the peer runs another algorithm because its arguments differ), or one of
+ * an earlier call this rank completed without it (both ranks thought they
+ * were the root), fills msg and returns true. */
+bool eng_ux_mismatch(eng_comm_t *ec, const mlc_sig_t *sig, char *msg, size_t len);
 /* Drop every queued operation of ec (comm free). */
 void eng_cancel_comm(eng_comm_t *ec);
 /* Copy `bytes` from the sender's buffer (rendezvous). */
 mlc_status_t eng_rndv_copy(eng_ep_t *ep, int src, uint64_t addr, void *dst, size_t bytes);
+
+/* --- failed communicators (failure.c) -------------------------------------- */
+/* Fail ec here (sticky) and on every other member: their waits return st
+ * with msg within one wake-up. Returns the communicator's sticky status. */
+mlc_status_t eng_fail_comm(eng_comm_t *ec, mlc_status_t st, const char *msg);
+/* A failure another member published for ec: fail it here too and return
+ * the status, else MLC_SUCCESS. */
+mlc_status_t eng_fail_check(eng_comm_t *ec);
+/* Has a member posted a failure for ec? (no side effects) */
+bool eng_fail_posted(const eng_comm_t *ec);
+/* Every collective posts its call on its rank's board when it starts
+ * (direct.c); a collective that keeps waiting compares the boards of its
+ * peers (eng_board_mismatch): a peer that started the same call number with
+ * other arguments (and so may wait for other messages, or none) fills msg
+ * and returns true. Needs a slot area (ec->slots). */
+void eng_board_post(eng_comm_t *ec, const mlc_sig_t *sig);
+bool eng_board_mismatch(eng_comm_t *ec, const mlc_sig_t *sig, char *msg, size_t len);
+/* The signature of the active collective with call number `call` whose
+ * collective traffic uses context coll_ctx (and its communicator), or NULL.
+ * Lock held (slots.c). */
+const mlc_sig_t *eng_active_sig(eng_ep_t *ep, uint32_t coll_ctx, uint64_t call, eng_comm_t **ec);
 
 /* --- the backend table slots shared by threads and shm -------------------- */
 mlc_status_t eng_comm_create(mlc_comm_t *comm, eng_ep_t *ep, uint32_t ctx, const int *world_of);
@@ -318,5 +371,5 @@ mlc_status_t eng_start_sendrecv(mlc_request_t *req);
     .split = eng_be_split, .destroy = eng_be_destroy, .abort = eng_be_abort,                 \
     .start = {ENG_START_SLOTS}, .iprobe = eng_be_iprobe, .progress = eng_be_progress,        \
     .idle = eng_be_idle, .health = eng_be_health, .pending_peers = eng_be_pending_peers,     \
-    .algos = eng_be_algos, .choose_algo = eng_be_choose_algo
+    .algos = eng_be_algos, .choose_algo = eng_be_choose_algo, .signs_calls = true
 #endif

@@ -99,6 +99,73 @@ static void recv_finish(eng_ep_t *ep, eng_op_t *op, int src, uint64_t tag, uint6
         op_done(op, MLC_SUCCESS);
 }
 
+/* ---- call signatures ------------------------------------------------------- */
+
+/* A collective step takes only a message of the same call, of the exact size
+ * it expects: anything else comes from a call with other arguments, and is
+ * refused before a byte of it reaches the receive buffer. */
+static bool step_accepts(eng_op_t *op, int src, uint64_t tag, const mlc_sig_t *theirs, uint64_t bytes)
+{
+    if (!op->sig || op->cancelled) return true;
+    bool same = mlc_sig_same(op->sig, theirs);
+    if (same && bytes == op->bytes) return true;
+    const eng_comm_t *ec = op->comm;
+    int me = ec->comm->rank, peer = ec->comm_of[src];
+    if (!same) {
+        mlc_sig_mismatch(op->sig, me, theirs, peer, op->err, sizeof op->err);
+    } else {
+        char a[128];
+        mlc_sig_describe(op->sig, a, sizeof a);
+        snprintf(op->err, sizeof op->err, "rank %d: %s, call #%llu: rank %d sent a block of %llu bytes where "
+                 "rank %d expects %zu (their counts differ)", me, a, (unsigned long long)op->sig->seq, peer,
+                 (unsigned long long)bytes, me, op->bytes);
+    }
+    op->src_world = src;
+    op->rtag = tag;
+    op->got = 0;
+    op_done(op, MLC_ERR_MISMATCH);
+    return false;
+}
+
+/* A collective message that matched no posted step: if this rank is already
+ * in the same call with another signature (a peer's other arguments made it
+ * choose another algorithm), the communicator fails on every member. */
+static void arrival_check(eng_ep_t *ep, int src, const eng_hdr_t *h)
+{
+    if (!(h->ctx & 1u) || !ep->colls) return;
+    eng_comm_t *ec = NULL;
+    const mlc_sig_t *mine = eng_active_sig(ep, h->ctx, h->sig.call, &ec);
+    if (!mine || mlc_sig_same(mine, &h->sig)) return;
+    char msg[384];
+    mlc_sig_mismatch(mine, ec->comm->rank, &h->sig, ec->comm_of[src], msg, sizeof msg);
+    eng_fail_comm(ec, MLC_ERR_MISMATCH, msg);
+}
+
+bool eng_ux_mismatch(eng_comm_t *ec, const mlc_sig_t *sig, char *msg, size_t len)
+{
+    for (eng_unexp_t *u = ec->ep->ux_head; u; u = u->next) {
+        if (u->ctx != ec->ctx + 1 || u->sig.call > sig->call) continue;
+        int peer = ec->comm_of[u->src], me = ec->comm->rank;
+        if (u->sig.call == sig->call) {
+            if (mlc_sig_same(&u->sig, sig)) continue;
+            mlc_sig_mismatch(sig, me, &u->sig, peer, msg, len);
+            return true;
+        }
+        eng_comm_t *active;
+        if (eng_active_sig(ec->ep, u->ctx, u->sig.call, &active)) continue; /* still running here */
+        if (ec->done_sig.call == u->sig.call) {
+            mlc_sig_mismatch(&ec->done_sig, me, &u->sig, peer, msg, len);
+        } else {
+            char theirs[128];
+            mlc_sig_describe(&u->sig, theirs, sizeof theirs);
+            snprintf(msg, len, "rank %d: rank %d sent data for its %s, call #%llu, which rank %d completed "
+                     "without expecting it", me, peer, theirs, (unsigned long long)u->sig.seq, me);
+        }
+        return true;
+    }
+    return false;
+}
+
 /* ---- ACKs ----------------------------------------------------------------- */
 
 static bool push_ack(eng_ep_t *ep, int dst, uint64_t cookie)
@@ -252,11 +319,16 @@ static void start_eager(eng_ep_t *ep, int src, const eng_hdr_t *h)
     eng_inbound_t *in = &ep->in[src];
     in->hdr = *h;
     in->remaining = h->bytes;
-    in->op = take_posted(ep, h->ctx, src, h->tag);
+    eng_op_t *op = take_posted(ep, h->ctx, src, h->tag);
+    bool refused = op && !step_accepts(op, src, h->tag, &h->sig, h->bytes);
+    in->op = refused ? NULL : op;
     in->ux = NULL;
     if (in->op) {
         in->dst = in->op->cancelled ? NULL : in->op->rbuf;
         in->dst_room = h->bytes < in->op->bytes ? h->bytes : in->op->bytes;
+    } else if (refused) { /* its payload is consumed and dropped */
+        in->dst = NULL;
+        in->dst_room = 0;
     } else {
         eng_unexp_t *u = calloc(1, sizeof *u);
         if (u && h->bytes) u->data = malloc(h->bytes);
@@ -272,7 +344,9 @@ static void start_eager(eng_ep_t *ep, int src, const eng_hdr_t *h)
             u->src = src;
             u->tag = h->tag;
             u->bytes = h->bytes;
+            u->sig = h->sig;
             ux_append(ep, u);
+            arrival_check(ep, src, h);
             in->ux = u;
             in->dst = u->data;
             in->dst_room = h->bytes;
@@ -295,7 +369,10 @@ static void on_rndv(eng_ep_t *ep, int src, const eng_hdr_t *h)
 {
     eng_op_t *op = take_posted(ep, h->ctx, src, h->tag);
     if (op) {
-        rndv_deliver(ep, op, src, h->tag, h->bytes, h->addr, h->cookie);
+        if (step_accepts(op, src, h->tag, &h->sig, h->bytes))
+            rndv_deliver(ep, op, src, h->tag, h->bytes, h->addr, h->cookie);
+        else
+            send_ack(ep, src, h->cookie); /* nothing is read from the sender's buffer */
         return;
     }
     eng_unexp_t *u = calloc(1, sizeof *u);
@@ -304,8 +381,9 @@ static void on_rndv(eng_ep_t *ep, int src, const eng_hdr_t *h)
         return;
     }
     *u = (eng_unexp_t){.ctx = h->ctx, .src = src, .tag = h->tag, .bytes = h->bytes, .rndv = true,
-                       .complete = true, .addr = h->addr, .cookie = h->cookie};
+                       .complete = true, .addr = h->addr, .cookie = h->cookie, .sig = h->sig};
     ux_append(ep, u);
+    arrival_check(ep, src, h);
 }
 
 static void on_ack(eng_ep_t *ep, uint64_t cookie)
@@ -388,6 +466,7 @@ static int push_sends(eng_ep_t *ep, int dst)
             eng_hdr_t hdr = {.kind = op->rndv ? ENG_RNDV : ENG_EAGER, .ctx = op->ctx, .tag = op->tag,
                              .bytes = op->bytes, .addr = (uint64_t)(uintptr_t)op->sbuf,
                              .cookie = (uint64_t)(uintptr_t)op};
+            if (op->sig) hdr.sig = *op->sig;
             ring_put(data, r, head, &hdr, sizeof hdr);
             head += sizeof hdr;
             space -= sizeof hdr;
@@ -418,21 +497,23 @@ static int push_sends(eng_ep_t *ep, int dst)
 }
 
 mlc_status_t eng_isend(eng_comm_t *ec, uint32_t ctx, int peer, uint64_t tag, const void *buf, size_t bytes,
-                       mlc_request_t *req, eng_op_t **out)
+                       mlc_request_t *req, const mlc_sig_t *sig, eng_op_t **out)
 {
     eng_ep_t *ep = ec->ep;
     int w = ec->world_of[peer];
     eng_op_t *op = eng_op_get(ep);
     if (!op) return mlc_error(MLC_ERR_NO_MEMORY, "engine: out of memory for a send");
     *op = (eng_op_t){.is_send = true, .ctx = ctx, .peer = w, .tag = tag, .sbuf = buf, .bytes = bytes,
-                     .req = req, .comm = ec};
+                     .req = req, .sig = sig, .comm = ec};
     *out = op;
     if (w == ep->wrank) {
         /* To self: hand it to a posted receive, or keep a copy (the send completes at once). */
         eng_op_t *r = take_posted(ep, ctx, w, tag);
         if (r) {
-            if (!r->cancelled && bytes) memcpy(r->rbuf, buf, bytes < r->bytes ? bytes : r->bytes);
-            recv_finish(ep, r, w, tag, bytes);
+            if (!sig || step_accepts(r, w, tag, sig, bytes)) {
+                if (!r->cancelled && bytes) memcpy(r->rbuf, buf, bytes < r->bytes ? bytes : r->bytes);
+                recv_finish(ep, r, w, tag, bytes);
+            }
         } else {
             eng_unexp_t *u = calloc(1, sizeof *u);
             if (!u || (bytes && !(u->data = malloc(bytes)))) {
@@ -447,6 +528,7 @@ mlc_status_t eng_isend(eng_comm_t *ec, uint32_t ctx, int peer, uint64_t tag, con
             u->tag = tag;
             u->bytes = u->received = bytes;
             u->complete = true;
+            if (sig) u->sig = *sig;
             ux_append(ep, u);
         }
         op->got = bytes;
@@ -465,19 +547,27 @@ mlc_status_t eng_isend(eng_comm_t *ec, uint32_t ctx, int peer, uint64_t tag, con
 }
 
 mlc_status_t eng_irecv(eng_comm_t *ec, uint32_t ctx, int peer, uint64_t tag, bool any_tag, void *buf, size_t cap,
-                       mlc_request_t *req, eng_op_t **out)
+                       mlc_request_t *req, const mlc_sig_t *sig, eng_op_t **out)
 {
     eng_ep_t *ep = ec->ep;
     eng_op_t *op = eng_op_get(ep);
     if (!op) return mlc_error(MLC_ERR_NO_MEMORY, "engine: out of memory for a receive");
     *op = (eng_op_t){.ctx = ctx, .peer = peer == ENG_ANY ? ENG_ANY : ec->world_of[peer], .tag = tag,
-                     .any_tag = any_tag, .rbuf = buf, .bytes = cap, .req = req, .comm = ec};
+                     .any_tag = any_tag, .rbuf = buf, .bytes = cap, .req = req, .sig = sig, .comm = ec};
     *out = op;
     eng_unexp_t *prev = NULL;
     for (eng_unexp_t *u = ep->ux_head; u; prev = u, u = u->next) {
         if (!matches(op, u->ctx, u->src, u->tag)) continue;
         ux_remove(ep, u, prev);
-        if (u->rndv) {
+        if (!step_accepts(op, u->src, u->tag, &u->sig, u->bytes)) {
+            if (u->rndv) send_ack(ep, u->src, u->cookie);
+            if (!u->complete) { /* still streaming in: the rest is dropped */
+                eng_inbound_t *in = &ep->in[u->src];
+                in->ux = NULL;
+                in->dst = NULL;
+                in->dst_room = 0;
+            }
+        } else if (u->rndv) {
             rndv_deliver(ep, op, u->src, u->tag, u->bytes, u->addr, u->cookie);
         } else if (u->complete) {
             size_t n = u->bytes < cap ? (size_t)u->bytes : cap;
@@ -529,6 +619,7 @@ void eng_op_cancel(eng_ep_t *ep, eng_op_t *op)
     }
     op->cancelled = true;
     op->req = NULL;
+    op->sig = NULL; /* its request's memory is gone */
     if (op->is_send) {
         eng_op_t **pp = &ep->sendq_head[op->peer], *prev = NULL;
         while (*pp && *pp != op) {

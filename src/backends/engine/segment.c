@@ -6,12 +6,14 @@
 
 /* Ring size per ordered pair: large rings for few ranks (the streaming path
  * carries whole messages when single-copy is unavailable), smaller as the
- * number of pairs grows so the segment stays bounded. */
+ * number of pairs grows so the segment stays bounded: 256 MiB of rings up to
+ * 256 ranks, one page per pair beyond (a heap segment commits only the pages
+ * of the pairs that talk, see threads.c). */
 static size_t ring_size_for(int n)
 {
     size_t pairs = (size_t)n * (size_t)n;
     size_t r = (size_t)1 << 20; /* 1 MiB */
-    while (r > ((size_t)16 << 10) && pairs * r > ((size_t)256 << 20)) r >>= 1;
+    while (r > ((size_t)4 << 10) && pairs * r > ((size_t)256 << 20)) r >>= 1;
     return r;
 }
 

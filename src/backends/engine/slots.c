@@ -4,6 +4,7 @@
  * collectives as src/algos schedules over the engine's point-to-point.
  */
 #include <sched.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,7 @@ typedef struct eng_req {
     int nops;
     bool is_direct;
     eng_direct_t direct;
+    mlc_sig_t sig; /* collectives: the call, compared with every peer's before data moves */
 } eng_req_t;
 
 _Static_assert(sizeof(eng_req_t) <= MLC_REQ_PRIV_BYTES, "engine request state must fit in req->priv");
@@ -35,22 +37,25 @@ static eng_req_t *req_state(const mlc_request_t *req)
 }
 
 /* ---- the executor's transport: the communicator's internal context -------- */
+/* tp is the request's engine state: every step carries its call's signature. */
 
 static mlc_status_t t_isend(void *tp, int peer, uint64_t tag, const void *buf, size_t bytes, void **h)
 {
-    eng_comm_t *ec = tp;
-    return eng_isend(ec, ec->ctx + 1, peer, tag, buf, bytes, NULL, (eng_op_t **)h);
+    eng_req_t *rs = tp;
+    eng_comm_t *ec = rs->entry.ec;
+    return eng_isend(ec, ec->ctx + 1, peer, tag, buf, bytes, NULL, &rs->sig, (eng_op_t **)h);
 }
 
 static mlc_status_t t_irecv(void *tp, int peer, uint64_t tag, void *buf, size_t bytes, void **h)
 {
-    eng_comm_t *ec = tp;
-    return eng_irecv(ec, ec->ctx + 1, peer, tag, false, buf, bytes, NULL, (eng_op_t **)h);
+    eng_req_t *rs = tp;
+    eng_comm_t *ec = rs->entry.ec;
+    return eng_irecv(ec, ec->ctx + 1, peer, tag, false, buf, bytes, NULL, &rs->sig, (eng_op_t **)h);
 }
 
 static int t_test(void *tp, void *h)
 {
-    eng_comm_t *ec = tp;
+    eng_comm_t *ec = ((eng_req_t *)tp)->entry.ec;
     eng_op_t *op = h;
     if (!op->done) return 0;
     mlc_status_t st = op->status;
@@ -61,7 +66,7 @@ static int t_test(void *tp, void *h)
 
 static void t_cancel(void *tp, void *h)
 {
-    eng_comm_t *ec = tp;
+    eng_comm_t *ec = ((eng_req_t *)tp)->entry.ec;
     eng_op_cancel(ec->ep, h);
 }
 
@@ -96,9 +101,13 @@ static void report_msg_status(mlc_request_t *req, eng_comm_t *ec, const eng_op_t
 static void complete(eng_ep_t *ep, mlc_request_t *req, mlc_status_t st, const char *msg)
 {
     if (!req->blocking) ep->async_pending--;
-    if (st == MLC_SUCCESS)
+    if (st == MLC_SUCCESS) {
         mlc_request_complete(req, st, NULL);
-    else
+    } else if (st == MLC_ERR_MISMATCH && req->coll < MLC_COLL_SEND) {
+        /* The message names both calls; every other member fails with it too. */
+        eng_fail_comm(req_state(req)->entry.ec, st, msg);
+        mlc_request_complete(req, st, "%s", msg);
+    } else
         mlc_request_complete(req, st, "rank %d: %s #%llu: %s", req->comm->rank, mlc_coll_name(req->coll),
                              (unsigned long long)req->seq, msg);
     eng_wake(ep, ep->wrank); /* a user thread may sleep on our doorbell waiting for this */
@@ -115,18 +124,20 @@ static int entry_progress(eng_ep_t *ep, eng_coll_t *e)
         if (rc == 0) return moved;
         char msg[384];
         snprintf(msg, sizeof msg, "%s", rc < 0 ? mlc_last_error() : "");
+        if (rc > 0) e->ec->done_sig = rs->sig;
         entry_remove(ep, e);
         complete(ep, req, rc < 0 ? (mlc_status_t)rc : MLC_SUCCESS, msg);
         return 1;
     }
     if (e->exec) {
         int progressed = 0;
-        int rc = mlc_exec_progress(e->exec, &eng_transport, e->ec, &progressed);
+        int rc = mlc_exec_progress(e->exec, &eng_transport, rs, &progressed);
         if (rc == 0) return progressed;
         char msg[384];
         snprintf(msg, sizeof msg, "%s", rc < 0 ? mlc_last_error() : "");
-        mlc_exec_destroy(e->exec, &eng_transport, e->ec);
+        mlc_exec_destroy(e->exec, &eng_transport, rs);
         e->exec = NULL;
+        if (rc > 0) e->ec->done_sig = rs->sig;
         entry_remove(ep, e);
         complete(ep, req, rc < 0 ? (mlc_status_t)rc : MLC_SUCCESS, msg);
         return 1;
@@ -134,7 +145,7 @@ static int entry_progress(eng_ep_t *ep, eng_coll_t *e)
     for (int i = 0; i < rs->nops; i++)
         if (!rs->ops[i]->done) return 0;
     mlc_status_t st = MLC_SUCCESS;
-    char msg[192] = "";
+    char msg[sizeof rs->ops[0]->err] = "";
     for (int i = 0; i < rs->nops; i++) {
         eng_op_t *op = rs->ops[i];
         if (!op->is_send) report_msg_status(req, e->ec, op);
@@ -194,17 +205,42 @@ mlc_status_t eng_start_coll(mlc_request_t *req)
     return start_coll_as(req);
 }
 
+/* A peer's step of this call that arrived first under another signature. */
+static mlc_status_t early_mismatch(eng_comm_t *ec, const mlc_sig_t *sig)
+{
+    char msg[384];
+    pthread_mutex_lock(&ec->ep->lock);
+    eng_p2p_progress(ec->ep); /* a peer's late message of an earlier call shows up here at the latest */
+    bool bad = eng_ux_mismatch(ec, sig, msg, sizeof msg);
+    pthread_mutex_unlock(&ec->ep->lock);
+    if (!bad) return MLC_SUCCESS;
+    eng_fail_comm(ec, MLC_ERR_MISMATCH, msg);
+    return mlc_error(MLC_ERR_MISMATCH, "%s", msg);
+}
+
+/* The engine state of a collective: its entry and its signature. */
+static void coll_state_init(eng_req_t *rs, mlc_request_t *req, eng_comm_t *ec)
+{
+    memset(rs, 0, offsetof(eng_req_t, sig));
+    rs->entry.req = req;
+    rs->entry.ec = ec;
+    mlc_sig_of(req->comm, req->coll, &req->args, req->seq, &rs->sig);
+}
+
 static mlc_status_t start_coll_as(mlc_request_t *req)
 {
     eng_comm_t *ec = req->comm->impl;
     eng_ep_t *ep = ec->ep;
     eng_req_t *rs = req_state(req);
+    coll_state_init(rs, req, ec);
+    if (ec->slots) eng_board_post(ec, &rs->sig);
+    {
+        mlc_status_t st = early_mismatch(ec, &rs->sig);
+        if (st != MLC_SUCCESS) return st;
+    }
     if (req->algo && strcmp(req->algo, "direct") == 0) {
-        memset(rs, 0, sizeof *rs);
-        rs->entry.req = req;
-        rs->entry.ec = ec;
         rs->is_direct = true;
-        mlc_status_t st = eng_direct_start(req, &rs->direct);
+        mlc_status_t st = eng_direct_start(req, &rs->sig, &rs->direct);
         if (st != MLC_SUCCESS) return st;
         pthread_mutex_lock(&ep->lock);
         st = activate(ep, req);
@@ -233,16 +269,13 @@ static mlc_status_t start_coll_as(mlc_request_t *req)
     if (a->op == MLC_AVG && a->recvbuf &&
         (req->coll == MLC_COLL_ALLREDUCE || req->coll == MLC_COLL_REDUCE || req->coll == MLC_COLL_REDUCE_SCATTER))
         avg_count = a->count;
-    memset(rs, 0, sizeof *rs);
-    rs->entry.req = req;
-    rs->entry.ec = ec;
     st = mlc_exec_create(&s, a->sendbuf, a->recvbuf, a->dtype, a->op, avg_count, req->comm->size, req->seq,
                          &rs->entry.exec);
     if (st != MLC_SUCCESS) return st;
     pthread_mutex_lock(&ep->lock);
     st = activate(ep, req);
     pthread_mutex_unlock(&ep->lock);
-    if (st != MLC_SUCCESS) mlc_exec_destroy(rs->entry.exec, &eng_transport, ec);
+    if (st != MLC_SUCCESS) mlc_exec_destroy(rs->entry.exec, &eng_transport, rs);
     return st;
 }
 
@@ -262,11 +295,11 @@ static mlc_status_t start_p2p(mlc_request_t *req, bool send, bool recv)
         int tag = send ? a->tag2 : a->tag;
         size_t cap = (send ? a->count2 : a->count) * a->esize;
         st = eng_irecv(ec, ec->ctx, src == MLC_ANY_SOURCE ? ENG_ANY : src, (uint64_t)(tag < 0 ? 0 : tag),
-                       tag == MLC_ANY_TAG, a->recvbuf, cap, req, &rs->ops[rs->nops]);
+                       tag == MLC_ANY_TAG, a->recvbuf, cap, req, NULL, &rs->ops[rs->nops]);
         if (st == MLC_SUCCESS) rs->nops++;
     }
     if (send && st == MLC_SUCCESS) {
-        st = eng_isend(ec, ec->ctx, a->root, (uint64_t)a->tag, a->sendbuf, a->count * a->esize, req,
+        st = eng_isend(ec, ec->ctx, a->root, (uint64_t)a->tag, a->sendbuf, a->count * a->esize, req, NULL,
                        &rs->ops[rs->nops]);
         if (st == MLC_SUCCESS) rs->nops++;
     }
@@ -333,7 +366,7 @@ void eng_be_destroy(mlc_comm_t *comm)
         eng_coll_t *next = e->next;
         if (e->ec == ec) {
             eng_req_t *rs = req_state(e->req);
-            if (e->exec) mlc_exec_destroy(e->exec, &eng_transport, ec);
+            if (e->exec) mlc_exec_destroy(e->exec, &eng_transport, rs);
             e->exec = NULL;
             if (rs->is_direct) eng_direct_cancel(&rs->direct);
             for (int i = 0; i < rs->nops; i++) eng_op_cancel(ep, rs->ops[i]);
@@ -370,19 +403,9 @@ void eng_be_destroy(mlc_comm_t *comm)
 
 void eng_be_abort(mlc_comm_t *comm)
 {
-    eng_comm_t *ec = comm->impl;
-    eng_ep_t *ep = ec->ep;
-    /* Publish the aborted context (+1 so that context 0 is representable). */
-    for (int i = 0; i < ENG_MAX_ABORTS; i++) {
-        unsigned expected = 0;
-        if (atomic_compare_exchange_strong(&ep->seg->aborted[i], &expected, ec->ctx + 1)) break;
-        if (expected == ec->ctx + 1) break;
-    }
-    for (int r = 0; r < comm->size; r++) {
-        eng_ctl_t *c = eng_ctl(ep, ec->world_of[r]);
-        atomic_fetch_add(&c->doorbell, 1);
-    }
-    for (int r = 0; r < comm->size; r++) eng_wake(ep, ec->world_of[r]);
+    char msg[96];
+    snprintf(msg, sizeof msg, "rank %d called mlc_comm_abort", comm->rank);
+    eng_fail_comm(comm->impl, MLC_ERR_ABORTED, msg);
 }
 
 mlc_status_t eng_be_split(mlc_comm_t *parent, int color, int key, const int *members, int n, mlc_comm_t *child)
@@ -422,22 +445,48 @@ const char *eng_be_choose_algo(const mlc_request_t *req) { return eng_direct_cho
 void eng_be_idle(mlc_comm_t *comm, double max_s)
 {
     eng_comm_t *ec = comm->impl;
-    eng_sleep(ec->ep, max_s);
+    eng_sleep(ec->ep, max_s, ec);
+}
+
+/* Collectives of ec still waiting: did a peer start the same call number
+ * with other arguments (it may wait for other messages, or none)? */
+static mlc_status_t board_check(eng_comm_t *ec)
+{
+    if (!ec->slots) return MLC_SUCCESS;
+    char msg[384];
+    bool bad = false;
+    pthread_mutex_lock(&ec->ep->lock);
+    for (eng_coll_t *e = ec->ep->colls; e && !bad; e = e->next) {
+        if (e->ec != ec || e->req->coll >= MLC_COLL_SEND) continue;
+        bad = eng_board_mismatch(ec, &req_state(e->req)->sig, msg, sizeof msg);
+    }
+    pthread_mutex_unlock(&ec->ep->lock);
+    return bad ? eng_fail_comm(ec, MLC_ERR_MISMATCH, msg) : MLC_SUCCESS;
+}
+
+/* The signature of the active collective of communicator context coll_ctx
+ * (its collective traffic) with call number `call`, or NULL. Lock held. */
+const mlc_sig_t *eng_active_sig(eng_ep_t *ep, uint32_t coll_ctx, uint64_t call, eng_comm_t **ec)
+{
+    for (eng_coll_t *e = ep->colls; e; e = e->next) {
+        if (e->ec->ctx + 1 != coll_ctx || e->req->coll >= MLC_COLL_SEND) continue;
+        const eng_req_t *rs = req_state(e->req);
+        if (rs->sig.call != call) continue;
+        *ec = e->ec;
+        return &rs->sig;
+    }
+    return NULL;
 }
 
 mlc_status_t eng_be_health(mlc_comm_t *comm)
 {
     eng_comm_t *ec = comm->impl;
-    eng_ep_t *ep = ec->ep;
     int failed = atomic_load(&comm->failed);
     if (failed) return (mlc_status_t)failed;
-    for (int i = 0; i < ENG_MAX_ABORTS; i++) {
-        unsigned v = atomic_load(&ep->seg->aborted[i]);
-        if (v == 0) break;
-        if (v == ec->ctx + 1)
-            return mlc_comm_fail(comm, MLC_ERR_ABORTED, "rank %d: the communicator was aborted by another rank "
-                                 "(mlc_comm_abort)", comm->rank);
-    }
+    mlc_status_t fst = eng_fail_check(ec);
+    if (fst != MLC_SUCCESS) return fst;
+    fst = board_check(ec);
+    if (fst != MLC_SUCCESS) return fst;
     return eng_health_peers(comm);
 }
 

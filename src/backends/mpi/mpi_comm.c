@@ -34,12 +34,15 @@ static mlc_status_t comm_setup(mlc_comm_t *comm, mlc_mpi_comm_t *c)
     return mlc_mpi_ctrl_start(comm);
 }
 
-static void comm_release(mlc_mpi_comm_t *c)
+/* in_flight: collectives MPI still runs on c->comm. MPI allows freeing a
+ * communicator under them, but Open MPI 4.1's libnbc then progresses them on
+ * the freed communicator and crashes: such a communicator is left to MPI. */
+static void comm_release(mlc_mpi_comm_t *c, int in_flight)
 {
     if (!mlc_mpi_finalized()) {
         mlc_mpi_ctrl_stop(c);
         if (c->hidden != MPI_COMM_NULL) MPI_Comm_free(&c->hidden);
-        if (c->comm != MPI_COMM_NULL) MPI_Comm_free(&c->comm);
+        if (c->comm != MPI_COMM_NULL && !in_flight) MPI_Comm_free(&c->comm);
     }
     mlc_mpi_handles_free(c);
     free(c->notices);
@@ -70,7 +73,7 @@ mlc_status_t mlc_mpi_comm_create(mlc_comm_t *comm, MPI_Comm base, bool adopt)
     if (st == MLC_SUCCESS) return MLC_SUCCESS;
 fail:
     comm->impl = NULL;
-    comm_release(c);
+    comm_release(c, 0);
     return st;
 }
 
@@ -196,10 +199,11 @@ void mlc_mpi_destroy(mlc_comm_t *comm)
 {
     mlc_mpi_comm_t *c = comm->impl;
     if (!c) return;
+    int in_flight = 0;
     if (!mlc_mpi_finalized()) {
         mlc_mpi_flush_abort(c);
-        mlc_mpi_abandon_all(comm);
+        in_flight = mlc_mpi_abandon_all(comm);
     }
-    comm_release(c);
+    comm_release(c, in_flight);
     comm->impl = NULL;
 }

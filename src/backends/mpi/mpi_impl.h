@@ -203,7 +203,8 @@ void mlc_mpi_op_discard(mlc_mpi_op_t *op);
 /* Advance every operation of comm without blocking; *moved = 1 if any did. */
 void mlc_mpi_progress_all(mlc_comm_t *comm, int *moved);
 /* Leave every operation in flight (communicator destroyed). */
-void mlc_mpi_abandon_all(mlc_comm_t *comm);
+/* Abandon every pending operation; returns how many collectives MPI still runs. */
+int mlc_mpi_abandon_all(mlc_comm_t *comm);
 /* The table's progress, wait_native, idle and pending_peers slots. */
 mlc_status_t mlc_mpi_progress(mlc_comm_t *comm, int *progressed);
 mlc_status_t mlc_mpi_wait_native(mlc_request_t *req);

@@ -280,7 +280,7 @@ void mlc_mpi_progress_all(mlc_comm_t *comm, int *moved)
     }
 }
 
-void mlc_mpi_abandon_all(mlc_comm_t *comm)
+int mlc_mpi_abandon_all(mlc_comm_t *comm)
 {
     mlc_mpi_comm_t *c = comm->impl;
     int left = 0;
@@ -293,6 +293,7 @@ void mlc_mpi_abandon_all(mlc_comm_t *comm)
         MLC_WARN("rank %d: %d MPI collective(s) still in flight when the communicator was freed were left "
                  "to MPI (MPI cannot cancel collectives); their buffers may still be written",
                  comm->rank, left);
+    return left;
 }
 
 /* ---- core's wait slots -------------------------------------------------------- */

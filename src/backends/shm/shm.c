@@ -3,8 +3,8 @@
  * shared-memory segment per world communicator (split communicators reuse
  * it). Rules from DESIGN.md: created 0600 with O_EXCL, owner checked with
  * fstat, pages reserved up front (a full /dev/shm fails init, never SIGBUS
- * later), unlinked as soon as every rank has attached, names carry the job id
- * and a per-process init counter. Large messages are single-copy through
+ * later), unlinked as soon as every rank has attached, named with a nonce
+ * agreed through the rendezvous (rendezvous.c). Large messages are single-copy through
  * process_vm_readv where the OS allows it (probed per pair at init).
  */
 #include <errno.h>
@@ -24,6 +24,7 @@
 #include "error.h"
 #include "jobstate.h"
 #include "log.h"
+#include "rendezvous.h"
 
 typedef struct shm_data {
     size_t map_bytes;
@@ -38,51 +39,17 @@ static void nap(void)
     nanosleep(&ts, NULL);
 }
 
-static int pid_gone(pid_t pid, char *why, size_t len)
-{
-    if (pid <= 0) return 0;
-    if (kill(pid, 0) == -1 && errno == ESRCH) {
-        snprintf(why, len, "process %d no longer exists", (int)pid);
-        return 1;
-    }
-    /* A zombie (dead, not yet reaped by its parent) is gone too. */
-    char path[64], buf[256];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f) return 0;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    const char *rp = strrchr(buf, ')');
-    if (rp && (rp[2] == 'Z' || rp[2] == 'X')) {
-        snprintf(why, len, "process %d exited", (int)pid);
-        return 1;
-    }
-    return 0;
-}
-
-static int describe_dead(unsigned code, char *why, size_t len)
-{
-    if (code & MLC_JOB_DEAD_SIGNAL) {
-        int sig = (int)(code & 0xff);
-        snprintf(why, len, "killed by signal %d (%s)", sig, strsignal(sig));
-    } else {
-        snprintf(why, len, "exited with code %u", code & 0xff);
-    }
-    return 1;
-}
-
 static int shm_peer_dead(eng_ep_t *ep, int w, char *why, size_t len)
 {
     shm_data_t *d = ep->backend_data;
     const mlc_jobstate_t *js = d->use_jobstate ? mlc_jobstate_get() : NULL;
     if (js && (unsigned)w < js->nranks) {
         unsigned code = atomic_load(&((mlc_jobstate_t *)js)->dead[w]);
-        if (code) return describe_dead(code, why, len);
+        if (code) return shm_describe_dead(code, why, len);
     }
     pid_t pid = atomic_load(&eng_ctl(ep, w)->pid);
     if (pid == 0) pid = ep->pids[w];
-    return pid_gone(pid, why, len);
+    return shm_pid_gone(pid, why, len);
 }
 
 static void shm_release(eng_ep_t *ep)
@@ -94,32 +61,11 @@ static void shm_release(eng_ep_t *ep)
     free(d);
 }
 
-/* Is any rank of the job already known dead? (while waiting at init) */
-static mlc_status_t init_peer_check(eng_ep_t *ep, int n, bool use_js)
-{
-    char why[128];
-    const mlc_jobstate_t *js = use_js ? mlc_jobstate_get() : NULL;
-    for (int r = 0; r < n; r++) {
-        if (r == ep->wrank) continue;
-        unsigned code = js && (unsigned)r < js->nranks ? atomic_load(&((mlc_jobstate_t *)js)->dead[r]) : 0;
-        if (code) {
-            describe_dead(code, why, sizeof why);
-            return mlc_error(MLC_ERR_PEER_LOST, "shm init: rank %d is gone (%s)", r, why);
-        }
-        pid_t pid = atomic_load(&eng_ctl(ep, r)->pid);
-        if (pid && pid_gone(pid, why, sizeof why))
-            return mlc_error(MLC_ERR_PEER_LOST, "shm init: rank %d is gone (%s)", r, why);
-    }
-    return MLC_SUCCESS;
-}
-
 static mlc_status_t create_segment(const char *name, int n, size_t *map_bytes, eng_seg_t **out)
 {
     size_t ring, total = eng_seg_size(n, &ring);
     int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
-    if (fd < 0)
-        return mlc_error(MLC_ERR_SYSTEM, "shm: cannot create %s: %s%s", name, strerror(errno),
-                         errno == EEXIST ? " (left by an earlier job with the same MLC_JOB_ID?)" : "");
+    if (fd < 0) return mlc_error(MLC_ERR_SYSTEM, "shm: cannot create %s: %s", name, strerror(errno));
     /* Reserve every page now: a full /dev/shm is an error here, not a SIGBUS later. */
     int rc = posix_fallocate(fd, 0, (off_t)total);
     if (rc != 0) {
@@ -142,14 +88,9 @@ static mlc_status_t create_segment(const char *name, int n, size_t *map_bytes, e
 
 static mlc_status_t open_segment(const char *name, int n, double deadline, size_t *map_bytes, eng_seg_t **out)
 {
-    int fd;
-    while ((fd = shm_open(name, O_RDWR | O_CLOEXEC, 0)) < 0) {
-        if (errno != ENOENT) return mlc_error(MLC_ERR_SYSTEM, "shm: cannot open %s: %s", name, strerror(errno));
-        if (mlc_now() > deadline)
-            return mlc_error(MLC_ERR_TIMEOUT, "shm init: rank 0 never created %s (is rank 0 running, with the "
-                             "same MLC_JOB_ID?)", name);
-        nap();
-    }
+    /* Rank 0 published the name once the segment was formatted. */
+    int fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
+    if (fd < 0) return mlc_error(MLC_ERR_SYSTEM, "shm: cannot open %s: %s", name, strerror(errno));
     struct stat sb;
     if (fstat(fd, &sb) != 0 || sb.st_uid != geteuid()) {
         close(fd);
@@ -198,12 +139,11 @@ static bool cma_probe(eng_ep_t *ep, int r)
     return n == (ssize_t)sizeof v && v == c->cma_probe;
 }
 
-/* Wait until counter reaches n, watching for dead peers and the deadline. */
-static mlc_status_t wait_count(eng_ep_t *ep, atomic_uint *counter, unsigned n, double deadline, bool use_js,
-                               const char *what)
+/* Wait until counter reaches n, watching for failures, dead peers and the deadline. */
+static mlc_status_t wait_count(shm_rdv_t *rv, atomic_uint *counter, unsigned n, double deadline, const char *what)
 {
     while (atomic_load(counter) < n) {
-        mlc_status_t st = init_peer_check(ep, (int)n, use_js);
+        mlc_status_t st = shm_rdv_check(rv);
         if (st != MLC_SUCCESS) return st;
         if (mlc_now() > deadline)
             return mlc_error(MLC_ERR_TIMEOUT, "shm init: only %u of %u ranks %s", atomic_load(counter), n, what);
@@ -226,25 +166,56 @@ static int shm_accepts(const mlc_cfg_t *cfg) { return cfg->local_size == cfg->wo
 
 static uint64_t probe_value; /* read by peers to test single-copy access */
 
+static uint64_t mix64(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+/* Which launch this rank belongs to (docs/ENGINE.md "Segment"): a unique id
+ * is random already; mlcomm-run's job state names its job; else 0, and the
+ * rendezvous tells launches apart by process lineage. */
+static uint64_t launch_tag(const mlc_boot_t *boot)
+{
+    uint64_t t = 0;
+    if (boot->uid) {
+        for (const char *p = boot->job_id; *p; p++) t = mix64(t ^ (unsigned char)*p);
+        return t | 1;
+    }
+    t = mlc_jobstate_tag();
+    return t ? mix64(t) | 1 : 0;
+}
+
 static mlc_status_t shm_init(mlc_comm_t *comm, const mlc_boot_t *boot)
 {
     int n = boot->size, me = boot->rank;
     double timeout = comm->cfg.timeout_s > 0 ? comm->cfg.timeout_s : 600;
     double deadline = mlc_now() + timeout;
     bool use_js = boot->uid == NULL;
-    char name[160];
-    snprintf(name, sizeof name, MLC_SHM_PREFIX "%s-%u", boot->job_id, atomic_fetch_add(&shm_init_counter, 1));
+    unsigned counter = atomic_fetch_add(&shm_init_counter, 1);
 
     /* Peers may read our buffers (single copy) even under Yama ptrace_scope=1. */
     if (comm->cfg.cma) prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
 
     eng_seg_t *seg = NULL;
     size_t map_bytes = 0;
-    mlc_status_t st = me == 0 ? create_segment(name, n, &map_bytes, &seg)
-                              : open_segment(name, n, deadline, &map_bytes, &seg);
-    if (st != MLC_SUCCESS) return st;
-    shm_data_t *d = calloc(1, sizeof *d);
+    shm_data_t *d = NULL;
     eng_ep_t *ep = NULL;
+    shm_rdv_t rv;
+    mlc_status_t st = shm_rdv_open(&rv, boot->job_id, counter, me, n, launch_tag(boot), use_js, deadline);
+    if (st != MLC_SUCCESS) goto fail;
+    shm_fault_point(me, "rendezvous");
+    if (me == 0) {
+        st = create_segment(rv.seg_name, n, &map_bytes, &seg);
+        if (st == MLC_SUCCESS) shm_rdv_publish(&rv);
+    } else {
+        st = shm_rdv_wait_ready(&rv, deadline);
+        if (st == MLC_SUCCESS) st = open_segment(rv.seg_name, n, deadline, &map_bytes, &seg);
+    }
+    if (st != MLC_SUCCESS) goto fail;
+    d = calloc(1, sizeof *d);
     if (!d) {
         st = mlc_error(MLC_ERR_NO_MEMORY, "shm: out of memory");
         goto fail;
@@ -256,16 +227,17 @@ static mlc_status_t shm_init(mlc_comm_t *comm, const mlc_boot_t *boot)
     ep->backend_data = d;
     ep->cma = comm->cfg.cma != 0;
 
+    shm_fault_point(me, "attach");
     eng_ctl_t *mine = eng_ctl(ep, me);
     probe_value = 0x6d6c63636d61ull ^ (uint64_t)getpid();
     mine->cma_probe = probe_value;
     mine->cma_probe_addr = (uint64_t)(uintptr_t)&probe_value;
     atomic_store(&mine->pid, (int)getpid());
     atomic_fetch_add(&seg->nattached, 1);
-    st = wait_count(ep, &seg->nattached, (unsigned)n, deadline, use_js, "attached to the shared segment");
+    st = wait_count(&rv, &seg->nattached, (unsigned)n, deadline, "attached to the shared segment");
     if (st != MLC_SUCCESS) goto fail;
-    /* Everyone is attached: the name is no longer needed, nothing is left behind. */
-    if (me == 0) shm_unlink(name);
+    /* Everyone is attached: the names are no longer needed, nothing is left behind. */
+    if (me == 0) shm_rdv_unlink(&rv);
     for (int r = 0; r < n; r++) ep->pids[r] = atomic_load(&eng_ctl(ep, r)->pid);
 
     /* Probe single-copy access to every peer; publish the row; wait for all rows. */
@@ -273,13 +245,14 @@ static mlc_status_t shm_init(mlc_comm_t *comm, const mlc_boot_t *boot)
     for (int r = 0; r < n; r++) cma[(size_t)me * (size_t)n + (size_t)r] = r != me && ep->cma && cma_probe(ep, r);
     atomic_store(&mine->attached, ENG_JOINED);
     atomic_fetch_add(&seg->nreleased, 1); /* reused as the "probed" counter during init */
-    st = wait_count(ep, &seg->nreleased, (unsigned)n, deadline, use_js, "finished the single-copy probe");
+    st = wait_count(&rv, &seg->nreleased, (unsigned)n, deadline, "finished the single-copy probe");
     if (st != MLC_SUCCESS) goto fail;
+    shm_rdv_close(&rv);
     int ok = 0;
     for (int r = 0; r < n; r++) ok += r != me && cma[(size_t)r * (size_t)n + (size_t)me];
     MLC_INFO("shm rank %d/%d: segment %s (%zu bytes, rings of %llu bytes), single-copy readable by %d of %d "
              "peers%s",
-             me, n, name, map_bytes, (unsigned long long)seg->ring_bytes, ok, n - 1,
+             me, n, rv.seg_name, map_bytes, (unsigned long long)seg->ring_bytes, ok, n - 1,
              ep->cma ? "" : " (MLC_CMA=0)");
     ep->peer_dead = shm_peer_dead;
     ep->release = shm_release;
@@ -287,14 +260,15 @@ static mlc_status_t shm_init(mlc_comm_t *comm, const mlc_boot_t *boot)
     if (st != MLC_SUCCESS) goto fail;
     return MLC_SUCCESS;
 fail:
-    if (me == 0) shm_unlink(name);
+    /* Every rank learns of it through the rendezvous; the last one out removes the names. */
+    st = shm_rdv_fail(&rv, st);
     if (ep) {
         ep->release = NULL;
         ep->refs = 1;
         eng_ep_unref(ep);
     }
     free(d);
-    munmap(seg, map_bytes);
+    if (seg) munmap(seg, map_bytes);
     return st;
 }
 

@@ -7,28 +7,44 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include "backend.h"
 #include "backends/engine/engine.h"
 #include "error.h"
 
-/* A heap segment, freed when its last endpoint goes. */
+/* Segments up to this size are committed at creation (as plain heap memory
+ * would be); larger ones (many ranks: the rings grow with the square of the
+ * rank count) commit a page when a pair first writes it, so memory follows
+ * the pairs that talk, not every pair. */
+#define HEAP_SEG_PREFAULT ((size_t)64 << 20)
+
+/* A heap segment: anonymous zeroed memory, freed when its last endpoint goes. */
 static eng_seg_t *heap_seg_create(int n)
 {
     size_t ring, total = eng_seg_size(n, &ring);
-    eng_seg_t *seg = aligned_alloc(4096, total);
-    if (!seg) return NULL;
-    memset(seg, 0, total);
+    int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
+    if (total <= HEAP_SEG_PREFAULT) flags |= MAP_POPULATE;
+    void *p = mmap(NULL, total, PROT_READ | PROT_WRITE, flags, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+#ifdef MADV_NOHUGEPAGE
+    /* Small rings (many ranks): a huge page would commit 2 MiB for the first
+     * byte written to one pair's ring. */
+    if (ring < ((size_t)64 << 10)) madvise(p, total, MADV_NOHUGEPAGE);
+#endif
+    eng_seg_t *seg = p;
     eng_seg_format(seg, n, ring, total);
     return seg;
 }
+
+static void heap_seg_free(eng_seg_t *seg) { munmap(seg, seg->total_bytes); }
 
 static void heap_seg_release(eng_ep_t *ep)
 {
     eng_seg_t *seg = ep->seg;
     /* Peers still waiting for this rank learn that it left (liveness.c). */
     atomic_store(&eng_ctl(ep, ep->wrank)->attached, ENG_LEFT);
-    if (atomic_fetch_add(&seg->nreleased, 1) + 1 == seg->nranks) free(seg);
+    if (atomic_fetch_add(&seg->nreleased, 1) + 1 == seg->nranks) heap_seg_free(seg);
 }
 
 static mlc_status_t attach(mlc_comm_t *comm, eng_seg_t *seg, int rank)
@@ -144,7 +160,7 @@ static mlc_status_t threads_init_all(int n, mlc_comm_t **comms)
              * ones never made are released here, and the last release frees it. */
             for (int k = 0; k < i; k++) eng_be_destroy(comms[k]);
             unsigned rest = (unsigned)(n - i);
-            if (atomic_fetch_add(&seg->nreleased, rest) + rest == seg->nranks) free(seg);
+            if (atomic_fetch_add(&seg->nreleased, rest) + rest == seg->nranks) heap_seg_free(seg);
             return st;
         }
     }

@@ -1,0 +1,53 @@
+/*
+ * Call signatures: what a rank declares for one collective (collective,
+ * dtype, op, root, the counts every rank must share, sequence number), in 48
+ * bytes. Ranks compare them before any byte moves between their buffers, so
+ * mismatched calls fail with MLC_ERR_MISMATCH on every rank instead of
+ * returning wrong data. The shared-memory engine carries them in its slots
+ * and message headers; other backends exchange them when MLC_CHECK=1.
+ */
+#ifndef MLC_CORE_SIGNATURE_H
+#define MLC_CORE_SIGNATURE_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "comm.h"
+
+#define MLC_SIG_NONE (-1)     /* root/op not part of this collective */
+#define MLC_SIG_USER_OP (-2)  /* any user-defined op (handles are per rank) */
+
+typedef struct mlc_sig {
+    uint64_t call;  /* the communicator's collective number, never reset (init's own calls included) */
+    uint64_t seq;   /* the sequence number users see ("call #17": the profiler's, after init) */
+    uint64_t count; /* the count every rank passes alike (v-collectives: the shared total, or 0) */
+    uint64_t vhash; /* hash of a counts array every rank passes alike (allgatherv), else 0 */
+    uint64_t mine;  /* this rank's own count where ranks differ (gatherv: sendcount); shown, not compared */
+    int32_t root;
+    int16_t op;
+    uint8_t coll, dtype;
+} mlc_sig_t;
+
+_Static_assert(sizeof(mlc_sig_t) == 48, "signatures travel in message headers: keep them compact");
+
+/* The signature of collective coll with arguments a, sequence number seq on comm. */
+void mlc_sig_of(const mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_t *a, uint64_t seq, mlc_sig_t *out);
+/*
+ * MLC_CHECK=1 on a backend that does not sign its calls (mpi, nccl): before
+ * collective coll starts, the ranks exchange its signature (one small
+ * allgather; gatherv/scatterv add an allreduce, alltoallv an alltoall and
+ * an allreduce) and fail it on every rank with MLC_ERR_MISMATCH if they
+ * differ. Called by core with the arguments validated.
+ */
+mlc_status_t mlc_check_call(mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_t *a);
+/* Do two ranks' signatures describe the same call? */
+static inline bool mlc_sig_same(const mlc_sig_t *a, const mlc_sig_t *b)
+{
+    return a->call == b->call && a->count == b->count && a->vhash == b->vhash && a->root == b->root &&
+           a->op == b->op && a->coll == b->coll && a->dtype == b->dtype;
+}
+/* "allreduce(count=1000, float32, sum)" */
+void mlc_sig_describe(const mlc_sig_t *s, char *buf, size_t len);
+/* "rank 0: allreduce(count=1000, float32, sum) vs rank 1: allreduce(count=100000, float32, sum), call #17" */
+void mlc_sig_mismatch(const mlc_sig_t *mine, int my_rank, const mlc_sig_t *peer, int peer_rank, char *buf,
+                      size_t len);
+#endif

@@ -1,0 +1,109 @@
+/*
+ * Requests outlive their communicator: a request still pending when its
+ * communicator is freed (or aborted, then freed) stays a valid handle; waiting
+ * or testing it returns MLC_ERR_ABORTED with a message and releases it. The
+ * communicators here are children of the test's communicator (split), so the
+ * body can free them itself.
+ */
+#include <string.h>
+#include "harness.h"
+
+static int is_mpi(mlc_comm_t *comm) { return strcmp(mlc_comm_backend(comm), "mpi") == 0; }
+
+/* Post what will never complete: a receive nobody sends, and (except on mpi,
+ * which cannot cancel collectives) a barrier that rank 0 never joins. */
+static int post_pending(mlc_comm_t *comm, mlc_comm_t *child, int *buf, mlc_request_t **recv,
+                        mlc_request_t **coll)
+{
+    int p = mlc_comm_size(child), r = mlc_comm_rank(child);
+    *recv = *coll = NULL;
+    CHECK_OK(mlc_recv(buf, 1, MLC_INT32, (r + 1) % p, 4242, child, NULL, recv));
+    if (p > 1 && r != 0 && !is_mpi(comm)) CHECK_OK(mlc_barrier(child, coll));
+    int done = 1;
+    CHECK_OK(mlc_request_test(recv, &done));
+    CHECK(done == 0, "a receive nobody sends completed");
+    return 0;
+}
+
+static int check_aborted_wait(mlc_comm_t *comm, mlc_request_t **req, const char *what)
+{
+    CHECK(*req != NULL, "%s: no request", what);
+    CHECK_ERR(mlc_request_wait(req), MLC_ERR_ABORTED);
+    CHECK(*req == NULL, "%s: wait did not clear the handle", what);
+    return 0;
+}
+
+static int check_aborted_test(mlc_comm_t *comm, mlc_request_t **req, const char *what)
+{
+    CHECK(*req != NULL, "%s: no request", what);
+    int done = 0;
+    CHECK_ERR(mlc_request_test(req, &done), MLC_ERR_ABORTED);
+    CHECK(done == 1, "%s: test after the communicator went did not report done", what);
+    CHECK(*req == NULL, "%s: test did not clear the handle", what);
+    return 0;
+}
+
+/* Free with requests pending, then wait one and test the other. */
+static int freed_then_waited(mlc_comm_t *comm)
+{
+    mlc_comm_t *child = NULL;
+    CHECK_OK(mlc_comm_split(comm, 0, mlc_comm_rank(comm), &child));
+    int buf = 0;
+    mlc_request_t *recv, *coll;
+    CHECK_RUN(post_pending(comm, child, &buf, &recv, &coll));
+    CHECK_OK(mlc_comm_free(child));
+    /* Memory churn: a freed communicator reused by the allocator would show here. */
+    for (int i = 0; i < 64; i++) free(calloc(1, 4096 + (size_t)i * 64));
+    CHECK_RUN(check_aborted_wait(comm, &recv, "receive pending at free (wait)"));
+    CHECK(strstr(mlc_last_error(), "free") != NULL, "message does not say the communicator was freed: %s",
+          mlc_last_error());
+    if (coll) CHECK_RUN(check_aborted_test(comm, &coll, "barrier pending at free (test)"));
+    CHECK_OK(mlc_barrier(comm, NULL));
+    return 0;
+}
+
+/* Abort: pending requests fail with ABORTED; one waited before free, one after. */
+static int aborted_then_freed(mlc_comm_t *comm)
+{
+    mlc_comm_t *child = NULL;
+    CHECK_OK(mlc_comm_split(comm, 0, mlc_comm_rank(comm), &child));
+    int buf = 0, buf2 = 0;
+    mlc_request_t *recv, *coll, *recv2 = NULL;
+    CHECK_RUN(post_pending(comm, child, &buf, &recv, &coll));
+    int p = mlc_comm_size(child), r = mlc_comm_rank(child);
+    CHECK_OK(mlc_recv(&buf2, 1, MLC_INT32, (r + p - 1) % p, 4343, child, NULL, &recv2));
+    CHECK_OK(mlc_barrier(comm, NULL)); /* every rank has posted before any aborts */
+    CHECK_OK(mlc_comm_abort(child));
+    CHECK_RUN(check_aborted_wait(comm, &recv, "receive pending at abort"));
+    CHECK_OK(mlc_comm_free(child));
+    CHECK_RUN(check_aborted_test(comm, &recv2, "receive pending at abort, tested after free"));
+    if (coll) CHECK_RUN(check_aborted_wait(comm, &coll, "barrier pending at abort, waited after free"));
+    CHECK_OK(mlc_barrier(comm, NULL));
+    return 0;
+}
+
+/* Many requests left pending over several pool chunks; released in reverse. */
+static int many_freed(mlc_comm_t *comm)
+{
+    enum { K = 70 };
+    mlc_comm_t *child = NULL;
+    CHECK_OK(mlc_comm_split(comm, 0, mlc_comm_rank(comm), &child));
+    int p = mlc_comm_size(child), r = mlc_comm_rank(child);
+    int bufs[K];
+    mlc_request_t *reqs[K];
+    for (int k = 0; k < K; k++) CHECK_OK(mlc_recv(&bufs[k], 1, MLC_INT32, (r + 1) % p, 5000 + k, child, NULL, &reqs[k]));
+    CHECK_OK(mlc_comm_free(child));
+    for (int k = K - 1; k >= 0; k--) CHECK_RUN(check_aborted_wait(comm, &reqs[k], "one of many receives"));
+    CHECK_OK(mlc_barrier(comm, NULL));
+    return 0;
+}
+
+static int body(mlc_comm_t *comm)
+{
+    CHECK_RUN(freed_then_waited(comm));
+    CHECK_RUN(aborted_then_freed(comm));
+    CHECK_RUN(many_freed(comm));
+    return 0;
+}
+
+MLC_TEST_MAIN(body)

@@ -1,0 +1,202 @@
+/*
+ * Mismatched calls: every collective x every argument that can differ
+ * between ranks (count, dtype, op, root, the collective itself), with
+ * payloads that take the slot path and payloads that take the large path
+ * (plus every case once more with the ring algorithm forced where it
+ * exists). Rank 1 is the odd one out. Each case runs on a fresh
+ * communicator (a mismatch fails its communicator for good) and must:
+ *  - fail with MLC_ERR_MISMATCH on every rank, with a message naming the
+ *    collective; a rank whose part of the call completed before any rank
+ *    compared (a gather leaf, a scatter root, a rank whose arguments agree
+ *    with the root's) must then fail its next call on the communicator with
+ *    MLC_ERR_MISMATCH;
+ *  - never write outside any receive buffer (guard bytes around each).
+ * On mpi and nccl the check runs with MLC_CHECK=1 (set by ctest).
+ * Prints one line per case: the matrix of outcomes.
+ */
+#include <stdbool.h>
+#include "harness.h"
+
+#define GUARD 4096
+#define GUARD_BYTE 0xa5
+
+typedef enum { D_COUNT, D_DTYPE, D_OP, D_ROOT, D_COLL } diff_t;
+static const char *const diff_names[] = {"count", "dtype", "op", "root", "collective"};
+
+typedef struct {
+    mlc_coll_t coll;
+    diff_t diff;
+} case_t;
+
+/* Which differences apply to which collective. */
+static bool applies(mlc_coll_t c, diff_t d)
+{
+    bool rooted = c == MLC_COLL_BROADCAST || c == MLC_COLL_REDUCE || c == MLC_COLL_GATHER ||
+                  c == MLC_COLL_GATHERV || c == MLC_COLL_SCATTER || c == MLC_COLL_SCATTERV;
+    bool reduces = c == MLC_COLL_REDUCE || c == MLC_COLL_ALLREDUCE || c == MLC_COLL_REDUCE_SCATTER;
+    switch (d) {
+    case D_COUNT:
+    case D_DTYPE: return c != MLC_COLL_BARRIER;
+    case D_OP: return reduces;
+    case D_ROOT: return rooted;
+    case D_COLL: return true;
+    }
+    return false;
+}
+
+/* Buffers with guard zones on both sides. */
+typedef struct {
+    unsigned char *raw;
+    size_t bytes;
+} gbuf_t;
+
+static void *gbuf(gbuf_t *g, size_t bytes)
+{
+    g->bytes = bytes;
+    g->raw = malloc(bytes + 2 * GUARD);
+    if (!g->raw) return NULL;
+    memset(g->raw, GUARD_BYTE, bytes + 2 * GUARD);
+    return g->raw + GUARD;
+}
+
+static bool gbuf_intact(const gbuf_t *g)
+{
+    for (size_t i = 0; i < GUARD; i++)
+        if (g->raw[i] != GUARD_BYTE || g->raw[GUARD + g->bytes + i] != GUARD_BYTE) return false;
+    return true;
+}
+
+/* Run coll with base count n (this rank's arguments, after the case's twist). */
+static mlc_status_t call(mlc_comm_t *c, mlc_coll_t coll, size_t n, mlc_dtype_t dt, mlc_op_t op, int root,
+                         gbuf_t *sg, gbuf_t *rg)
+{
+    int p = mlc_comm_size(c), r = mlc_comm_rank(c);
+    size_t es = mlc_dtype_size(dt), total = n * (size_t)p;
+    void *s = gbuf(sg, total * es), *d = gbuf(rg, total * es);
+    size_t counts[8], displs[8];
+    if (!s || !d || p > 8) return MLC_ERR_NO_MEMORY;
+    memset(s, 1, total * es);
+    for (int i = 0; i < p; i++) {
+        counts[i] = n;
+        displs[i] = (size_t)i * n;
+    }
+    switch (coll) {
+    case MLC_COLL_BROADCAST: return mlc_broadcast(s, d, n, dt, root, c, NULL);
+    case MLC_COLL_REDUCE: return mlc_reduce(s, d, n, dt, op, root, c, NULL);
+    case MLC_COLL_ALLREDUCE: return mlc_allreduce(s, d, n, dt, op, c, NULL);
+    case MLC_COLL_ALLGATHER: return mlc_allgather(s, d, n, dt, c, NULL);
+    case MLC_COLL_ALLGATHERV: return mlc_allgatherv(s, counts[r], d, counts, displs, dt, c, NULL);
+    case MLC_COLL_REDUCE_SCATTER: return mlc_reduce_scatter(s, d, n, dt, op, c, NULL);
+    case MLC_COLL_ALLTOALL: return mlc_alltoall(s, d, n, dt, c, NULL);
+    case MLC_COLL_ALLTOALLV: return mlc_alltoallv(s, counts, displs, d, counts, displs, dt, c, NULL);
+    case MLC_COLL_GATHER: return mlc_gather(s, d, n, dt, root, c, NULL);
+    case MLC_COLL_GATHERV: return mlc_gatherv(s, n, d, counts, displs, dt, root, c, NULL);
+    case MLC_COLL_SCATTER: return mlc_scatter(s, d, n, dt, root, c, NULL);
+    case MLC_COLL_SCATTERV: return mlc_scatterv(s, counts, displs, d, n, dt, root, c, NULL);
+    case MLC_COLL_BARRIER: return mlc_barrier(c, NULL);
+    default: return MLC_ERR_INVALID_ARG;
+    }
+}
+
+static int join(mlc_comm_t *comm, mlc_comm_t **out)
+{
+    mlc_unique_id_t id;
+    memset(&id, 0, sizeof id);
+    if (mlc_comm_rank(comm) == 0) CHECK_OK(mlc_get_unique_id(&id));
+    CHECK_OK(mlc_broadcast(&id, &id, sizeof id, MLC_UINT8, 0, comm, NULL));
+    mlc_config_t cfg = MLC_CONFIG_INIT;
+    cfg.backend = mlc_comm_backend(comm);
+    CHECK_OK(mlc_comm_init_rank(&id, mlc_comm_size(comm), mlc_comm_rank(comm), &cfg, out));
+    return 0;
+}
+
+/* One case on a fresh communicator; outcome letters: M = mismatch on the
+ * call, L = mismatch on the next call (a sender that had completed). */
+static int run_case(mlc_comm_t *comm, const case_t *k, size_t n, const char *algo, char *outcome)
+{
+    int r = mlc_comm_rank(comm);
+    mlc_comm_t *c = NULL;
+    CHECK_RUN(join(comm, &c));
+    if (algo) (void)mlc_comm_set_algo(c, k->coll, algo); /* not every collective has it */
+    bool odd = r == 1;
+    mlc_coll_t coll = k->coll;
+    size_t cnt = n;
+    mlc_dtype_t dt = MLC_FLOAT32;
+    mlc_op_t op = MLC_SUM;
+    int root = 0;
+    if (odd) {
+        switch (k->diff) {
+        case D_COUNT: cnt = n * 2 + 1; break;
+        case D_DTYPE: dt = MLC_INT32; break;
+        case D_OP: op = MLC_MAX; break;
+        case D_ROOT: root = 1; break;
+        case D_COLL: coll = coll == MLC_COLL_ALLREDUCE ? MLC_COLL_BROADCAST : MLC_COLL_ALLREDUCE; break;
+        }
+    }
+    gbuf_t sg = {0}, rg = {0};
+    mlc_status_t st = call(c, coll, cnt, dt, op, root, &sg, &rg);
+    char msg[600];
+    snprintf(msg, sizeof msg, "%s", mlc_last_error());
+    bool intact = (!sg.raw || gbuf_intact(&sg)) && (!rg.raw || gbuf_intact(&rg));
+    free(sg.raw);
+    free(rg.raw);
+    *outcome = 'M';
+    if (st == MLC_SUCCESS) {
+        st = mlc_barrier(c, NULL);
+        snprintf(msg, sizeof msg, "%s", mlc_last_error());
+        *outcome = 'L';
+    }
+    CHECK(intact, "%s/%s n=%zu%s%s: a receive buffer's guard bytes were overwritten", mlc_coll_name(k->coll),
+          diff_names[k->diff], n, algo ? " algo=" : "", algo ? algo : "");
+    CHECK(st == MLC_ERR_MISMATCH, "%s/%s n=%zu%s%s: %s, expected MLC_ERR_MISMATCH (%s)", mlc_coll_name(k->coll),
+          diff_names[k->diff], n, algo ? " algo=" : "", algo ? algo : "", mlc_status_name(st), msg);
+    /* The message names a collective of the case (after 'L', the next call's may be named instead). */
+    CHECK(strstr(msg, mlc_coll_name(k->coll)) != NULL || strstr(msg, mlc_coll_name(coll)) != NULL ||
+              (*outcome == 'L' && strstr(msg, " vs rank ") != NULL),
+          "%s/%s: the message does not name the collective: %s", mlc_coll_name(k->coll), diff_names[k->diff],
+          msg);
+    if (r == 0 && n == 4 && !algo) fprintf(stderr, "  rank 0 says: %s\n", msg);
+    mlc_comm_free(c);
+    return 0;
+}
+
+static int body(mlc_comm_t *comm)
+{
+    int p = mlc_comm_size(comm), r = mlc_comm_rank(comm);
+    if (p < 2 || p > 8) return MLC_TEST_SKIP;
+    static const size_t sizes[] = {4, 20000}; /* slot-sized and large (80 KB) */
+    const char *algos[] = {NULL, "ring"};
+    int failed = 0, cases = 0;
+    for (int c = 0; c < MLC_COLL_SEND; c++)
+        for (int d = D_COUNT; d <= D_COLL; d++) {
+            case_t k = {(mlc_coll_t)c, (diff_t)d};
+            if (!applies(k.coll, k.diff)) continue;
+            for (size_t si = 0; si < 2; si++)
+                for (int ai = 0; ai < 2; ai++) {
+                    const char *names[32];
+                    bool has = false;
+                    if (algos[ai]) {
+                        int na = mlc_test_algos(comm, k.coll, names, 32);
+                        for (int i = 0; i < na; i++) has |= strcmp(names[i], algos[ai]) == 0;
+                        if (!has) continue;
+                    }
+                    char outcome = '?';
+                    int bad = run_case(comm, &k, sizes[si], algos[ai], &outcome);
+                    /* Every rank's outcome, so rank 0 prints the row. */
+                    char row[8] = {0};
+                    char mine = bad ? 'F' : outcome;
+                    CHECK_OK(mlc_allgather(&mine, row, 1, MLC_UINT8, comm, NULL));
+                    if (r == 0)
+                        printf("mismatch %-15s %-10s n=%-6zu %-5s ranks: %.*s\n", mlc_coll_name(k.coll),
+                               diff_names[k.diff], sizes[si], algos[ai] ? algos[ai] : "auto", p, row);
+                    failed |= bad;
+                    cases++;
+                    if (mlc_test_any_failed(comm, bad)) return 1;
+                }
+        }
+    if (r == 0) printf("mismatch: %d cases on %d ranks (%s): M = the call failed with MLC_ERR_MISMATCH, "
+                       "L = the call completed and the next call failed\n", cases, p, mlc_comm_backend(comm));
+    return failed;
+}
+
+MLC_TEST_MAIN(body)

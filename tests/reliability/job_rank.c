@@ -1,0 +1,52 @@
+/*
+ * One rank of a job launched without mlcomm-run (or with it) by
+ * job_identity_test.sh: mlc_comm_init with the environment's settings, then
+ * an allreduce (sum) of JOB_VALUE over the ranks. Prints one line:
+ *   rank R/N: OK sum=S (init T s)          the job ran alone (S = N * JOB_VALUE)
+ *   rank R/N: CROSS-JOB sum=S expected=E   a rank of another job took part
+ *   rank R: FAIL MLC_ERR_X after T s: msg  init or the allreduce failed (R from
+ *                                          MLC_RANK or RANK when init failed)
+ * Exit status: 0 ok, 3 cross-job, 2 failure.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include "mlcomm.h"
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int main(void)
+{
+    const char *v = getenv("JOB_VALUE");
+    long long value = v ? atoll(v) : 1;
+    double t0 = now();
+    mlc_comm_t *comm = NULL;
+    mlc_status_t st = mlc_comm_init(NULL, &comm);
+    if (st != MLC_SUCCESS) {
+        const char *r = getenv("MLC_RANK") ? getenv("MLC_RANK") : getenv("RANK") ? getenv("RANK") : "?";
+        printf("rank %s: FAIL %s after %.3f s: %s\n", r, mlc_status_name(st), now() - t0, mlc_last_error());
+        return 2;
+    }
+    double t_init = now() - t0;
+    int rank = mlc_comm_rank(comm), size = mlc_comm_size(comm);
+    long long sum = 0;
+    st = mlc_allreduce(&value, &sum, 1, MLC_INT64, MLC_SUM, comm, NULL);
+    if (st != MLC_SUCCESS) {
+        printf("rank %d/%d: FAIL %s after %.3f s: %s\n", rank, size, mlc_status_name(st), now() - t0,
+               mlc_last_error());
+        mlc_comm_free(comm);
+        return 2;
+    }
+    mlc_comm_free(comm);
+    if (sum != value * size) {
+        printf("rank %d/%d: CROSS-JOB sum=%lld expected=%lld\n", rank, size, sum, value * size);
+        return 3;
+    }
+    printf("rank %d/%d: OK sum=%lld (init %.3f s)\n", rank, size, sum, t_init);
+    return 0;
+}
