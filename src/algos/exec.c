@@ -280,6 +280,13 @@ void mlc_exec_pending_peers(const mlc_exec_t *x, char *buf, size_t len)
     }
 }
 
+int mlc_exec_waits_for(const mlc_exec_t *x, int peer)
+{
+    for (size_t i = x->rbeg; i < x->rend; i++)
+        if (x->handles[i] && x->s.steps[i].peer == peer) return 1;
+    return 0;
+}
+
 void mlc_exec_destroy(mlc_exec_t *x, const mlc_transport_t *t, void *tp)
 {
     if (!x) return;

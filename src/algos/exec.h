@@ -51,6 +51,8 @@ mlc_status_t mlc_exec_create(mlc_sched_t *s, const void *sendbuf, void *recvbuf,
 int mlc_exec_progress(mlc_exec_t *x, const mlc_transport_t *t, void *tp, int *progressed);
 /* Ranks whose steps are outstanding, e.g. "1, 3". */
 void mlc_exec_pending_peers(const mlc_exec_t *x, char *buf, size_t len);
+/* 1 if a posted step with `peer` is outstanding (the schedule waits for it). */
+int mlc_exec_waits_for(const mlc_exec_t *x, int peer);
 /* Cancel outstanding steps and free. */
 void mlc_exec_destroy(mlc_exec_t *x, const mlc_transport_t *t, void *tp);
 #pragma GCC visibility pop

@@ -455,3 +455,23 @@ int eng_direct_progress(mlc_request_t *req, eng_direct_t *d, int *moved)
     if (rc != 0) eng_direct_cancel(d);
     return rc;
 }
+
+bool eng_direct_waits_for(const mlc_request_t *req, const eng_direct_t *d, int r)
+{
+    const eng_comm_t *ec = req->comm->impl;
+    const mlc_args_t *a = &req->args;
+    if (r == req->comm->rank || !ec->slots) return false;
+    bool small = payload_bytes(req) <= ENG_SLOT_DATA && req->coll != MLC_COLL_BARRIER;
+    uint64_t v = d->v;
+    switch (d->stage) {
+    case 0: return !flag_at_least(ec, r, F_DONE2, v - 1); /* the slot of the previous op */
+    case 1:
+        if (req->coll == MLC_COLL_BROADCAST && (small || req->comm->rank != a->root))
+            return r == a->root && !flag_at_least(ec, r, F_PUB, v);
+        return !flag_at_least(ec, r, F_PUB, v);
+    case 2: return !flag_at_least(ec, r, F_DONE1, v);
+    case 3: return r >= d->peer && !flag_at_least(ec, r, F_READY, v);
+    case 4: return !flag_at_least(ec, r, small ? F_PUB : F_DONE2, v); /* small: a root compares every call */
+    default: return !flag_at_least(ec, r, F_DONE2, v);
+    }
+}

@@ -105,11 +105,17 @@ mlc_status_t eng_ep_create(eng_seg_t *seg, int wrank, bool threads, eng_ep_t **o
     ep->sendq_tail = calloc((size_t)n, sizeof *ep->sendq_tail);
     ep->in = calloc((size_t)n, sizeof *ep->in);
     ep->pids = calloc((size_t)n, sizeof *ep->pids);
-    if (!ep->sendq_head || !ep->sendq_tail || !ep->in || !ep->pids) {
+    ep->dead = calloc((size_t)n, sizeof *ep->dead);
+    ep->live_at = calloc((size_t)n, sizeof *ep->live_at);
+    ep->dead_why = calloc((size_t)n, sizeof *ep->dead_why);
+    if (!ep->sendq_head || !ep->sendq_tail || !ep->in || !ep->pids || !ep->dead || !ep->live_at || !ep->dead_why) {
         free(ep->sendq_head);
         free(ep->sendq_tail);
         free(ep->in);
         free(ep->pids);
+        free(ep->dead);
+        free(ep->live_at);
+        free(ep->dead_why);
         free(ep);
         return mlc_error(MLC_ERR_NO_MEMORY, "engine: out of memory");
     }
@@ -170,6 +176,9 @@ void eng_ep_unref(eng_ep_t *ep)
     free(ep->sendq_tail);
     free(ep->in);
     free(ep->pids);
+    free(ep->dead);
+    free(ep->live_at);
+    free(ep->dead_why);
     pthread_mutex_destroy(&ep->lock);
     pthread_cond_destroy(&ep->cond);
     if (ep->release) ep->release(ep);

@@ -48,6 +48,7 @@ typedef struct eng_ctl {
     atomic_uint attached;                    /* ENG_JOINED after init, ENG_LEFT once released */
     uint64_t cma_probe;                      /* a value peers read with process_vm_readv */
     uint64_t cma_probe_addr;                 /* its address in this rank's process */
+    atomic_uint_fast64_t beat;               /* CLOCK_MONOTONIC ns of this rank's last wait check */
 } eng_ctl_t;
 
 typedef struct eng_ring_hdr {
@@ -196,6 +197,9 @@ struct eng_ep {
     int async_pending;     /* async requests not yet complete */
     atomic_int user_waiting;
     /* liveness */
+    uint8_t *dead;         /* world rank -> known dead (death is final) */
+    double *live_at;       /* world rank -> when peer_dead was last asked */
+    char (*dead_why)[112]; /* world rank -> how it ended (peer_dead's words) */
     int (*peer_dead)(eng_ep_t *ep, int wrank, char *why, size_t len); /* backend hook */
     void (*release)(eng_ep_t *ep);                                     /* backend hook */
     void *backend_data;
@@ -269,6 +273,28 @@ int eng_progress_locked(eng_ep_t *ep);
 /* Sleep on this rank's doorbell up to max_s (returns early when woken), unless
  * ec (may be NULL) has a failure posted by another member by then. */
 void eng_sleep(eng_ep_t *ep, double max_s, const struct eng_comm *ec);
+
+/* --- liveness (liveness.c) ------------------------------------------------ */
+enum { ENG_ALIVE = 0, ENG_DIED = 1, ENG_FREED = 2 };
+/* Is world rank w gone? ENG_DIED (killed, or exited without freeing), ENG_FREED
+ * (released its endpoint: freed its communicators), else ENG_ALIVE; `why`
+ * completes "peer rank N ...". Asks the backend's peer_dead at most every few
+ * ms per peer. Caller holds ep->lock. */
+int eng_peer_gone(eng_ep_t *ep, int w, char *why, size_t len);
+/* Record that this rank is alive and checking (the timeout's "heard from"). */
+void eng_beat(eng_ep_t *ep);
+/* Fail comm with MLC_ERR_PEER_LOST if a peer it waits for is gone. Lock NOT held. */
+mlc_status_t eng_health_peers(mlc_comm_t *comm);
+/* Before a probe drains the rings: the comm rank of a gone peer that makes a
+ * probe of `source` (comm rank or MLC_ANY_SOURCE) fail if nothing matches, or
+ * -1. Lock held. */
+int eng_probe_gone(eng_comm_t *ec, int source, char *why, size_t len);
+/* The ranks a pending request was not heard from (timeout message). Lock NOT held. */
+void eng_name_silent(const mlc_request_t *req, const eng_coll_t *e, char *buf, size_t len);
+/* Does entry e wait for comm rank r? 0 no, 1 yes, 2 as one of any source. Lock held (slots.c). */
+int eng_entry_waits_for(const eng_coll_t *e, int r);
+/* Does a direct collective wait for comm rank r at its current stage (direct.c)? */
+bool eng_direct_waits_for(const mlc_request_t *req, const eng_direct_t *d, int r);
 
 /* --- point-to-point (caller holds ep->lock) ------------------------------- */
 eng_op_t *eng_op_get(eng_ep_t *ep);

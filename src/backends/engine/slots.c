@@ -481,70 +481,52 @@ const mlc_sig_t *eng_active_sig(eng_ep_t *ep, uint32_t coll_ctx, uint64_t call, 
 mlc_status_t eng_be_health(mlc_comm_t *comm)
 {
     eng_comm_t *ec = comm->impl;
-    eng_ep_t *ep = ec->ep;
     int failed = atomic_load(&comm->failed);
     if (failed) return (mlc_status_t)failed;
     mlc_status_t fst = eng_fail_check(ec);
     if (fst != MLC_SUCCESS) return fst;
     fst = board_check(ec);
     if (fst != MLC_SUCCESS) return fst;
-    if (!ep->peer_dead) return MLC_SUCCESS;
-    char why[128];
-    for (int r = 0; r < comm->size; r++) {
-        int w = ec->world_of[r];
-        if (w == ep->wrank || atomic_load(&eng_ctl(ep, w)->attached) == ENG_LEFT) continue;
-        if (!ep->peer_dead(ep, w, why, sizeof why)) continue;
-        /* A peer that ended after its last send is harmless: drain what it left,
-         * and fail only if this communicator still waits for something. */
-        pthread_mutex_lock(&ep->lock);
-        eng_progress_locked(ep);
-        bool pending = false;
-        for (eng_coll_t *e = ep->colls; e; e = e->next)
-            if (e->ec == ec) pending = true;
-        pthread_mutex_unlock(&ep->lock);
-        if (atomic_load(&eng_ctl(ep, w)->attached) == ENG_LEFT || !pending) continue;
-        return mlc_comm_fail(comm, MLC_ERR_PEER_LOST, "rank %d: peer rank %d is gone (%s)", comm->rank, r, why);
-    }
-    return MLC_SUCCESS;
+    return eng_health_peers(comm);
 }
 
 void eng_be_pending_peers(const mlc_request_t *req, char *buf, size_t len)
 {
-    const eng_req_t *rs = req_state(req);
-    const eng_comm_t *ec = req->comm->impl;
-    if (rs->is_direct) {
-        size_t o = 0;
-        buf[0] = '\0';
-        for (int r = 0; r < req->comm->size && o < len; r++)
-            if (atomic_load(&ec->slots[ec->world_of[r]].done2) < rs->direct.v)
-                o += (size_t)snprintf(buf + o, len - o, "%s%d", o ? ", " : "", r);
-        return;
-    }
-    if (rs->entry.exec) {
-        mlc_exec_pending_peers(rs->entry.exec, buf, len);
-        return;
-    }
-    size_t o = 0;
-    buf[0] = '\0';
-    for (int i = 0; i < rs->nops && o < len; i++) {
+    eng_name_silent(req, &req_state(req)->entry, buf, len);
+}
+
+int eng_entry_waits_for(const eng_coll_t *e, int r)
+{
+    const eng_req_t *rs = req_state(e->req);
+    if (rs->is_direct) return eng_direct_waits_for(e->req, &rs->direct, r);
+    if (e->exec) return mlc_exec_waits_for(e->exec, r);
+    int w = e->ec->world_of[r], any = 0;
+    for (int i = 0; i < rs->nops; i++) {
         const eng_op_t *op = rs->ops[i];
         if (op->done) continue;
-        if (op->peer == ENG_ANY)
-            o += (size_t)snprintf(buf + o, len - o, "%sany source", o ? ", " : "");
-        else
-            o += (size_t)snprintf(buf + o, len - o, "%s%d", o ? ", " : "", ec->comm_of[op->peer]);
+        if (op->peer == w) return 1;
+        if (op->peer == ENG_ANY && w != e->ec->ep->wrank) any = 2;
     }
+    return any;
 }
 
 mlc_status_t eng_be_iprobe(mlc_comm_t *comm, int source, int tag, int *flag, mlc_msg_status_t *st)
 {
     eng_comm_t *ec = comm->impl;
     eng_ep_t *ep = ec->ep;
+    char why[160];
+    eng_beat(ep); /* a probing rank is heard from */
     pthread_mutex_lock(&ep->lock);
+    int gone = eng_probe_gone(ec, source, why, sizeof why); /* before draining what it sent */
     eng_progress_locked(ep);
     *flag = eng_probe(ec, source, tag, st);
     pthread_mutex_unlock(&ep->lock);
-    return MLC_SUCCESS;
+    if (*flag || gone < 0) return MLC_SUCCESS;
+    char src[16];
+    snprintf(src, sizeof src, source == MLC_ANY_SOURCE ? "any" : "%d", source);
+    mlc_status_t fst = mlc_comm_fail(comm, MLC_ERR_PEER_LOST, "rank %d: probe (source %s, tag %d): peer rank %d %s",
+                                     comm->rank, src, tag, gone, why);
+    return mlc_error(fst, "%s", comm->fail_msg);
 }
 
 /* Names of every src/algos algorithm per collective, built once from mlc_algos[]. */

@@ -42,6 +42,8 @@ static void heap_seg_free(eng_seg_t *seg) { munmap(seg, seg->total_bytes); }
 static void heap_seg_release(eng_ep_t *ep)
 {
     eng_seg_t *seg = ep->seg;
+    /* Peers still waiting for this rank learn that it left (liveness.c). */
+    atomic_store(&eng_ctl(ep, ep->wrank)->attached, ENG_LEFT);
     if (atomic_fetch_add(&seg->nreleased, 1) + 1 == seg->nranks) heap_seg_free(seg);
 }
 
