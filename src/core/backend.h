@@ -70,6 +70,13 @@ typedef struct mlc_backend {
     mlc_status_t (*health)(mlc_comm_t *comm);
     /* Ranks `req` still waits on, e.g. "2, 3" (for timeout messages). Optional. */
     void (*pending_peers)(const mlc_request_t *req, char *buf, size_t len);
+    /* Optional: tell the other members that the communicator failed here (a
+     * timeout): their waits fail with st and `note`, which names the ranks it
+     * is about. */
+    void (*post_failure)(mlc_comm_t *comm, mlc_status_t st, const char *note);
+    /* Optional: the ranks a probe of `source` (MLC_ANY_SOURCE: any) has not
+     * heard from, e.g. "2" (for timeout messages). */
+    void (*silent_peers)(mlc_comm_t *comm, int source, char *buf, size_t len);
     /* Optional: block in the backend's own wait (MPI without MLC_TIMEOUT). */
     mlc_status_t (*wait_native)(mlc_request_t *req);
     /* Optional: the tag limit (default MLC_TAG_MAX_DEFAULT). */

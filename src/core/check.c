@@ -91,6 +91,7 @@ mlc_status_t mlc_check_call(mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_t 
     st = verdict(comm, msg);
 out:
     comm->internal_depth--;
+    comm->seq_base += comm->coll_seq - seq; /* call numbers never repeat (signature.h) */
     comm->coll_seq = seq; /* the user's call keeps the number it would have had */
     free(all);
     free(sent);

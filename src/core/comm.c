@@ -163,6 +163,7 @@ mlc_status_t mlc_comm_agree_settings(mlc_comm_t *c)
     c->internal_depth++;
     mlc_status_t st = check_agreement(c);
     c->internal_depth--;
+    c->seq_base += c->coll_seq - seq; /* call numbers never repeat (signature.h) */
     c->coll_seq = seq;
     memcpy(c->algo_forced, forced, sizeof forced);
     return st;
@@ -200,7 +201,7 @@ static mlc_status_t create(const mlc_cfg_t *cfg, const mlc_boot_t *boot, const m
     if (st == MLC_SUCCESS) st = mlc_model_agree(c);
     if (st == MLC_SUCCESS) st = mlc_devmem_setup(c);
     c->internal_depth--;
-    c->seq_base = c->coll_seq; /* signatures keep counting (src/core/signature.h) */
+    c->seq_base += c->coll_seq; /* signatures keep counting (src/core/signature.h) */
     c->coll_seq = 0; /* init's own collectives are complete: the user's first is #0 */
     if (st == MLC_SUCCESS) st = mlc_prof_open(c);
     if (st != MLC_SUCCESS) {

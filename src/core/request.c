@@ -220,10 +220,12 @@ mlc_status_t mlc_request_wait_internal(mlc_request_t *req)
             char what[160], peers[160] = "";
             describe(req, what, sizeof what);
             if (be->pending_peers) be->pending_peers(req, peers, sizeof peers);
-            mlc_comm_fail(comm, MLC_ERR_TIMEOUT,
-                          "rank %d: %s made no progress for %.0f s (MLC_TIMEOUT); ranks not heard "
-                          "from: %s",
-                          comm->rank, what, timeout, peers[0] ? peers : "unknown");
+            char note[400];
+            snprintf(note, sizeof note, "%.160s on rank %d made no progress for %.0f s (MLC_TIMEOUT); ranks not "
+                     "heard from: %.160s", what, comm->rank, timeout, peers[0] ? peers : "unknown");
+            mlc_comm_fail(comm, MLC_ERR_TIMEOUT, "rank %d: %s made no progress for %.0f s (MLC_TIMEOUT); ranks not "
+                          "heard from: %s", comm->rank, what, timeout, peers[0] ? peers : "unknown");
+            if (be->post_failure) be->post_failure(comm, MLC_ERR_TIMEOUT, note);
             return fail_pending(req, MLC_ERR_TIMEOUT);
         }
         double slice = MLC_IDLE_SLICE_S;

@@ -627,6 +627,11 @@ static int run_trial(const char *self, const char *run, uint64_t plan_no, int tr
             printf("  rank %d: %s in %s (%s communicator) %.1f ms after the fault: %s\n", r, status, opn, where, dt,
                    msg);
         bool ok = strcmp(status, want) == 0;
+        /* Without a launcher a rank killed before it registered in the
+         * rendezvous is, to its peers, one that never came: nothing tells
+         * them it died. Its absence is a timeout naming exactly it. */
+        if (!ok && s->kind == KILL && s->at < 0 && !pl.launcher && op < 0 && strcmp(status, "MLC_ERR_TIMEOUT") == 0)
+            ok = true;
         if (!ok) {
             printf("  FAIL: rank %d: %s in %s, expected %s\n", r, status, opn, want);
             fails++;

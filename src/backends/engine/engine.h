@@ -321,6 +321,8 @@ mlc_status_t eng_rndv_copy(eng_ep_t *ep, int src, uint64_t addr, void *dst, size
 /* Fail ec here (sticky) and on every other member: their waits return st
  * with msg within one wake-up. Returns the communicator's sticky status. */
 mlc_status_t eng_fail_comm(eng_comm_t *ec, mlc_status_t st, const char *msg);
+/* The same, with another text for the other members (note) than for this rank (msg). */
+mlc_status_t eng_fail_comm_note(eng_comm_t *ec, mlc_status_t st, const char *msg, const char *note);
 /* A failure another member published for ec: fail it here too and return
  * the status, else MLC_SUCCESS. */
 mlc_status_t eng_fail_check(eng_comm_t *ec);
@@ -347,6 +349,8 @@ mlc_status_t eng_be_split(mlc_comm_t *parent, int color, int key, const int *mem
 mlc_status_t eng_be_progress(mlc_comm_t *comm, int *progressed);
 void eng_be_idle(mlc_comm_t *comm, double max_s);
 mlc_status_t eng_be_health(mlc_comm_t *comm);
+void eng_be_post_failure(mlc_comm_t *comm, mlc_status_t st, const char *note);
+void eng_be_silent_peers(mlc_comm_t *comm, int source, char *buf, size_t len);
 void eng_be_pending_peers(const mlc_request_t *req, char *buf, size_t len);
 mlc_status_t eng_be_iprobe(mlc_comm_t *comm, int source, int tag, int *flag, mlc_msg_status_t *st);
 const char *const *eng_be_algos(mlc_coll_t coll);
@@ -371,5 +375,6 @@ mlc_status_t eng_start_sendrecv(mlc_request_t *req);
     .split = eng_be_split, .destroy = eng_be_destroy, .abort = eng_be_abort,                 \
     .start = {ENG_START_SLOTS}, .iprobe = eng_be_iprobe, .progress = eng_be_progress,        \
     .idle = eng_be_idle, .health = eng_be_health, .pending_peers = eng_be_pending_peers,     \
-    .algos = eng_be_algos, .choose_algo = eng_be_choose_algo, .signs_calls = true
+    .algos = eng_be_algos, .choose_algo = eng_be_choose_algo, .signs_calls = true,  \
+    .post_failure = eng_be_post_failure, .silent_peers = eng_be_silent_peers
 #endif

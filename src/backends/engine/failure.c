@@ -55,6 +55,11 @@ static bool note_get(eng_seg_t *seg, uint32_t pair, char *buf, size_t len)
 
 mlc_status_t eng_fail_comm(eng_comm_t *ec, mlc_status_t st, const char *msg)
 {
+    return eng_fail_comm_note(ec, st, msg, msg);
+}
+
+mlc_status_t eng_fail_comm_note(eng_comm_t *ec, mlc_status_t st, const char *msg, const char *note)
+{
     eng_ep_t *ep = ec->ep;
     mlc_comm_t *comm = ec->comm;
     mlc_status_t sticky = mlc_comm_fail(comm, st, "%s", msg);
@@ -62,7 +67,7 @@ mlc_status_t eng_fail_comm(eng_comm_t *ec, mlc_status_t st, const char *msg)
     atomic_uint_fast64_t *w = &ep->seg->failed[pair % ENG_FAIL_WORDS];
     uint64_t cur = atomic_load(w);
     if (cur >> 32 == (uint64_t)pair + 1) return sticky; /* another member published first */
-    note_put(ep->seg, pair, msg);
+    note_put(ep->seg, pair, note);
     uint64_t want = word_of(pair, st, ep->wrank);
     while (cur >> 32 != (uint64_t)pair + 1 && !atomic_compare_exchange_weak(w, &cur, want)) {
     }
@@ -70,6 +75,11 @@ mlc_status_t eng_fail_comm(eng_comm_t *ec, mlc_status_t st, const char *msg)
     for (int r = 0; r < comm->size; r++) atomic_fetch_add(&eng_ctl(ep, ec->world_of[r])->doorbell, 1);
     for (int r = 0; r < comm->size; r++) eng_wake(ep, ec->world_of[r]);
     return sticky;
+}
+
+void eng_be_post_failure(mlc_comm_t *comm, mlc_status_t st, const char *note)
+{
+    eng_fail_comm_note(comm->impl, st, comm->fail_msg, note);
 }
 
 bool eng_fail_posted(const eng_comm_t *ec)
@@ -94,5 +104,7 @@ mlc_status_t eng_fail_check(eng_comm_t *ec)
     if (st == MLC_ERR_ABORTED)
         return mlc_comm_fail(ec->comm, st, "rank %d: the communicator was aborted by rank %d (%.200s)",
                              ec->comm->rank, origin_rank, note);
+    if (st == MLC_ERR_PEER_LOST || st == MLC_ERR_TIMEOUT) /* the note names the ranks at fault, not who noticed */
+        return mlc_comm_fail(ec->comm, st, "rank %d: %s", ec->comm->rank, note);
     return mlc_comm_fail(ec->comm, st, "%s (seen by rank %d)", note, origin_rank);
 }

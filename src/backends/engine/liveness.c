@@ -106,7 +106,11 @@ mlc_status_t eng_health_peers(mlc_comm_t *comm)
     }
     pthread_mutex_unlock(&ep->lock);
     if (lost < 0) return MLC_SUCCESS;
-    return mlc_comm_fail(comm, MLC_ERR_PEER_LOST, "rank %d: peer rank %d %s", comm->rank, lost, why);
+    /* Every member fails with it: the others may wait on this rank, which now cannot go on. */
+    char msg[256], note[224];
+    snprintf(note, sizeof note, "peer rank %d %s", lost, why);
+    snprintf(msg, sizeof msg, "rank %d: %s", comm->rank, note);
+    return eng_fail_comm_note(ec, MLC_ERR_PEER_LOST, msg, note);
 }
 
 int eng_probe_gone(eng_comm_t *ec, int source, char *why, size_t len)
@@ -149,6 +153,8 @@ static bool add_rank(char *buf, size_t len, size_t *used, int r)
     return true;
 }
 
+static void name_silent(mlc_comm_t *comm, uint8_t *wait, char *buf, size_t len);
+
 void eng_name_silent(const mlc_request_t *req, const eng_coll_t *e, char *buf, size_t len)
 {
     eng_comm_t *ec = req->comm->impl;
@@ -162,9 +168,29 @@ void eng_name_silent(const mlc_request_t *req, const eng_coll_t *e, char *buf, s
     pthread_mutex_lock(&ep->lock);
     for (int r = 0; r < n; r++) wait[r] = r != me && eng_entry_waits_for(e, r) != 0;
     pthread_mutex_unlock(&ep->lock);
+    name_silent(req->comm, wait, buf, len);
+}
+
+void eng_be_silent_peers(mlc_comm_t *comm, int source, char *buf, size_t len)
+{
+    int n = comm->size;
+    if (len == 0) return;
+    buf[0] = '\0';
+    uint8_t *wait = calloc((size_t)n, 1);
+    if (!wait) return;
+    for (int r = 0; r < n; r++) wait[r] = r != comm->rank && (source == MLC_ANY_SOURCE || source == r);
+    name_silent(comm, wait, buf, len);
+}
+
+/* Name the ranks of `wait` not heard from; if all were, the members that were not. Frees wait. */
+static void name_silent(mlc_comm_t *comm, uint8_t *wait, char *buf, size_t len)
+{
+    eng_comm_t *ec = comm->impl;
+    eng_ep_t *ep = ec->ep;
+    int n = comm->size, me = comm->rank;
     /* Heard from = checking health in a wait of its own within the last second
      * (half the timeout when shorter): such a peer waits for someone else. */
-    double window = req->comm->cfg.timeout_s > 0 && req->comm->cfg.timeout_s < 2 ? req->comm->cfg.timeout_s / 2 : 1.0;
+    double window = comm->cfg.timeout_s > 0 && comm->cfg.timeout_s < 2 ? comm->cfg.timeout_s / 2 : 1.0;
     uint64_t now = now_ns(), lim = (uint64_t)(window * 1e9);
     size_t used = 0;
     int named = 0, waiting = 0;

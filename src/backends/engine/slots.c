@@ -269,7 +269,9 @@ static mlc_status_t start_coll_as(mlc_request_t *req)
     if (a->op == MLC_AVG && a->recvbuf &&
         (req->coll == MLC_COLL_ALLREDUCE || req->coll == MLC_COLL_REDUCE || req->coll == MLC_COLL_REDUCE_SCATTER))
         avg_count = a->count;
-    st = mlc_exec_create(&s, a->sendbuf, a->recvbuf, a->dtype, a->op, avg_count, req->comm->size, req->seq,
+    /* Tags carry the call number, which (unlike the sequence number) init
+     * and the settings check never restart: no two calls share a tag. */
+    st = mlc_exec_create(&s, a->sendbuf, a->recvbuf, a->dtype, a->op, avg_count, req->comm->size, rs->sig.call,
                          &rs->entry.exec);
     if (st != MLC_SUCCESS) return st;
     pthread_mutex_lock(&ep->lock);
@@ -515,6 +517,9 @@ mlc_status_t eng_be_iprobe(mlc_comm_t *comm, int source, int tag, int *flag, mlc
     eng_comm_t *ec = comm->impl;
     eng_ep_t *ep = ec->ep;
     char why[160];
+    /* A failure another member posted (abort, mismatch, a lost peer) ends a probe loop too. */
+    mlc_status_t fst0 = eng_fail_check(ec);
+    if (fst0 != MLC_SUCCESS) return mlc_error(fst0, "%s", comm->fail_msg);
     eng_beat(ep); /* a probing rank is heard from */
     pthread_mutex_lock(&ep->lock);
     int gone = eng_probe_gone(ec, source, why, sizeof why); /* before draining what it sent */
@@ -524,8 +529,10 @@ mlc_status_t eng_be_iprobe(mlc_comm_t *comm, int source, int tag, int *flag, mlc
     if (*flag || gone < 0) return MLC_SUCCESS;
     char src[16];
     snprintf(src, sizeof src, source == MLC_ANY_SOURCE ? "any" : "%d", source);
-    mlc_status_t fst = mlc_comm_fail(comm, MLC_ERR_PEER_LOST, "rank %d: probe (source %s, tag %d): peer rank %d %s",
-                                     comm->rank, src, tag, gone, why);
+    char msg[320], note[224];
+    snprintf(note, sizeof note, "peer rank %d %s", gone, why);
+    snprintf(msg, sizeof msg, "rank %d: probe (source %s, tag %d): %s", comm->rank, src, tag, note);
+    mlc_status_t fst = eng_fail_comm_note(ec, MLC_ERR_PEER_LOST, msg, note);
     return mlc_error(fst, "%s", comm->fail_msg);
 }
 

@@ -508,6 +508,11 @@ mlc_status_t shm_rdv_check(shm_rdv_t *v)
     shm_rdv_rec_t *r = v->rec;
     if (atomic_load_explicit(&r->state, memory_order_acquire) == RDV_FAILED) {
         if (r->fail_rank == v->rank) return (mlc_status_t)r->fail_status;
+        /* A timeout or a death already names the ranks it is about:
+         * naming the rank that saw it first would blame a healthy one. */
+        if (r->fail_status == MLC_ERR_TIMEOUT || r->fail_status == MLC_ERR_PEER_LOST)
+            return mlc_error((mlc_status_t)r->fail_status, "%s (the first failure of this init, seen by "
+                             "another rank)", r->fail_msg);
         return mlc_error((mlc_status_t)r->fail_status, "shm init: rank %d failed: %s", (int)r->fail_rank,
                          r->fail_msg);
     }
@@ -580,11 +585,16 @@ mlc_status_t shm_rdv_fail(shm_rdv_t *v, mlc_status_t st)
     snprintf(keep, sizeof keep, "%s", mlc_last_error());
     atomic_store(&r->pid[v->rank], -(int)getpid());
     /* The last rank out removes the names; it waits a little for ranks that
-     * never claimed a slot (they would find the failure there). */
+     * never claimed a slot (they would find the failure there). After a
+     * timeout or a death the ranks still in may never come out (stopped,
+     * hung): every rank that gives up removes them after the grace. */
+    bool stuck = st == MLC_ERR_TIMEOUT || st == MLC_ERR_PEER_LOST;
     double until = mlc_now() + RDV_GRACE_S;
     int unclaimed;
-    while (all_out(v, &unclaimed)) {
-        if (unclaimed == 0 || mlc_now() > until) {
+    for (;;) {
+        bool out = all_out(v, &unclaimed);
+        if (!out && !stuck) break;
+        if ((out && unclaimed == 0) || mlc_now() > until) {
             if (v->seg_name[0]) shm_unlink(v->seg_name);
             unlink_if_same(v->name, v->dev, v->ino);
             break;

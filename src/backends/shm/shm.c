@@ -140,13 +140,26 @@ static bool cma_probe(eng_ep_t *ep, int r)
 }
 
 /* Wait until counter reaches n, watching for failures, dead peers and the deadline. */
-static mlc_status_t wait_count(shm_rdv_t *rv, atomic_uint *counter, unsigned n, double deadline, const char *what)
+/* Wait until n ranks have passed an init step: attached (their pid is in
+ * their control block) or, with `probed`, done probing (marked joined). A
+ * timeout names the ranks that have not. */
+static mlc_status_t wait_count(shm_rdv_t *rv, eng_seg_t *seg, atomic_uint *counter, unsigned n, double deadline,
+                               bool probed, const char *what)
 {
     while (atomic_load(counter) < n) {
         mlc_status_t st = shm_rdv_check(rv);
         if (st != MLC_SUCCESS) return st;
-        if (mlc_now() > deadline)
-            return mlc_error(MLC_ERR_TIMEOUT, "shm init: only %u of %u ranks %s", atomic_load(counter), n, what);
+        if (mlc_now() > deadline) {
+            char late[160] = "";
+            size_t o = 0;
+            eng_ctl_t *ctl = (eng_ctl_t *)((char *)seg + seg->ctl_off);
+            for (unsigned r = 0; r < n && o < sizeof late; r++) {
+                bool done = probed ? atomic_load(&ctl[r].attached) == ENG_JOINED : atomic_load(&ctl[r].pid) != 0;
+                if (!done) o += (size_t)snprintf(late + o, sizeof late - o, "%s%u", o ? ", " : "", r);
+            }
+            return mlc_error(MLC_ERR_TIMEOUT, "shm init: only %u of %u ranks %s; ranks not heard from: %s",
+                             atomic_load(counter), n, what, late[0] ? late : "unknown");
+        }
         nap();
     }
     return MLC_SUCCESS;
@@ -234,7 +247,7 @@ static mlc_status_t shm_init(mlc_comm_t *comm, const mlc_boot_t *boot)
     mine->cma_probe_addr = (uint64_t)(uintptr_t)&probe_value;
     atomic_store(&mine->pid, (int)getpid());
     atomic_fetch_add(&seg->nattached, 1);
-    st = wait_count(&rv, &seg->nattached, (unsigned)n, deadline, "attached to the shared segment");
+    st = wait_count(&rv, seg, &seg->nattached, (unsigned)n, deadline, false, "attached to the shared segment");
     if (st != MLC_SUCCESS) goto fail;
     /* Everyone is attached: the names are no longer needed, nothing is left behind. */
     if (me == 0) shm_rdv_unlink(&rv);
@@ -245,7 +258,7 @@ static mlc_status_t shm_init(mlc_comm_t *comm, const mlc_boot_t *boot)
     for (int r = 0; r < n; r++) cma[(size_t)me * (size_t)n + (size_t)r] = r != me && ep->cma && cma_probe(ep, r);
     atomic_store(&mine->attached, ENG_JOINED);
     atomic_fetch_add(&seg->nreleased, 1); /* reused as the "probed" counter during init */
-    st = wait_count(&rv, &seg->nreleased, (unsigned)n, deadline, "finished the single-copy probe");
+    st = wait_count(&rv, seg, &seg->nreleased, (unsigned)n, deadline, true, "finished the single-copy probe");
     if (st != MLC_SUCCESS) goto fail;
     shm_rdv_close(&rv);
     int ok = 0;
