@@ -45,6 +45,22 @@ static inline bool mlc_sig_same(const mlc_sig_t *a, const mlc_sig_t *b)
     return a->call == b->call && a->count == b->count && a->vhash == b->vhash && a->root == b->root &&
            a->op == b->op && a->coll == b->coll && a->dtype == b->dtype;
 }
+/* 64 bits that differ when mlc_sig_same says the calls differ (but for a
+ * 2^-64 chance): the shared-memory engine compares them on its hot path. */
+static inline uint64_t mlc_sig_hash(const mlc_sig_t *s)
+{
+    uint64_t h = s->call * 0x9e3779b97f4a7c15ull;
+    const uint64_t w[4] = {s->count, s->vhash,
+                           (uint64_t)(uint32_t)s->root << 32 | (uint64_t)(uint16_t)s->op << 16 |
+                               (uint64_t)s->coll << 8 | s->dtype,
+                           0};
+    for (int i = 0; i < 3; i++) {
+        h ^= w[i] + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+        h *= 0xbf58476d1ce4e5b9ull;
+        h ^= h >> 31;
+    }
+    return h;
+}
 /* "allreduce(count=1000, float32, sum)" */
 void mlc_sig_describe(const mlc_sig_t *s, char *buf, size_t len);
 /* "rank 0: allreduce(count=1000, float32, sum) vs rank 1: allreduce(count=100000, float32, sum), call #17" */

@@ -68,22 +68,21 @@ static bool all_at_least(const eng_comm_t *ec, int f, uint64_t v)
     return true;
 }
 
-/* Publish this rank's call in its slot (seqlock: eng_slot_mismatch reads it
- * while this rank may rewrite it for a later call). */
+/* Publish this rank's call in its slot (raising pub releases it). */
 static void publish_sig(eng_comm_t *ec, const eng_direct_t *d)
 {
     eng_slot_t *s = slot_of(ec, ec->comm->rank);
-    atomic_store_explicit(&s->sig_v, 0, memory_order_relaxed);
-    atomic_thread_fence(memory_order_release);
+    s->sig_hash = d->sig_hash;
     s->sig = *d->sig;
-    atomic_store_explicit(&s->sig_v, d->v, memory_order_release);
 }
 
 /* Peer r has published op v (pub seen): its signature is stable until every
  * rank is done with op v. MLC_SUCCESS if it is this rank's call. */
 static mlc_status_t check_peer(const eng_comm_t *ec, const eng_direct_t *d, int r)
 {
-    const mlc_sig_t *theirs = &slot_of(ec, r)->sig;
+    const eng_slot_t *s = slot_of(ec, r);
+    if (s->sig_hash == d->sig_hash) return MLC_SUCCESS; /* the full signature is a cache line further */
+    const mlc_sig_t *theirs = &s->sig;
     if (mlc_sig_same(d->sig, theirs)) return MLC_SUCCESS;
     char msg[384];
     mlc_sig_mismatch(d->sig, ec->comm->rank, theirs, r, msg, sizeof msg);
@@ -97,9 +96,16 @@ static mlc_status_t check_all(const eng_comm_t *ec, const eng_direct_t *d)
     return MLC_SUCCESS;
 }
 
-void eng_board_post(eng_comm_t *ec, const mlc_sig_t *sig)
+static uint64_t started_word(uint64_t call, uint64_t hash)
 {
-    struct eng_board *b = &slot_of(ec, ec->comm->rank)->board[sig->call % ENG_BOARD];
+    return (call & 0xffffu) << 48 | (hash & 0xffffffffffffull);
+}
+
+void eng_board_post(eng_comm_t *ec, const mlc_sig_t *sig, uint64_t hash)
+{
+    eng_slot_t *mine = slot_of(ec, ec->comm->rank);
+    atomic_store_explicit(&mine->started[sig->call & 1], started_word(sig->call, hash), memory_order_release);
+    struct eng_board *b = &mine->board[sig->call % ENG_BOARD];
     atomic_store_explicit(&b->v, 0, memory_order_relaxed);
     atomic_thread_fence(memory_order_release);
     b->sig = *sig;
@@ -156,7 +162,7 @@ const char *eng_direct_choose(const mlc_request_t *req)
     }
 }
 
-mlc_status_t eng_direct_start(mlc_request_t *req, const mlc_sig_t *sig, eng_direct_t *d)
+mlc_status_t eng_direct_start(mlc_request_t *req, const mlc_sig_t *sig, uint64_t hash, eng_direct_t *d)
 {
     eng_comm_t *ec = req->comm->impl;
     if (!ec->slots)
@@ -175,6 +181,7 @@ mlc_status_t eng_direct_start(mlc_request_t *req, const mlc_sig_t *sig, eng_dire
                          mlc_coll_name(req->coll), n, ENG_SLOT_DATA);
     memset(d, 0, sizeof *d);
     d->sig = sig;
+    d->sig_hash = hash;
     d->v = ++ec->direct_seq;
     if (!small && (req->coll == MLC_COLL_ALLREDUCE || req->coll == MLC_COLL_REDUCE_SCATTER)) {
         /* Two bounce buffers, plus the accumulator when in place. */
@@ -285,7 +292,8 @@ static int small_progress(mlc_request_t *req, eng_direct_t *d)
         publish_sig(ec, d);
         raise_flag(ec, F_PUB, v);
         if ((req->coll == MLC_COLL_BROADCAST && am_root) || (req->coll == MLC_COLL_REDUCE && !am_root)) {
-            d->stage = 4; /* nothing to read: done once the readers took the same call */
+            raise_flag(ec, F_DONE2, v); /* nothing to read: done once the readers took the same call */
+            d->stage = 4;
             return small_progress(req, d);
         }
         d->stage = 1;
@@ -309,14 +317,27 @@ static int small_progress(mlc_request_t *req, eng_direct_t *d)
         }
         raise_flag(ec, F_DONE2, v);
         return 1;
-    case 4: /* read nothing: compare every peer's call (before done2 lets them move on), then wait */
-        if (!all_at_least(ec, F_PUB, v)) return 0;
-        if (check_all(ec, d) != MLC_SUCCESS) return MLC_ERR_MISMATCH;
-        raise_flag(ec, F_DONE2, v);
-        d->stage = 5;
-        /* fall through */
-    case 5:
-        return all_at_least(ec, F_DONE2, v) ? 1 : 0;
+    case 4: /* read nothing: once every reader is done (a reader that saw another
+             * call fails instead), compare the calls the peers posted on
+             * their boards (their slots may hold a later call by now) */
+        if (!all_at_least(ec, F_DONE2, v)) return 0;
+        {
+            /* A peer is at most one call further (this call holds its next direct
+             * one), so its word for this call's parity is this call's or the next's. */
+            uint64_t want = started_word(d->sig->call, d->sig_hash);
+            for (int r = 0; r < p; r++) {
+                if (r == me) continue;
+                uint64_t w = atomic_load_explicit(&slot_of(ec, r)->started[d->sig->call & 1], memory_order_acquire);
+                if (w == want || w >> 48 != want >> 48) continue;
+                char msg[384];
+                if (!eng_board_mismatch(ec, d->sig, msg, sizeof msg))
+                    snprintf(msg, sizeof msg, "rank %d: call #%llu: rank %d started another call with this number",
+                             me, (unsigned long long)d->sig->seq, r);
+                mlc_error(MLC_ERR_MISMATCH, "%s", msg);
+                return MLC_ERR_MISMATCH;
+            }
+        }
+        return 1;
     }
     return 0;
 }
@@ -471,7 +492,6 @@ bool eng_direct_waits_for(const mlc_request_t *req, const eng_direct_t *d, int r
         return !flag_at_least(ec, r, F_PUB, v);
     case 2: return !flag_at_least(ec, r, F_DONE1, v);
     case 3: return r >= d->peer && !flag_at_least(ec, r, F_READY, v);
-    case 4: return !flag_at_least(ec, r, small ? F_PUB : F_DONE2, v); /* small: a root compares every call */
-    default: return !flag_at_least(ec, r, F_DONE2, v);
+    default: return !flag_at_least(ec, r, F_DONE2, v); /* stage 4: the readers' done2 */
     }
 }

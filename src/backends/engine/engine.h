@@ -87,9 +87,13 @@ typedef struct eng_slot {
     atomic_uint_fast64_t done1;                  /* op v: finished reading peers' send buffers */
     atomic_uint_fast64_t ready;                  /* op v: my result slice is in my receive buffer */
     atomic_uint_fast64_t done2;                  /* op v: finished with every peer's memory */
+    uint64_t sig_hash;          /* mlc_sig_hash of sig, in pub's cache line: compared on the hot path */
+    /* The last two calls this rank started, (call & 0xffff) << 48 | 48 bits of
+     * their hash, by call parity: in the flags' cache line, so a rank that
+     * reads no peer's slot compares its peers' calls for free. */
+    atomic_uint_fast64_t started[2];
     uint64_t saddr, raddr;
-    atomic_uint_fast64_t sig_v; /* seqlock over sig: 0 while written, then the op's flag value */
-    mlc_sig_t sig;              /* the direct call this rank published with pub */
+    mlc_sig_t sig;              /* the direct call this rank published with pub (names both sides) */
     struct eng_board {          /* every call this rank started, the latest ENG_BOARD by call number */
         atomic_uint_fast64_t v; /* seqlock: 0 while written, then call + 1 */
         mlc_sig_t sig;
@@ -232,12 +236,13 @@ const char *eng_direct_choose(const mlc_request_t *req);
 /* Start/advance a direct collective kept in `state` (req->priv). */
 typedef struct eng_direct {
     const mlc_sig_t *sig; /* the call, published in the slot with pub and checked against each peer's */
+    uint64_t sig_hash;
     uint64_t v;        /* this op's flag value */
     int stage;
     int peer;          /* next peer to visit */
     void *tmp;         /* in-place accumulation / bounce buffers */
 } eng_direct_t;
-mlc_status_t eng_direct_start(mlc_request_t *req, const mlc_sig_t *sig, eng_direct_t *d);
+mlc_status_t eng_direct_start(mlc_request_t *req, const mlc_sig_t *sig, uint64_t hash, eng_direct_t *d);
 /* 1 = complete, 0 = waiting, < 0 = error. */
 int eng_direct_progress(mlc_request_t *req, eng_direct_t *d, int *moved);
 void eng_direct_cancel(eng_direct_t *d);
@@ -333,12 +338,14 @@ bool eng_fail_posted(const eng_comm_t *ec);
  * peers (eng_board_mismatch): a peer that started the same call number with
  * other arguments (and so may wait for other messages, or none) fills msg
  * and returns true. Needs a slot area (ec->slots). */
-void eng_board_post(eng_comm_t *ec, const mlc_sig_t *sig);
+void eng_board_post(eng_comm_t *ec, const mlc_sig_t *sig, uint64_t hash);
 bool eng_board_mismatch(eng_comm_t *ec, const mlc_sig_t *sig, char *msg, size_t len);
 /* The signature of the active collective with call number `call` whose
  * collective traffic uses context coll_ctx (and its communicator), or NULL.
  * Lock held (slots.c). */
 const mlc_sig_t *eng_active_sig(eng_ep_t *ep, uint32_t coll_ctx, uint64_t call, eng_comm_t **ec);
+/* The active collective with the highest call number on that context, or NULL. Lock held. */
+const mlc_sig_t *eng_latest_sig(eng_ep_t *ep, uint32_t coll_ctx, eng_comm_t **ec);
 
 /* --- the backend table slots shared by threads and shm -------------------- */
 mlc_status_t eng_comm_create(mlc_comm_t *comm, eng_ep_t *ep, uint32_t ctx, const int *world_of);

@@ -106,6 +106,9 @@ mlc_status_t eng_health_peers(mlc_comm_t *comm)
     }
     pthread_mutex_unlock(&ep->lock);
     if (lost < 0) return MLC_SUCCESS;
+    /* A member that left after failing the communicator posted why first: report that. */
+    mlc_status_t posted = eng_fail_check(ec);
+    if (posted != MLC_SUCCESS) return posted;
     /* Every member fails with it: the others may wait on this rank, which now cannot go on. */
     char msg[256], note[224];
     snprintf(note, sizeof note, "peer rank %d %s", lost, why);
@@ -116,8 +119,13 @@ mlc_status_t eng_health_peers(mlc_comm_t *comm)
 int eng_probe_gone(eng_comm_t *ec, int source, char *why, size_t len)
 {
     eng_ep_t *ep = ec->ep;
-    if (source != MLC_ANY_SOURCE)
-        return eng_peer_gone(ep, ec->world_of[source], why, len) == ENG_ALIVE ? -1 : source;
+    if (source != MLC_ANY_SOURCE) {
+        if (eng_peer_gone(ep, ec->world_of[source], why, len) != ENG_ALIVE) return source;
+        /* A member that died breaks the communicator, as it fails every other wait on it. */
+        for (int r = 0; r < ec->comm->size; r++)
+            if (ec->world_of[r] != ep->wrank && eng_peer_gone(ep, ec->world_of[r], why, len) == ENG_DIED) return r;
+        return -1;
+    }
     int freed = -1;
     bool alive = false;
     char freed_why[160] = "";

@@ -127,17 +127,24 @@ static bool step_accepts(eng_op_t *op, int src, uint64_t tag, const mlc_sig_t *t
     return false;
 }
 
-/* A collective message that matched no posted step: if this rank is already
- * in the same call with another signature (a peer's other arguments made it
- * choose another algorithm), the communicator fails on every member. */
+/* A collective message that matched no posted step (it is on the unexpected
+ * queue now): if this rank is in the same call with another signature (a
+ * peer's other arguments made it choose another algorithm), or already in a
+ * later call (it completed that one without the message), the communicator
+ * fails on every member. */
 static void arrival_check(eng_ep_t *ep, int src, const eng_hdr_t *h)
 {
     if (!(h->ctx & 1u) || !ep->colls) return;
     eng_comm_t *ec = NULL;
-    const mlc_sig_t *mine = eng_active_sig(ep, h->ctx, h->sig.call, &ec);
-    if (!mine || mlc_sig_same(mine, &h->sig)) return;
     char msg[384];
-    mlc_sig_mismatch(mine, ec->comm->rank, &h->sig, ec->comm_of[src], msg, sizeof msg);
+    const mlc_sig_t *mine = eng_active_sig(ep, h->ctx, h->sig.call, &ec);
+    if (mine) {
+        if (mlc_sig_same(mine, &h->sig)) return;
+        mlc_sig_mismatch(mine, ec->comm->rank, &h->sig, ec->comm_of[src], msg, sizeof msg);
+    } else {
+        const mlc_sig_t *latest = eng_latest_sig(ep, h->ctx, &ec);
+        if (!latest || latest->call < h->sig.call || !eng_ux_mismatch(ec, latest, msg, sizeof msg)) return;
+    }
     eng_fail_comm(ec, MLC_ERR_MISMATCH, msg);
 }
 

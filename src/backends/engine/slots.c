@@ -177,6 +177,14 @@ int eng_progress_locked(eng_ep_t *ep)
 static mlc_status_t activate(eng_ep_t *ep, mlc_request_t *req)
 {
     eng_req_t *rs = req_state(req);
+    /* A peer's message of this call under another signature, or a late one of
+     * a call this rank completed without it, arrived before this call began. */
+    char msg[384];
+    if (req->coll < MLC_COLL_SEND) eng_p2p_progress(ep); /* such a message shows up here at the latest */
+    if (ep->ux_head && req->coll < MLC_COLL_SEND && eng_ux_mismatch(rs->entry.ec, &rs->sig, msg, sizeof msg)) {
+        eng_fail_comm(rs->entry.ec, MLC_ERR_MISMATCH, msg);
+        return mlc_error(MLC_ERR_MISMATCH, "%s", msg);
+    }
     if (!req->blocking) {
         mlc_status_t st = eng_async_begin(ep);
         if (st != MLC_SUCCESS) return st;
@@ -205,19 +213,6 @@ mlc_status_t eng_start_coll(mlc_request_t *req)
     return start_coll_as(req);
 }
 
-/* A peer's step of this call that arrived first under another signature. */
-static mlc_status_t early_mismatch(eng_comm_t *ec, const mlc_sig_t *sig)
-{
-    char msg[384];
-    pthread_mutex_lock(&ec->ep->lock);
-    eng_p2p_progress(ec->ep); /* a peer's late message of an earlier call shows up here at the latest */
-    bool bad = eng_ux_mismatch(ec, sig, msg, sizeof msg);
-    pthread_mutex_unlock(&ec->ep->lock);
-    if (!bad) return MLC_SUCCESS;
-    eng_fail_comm(ec, MLC_ERR_MISMATCH, msg);
-    return mlc_error(MLC_ERR_MISMATCH, "%s", msg);
-}
-
 /* The engine state of a collective: its entry and its signature. */
 static void coll_state_init(eng_req_t *rs, mlc_request_t *req, eng_comm_t *ec)
 {
@@ -233,14 +228,11 @@ static mlc_status_t start_coll_as(mlc_request_t *req)
     eng_ep_t *ep = ec->ep;
     eng_req_t *rs = req_state(req);
     coll_state_init(rs, req, ec);
-    if (ec->slots) eng_board_post(ec, &rs->sig);
-    {
-        mlc_status_t st = early_mismatch(ec, &rs->sig);
-        if (st != MLC_SUCCESS) return st;
-    }
+    uint64_t hash = mlc_sig_hash(&rs->sig);
+    if (ec->slots) eng_board_post(ec, &rs->sig, hash);
     if (req->algo && strcmp(req->algo, "direct") == 0) {
         rs->is_direct = true;
-        mlc_status_t st = eng_direct_start(req, &rs->sig, &rs->direct);
+        mlc_status_t st = eng_direct_start(req, &rs->sig, hash, &rs->direct);
         if (st != MLC_SUCCESS) return st;
         pthread_mutex_lock(&ep->lock);
         st = activate(ep, req);
@@ -478,6 +470,20 @@ const mlc_sig_t *eng_active_sig(eng_ep_t *ep, uint32_t coll_ctx, uint64_t call, 
         return &rs->sig;
     }
     return NULL;
+}
+
+const mlc_sig_t *eng_latest_sig(eng_ep_t *ep, uint32_t coll_ctx, eng_comm_t **ec)
+{
+    const mlc_sig_t *latest = NULL;
+    for (eng_coll_t *e = ep->colls; e; e = e->next) {
+        if (e->ec->ctx + 1 != coll_ctx || e->req->coll >= MLC_COLL_SEND) continue;
+        const mlc_sig_t *s = &req_state(e->req)->sig;
+        if (!latest || s->call > latest->call) {
+            latest = s;
+            *ec = e->ec;
+        }
+    }
+    return latest;
 }
 
 mlc_status_t eng_be_health(mlc_comm_t *comm)
