@@ -537,7 +537,10 @@ mlc_status_t eng_be_iprobe(mlc_comm_t *comm, int source, int tag, int *flag, mlc
     snprintf(src, sizeof src, source == MLC_ANY_SOURCE ? "any" : "%d", source);
     char msg[320], note[224];
     snprintf(note, sizeof note, "peer rank %d %s", gone, why);
-    snprintf(msg, sizeof msg, "rank %d: probe (source %s, tag %d): %s", comm->rank, src, tag, note);
+    if (source == gone || source == MLC_ANY_SOURCE)
+        snprintf(msg, sizeof msg, "rank %d: probe (source %s, tag %d): %s", comm->rank, src, tag, note);
+    else /* another member died: the probed one is not at fault */
+        snprintf(msg, sizeof msg, "rank %d: probe (tag %d): %s", comm->rank, tag, note);
     mlc_status_t fst = eng_fail_comm_note(ec, MLC_ERR_PEER_LOST, msg, note);
     return mlc_error(fst, "%s", comm->fail_msg);
 }
