@@ -371,8 +371,11 @@ static int large_progress(mlc_request_t *req, eng_direct_t *d)
                 raise_flag(ec, F_DONE2, v);
                 return all_at_least(ec, F_DONE2, v) ? 1 : 0;
             }
-            if (!flag_at_least(ec, a->root, F_PUB, v)) return 0;
-            if (check_peer(ec, d, a->root) != MLC_SUCCESS) return MLC_ERR_MISMATCH;
+            /* Every rank compares every call before anyone reads a user buffer:
+             * all reach the same verdict, so no reader reads the buffer of a
+             * root that failed and returned. */
+            if (!all_at_least(ec, F_PUB, v)) return 0;
+            if (check_all(ec, d) != MLC_SUCCESS) return MLC_ERR_MISMATCH;
             st = eng_rndv_copy(ec->ep, ec->world_of[a->root], slot_of(ec, a->root)->saddr, a->recvbuf, n);
             if (st != MLC_SUCCESS) return st;
             raise_flag(ec, F_DONE2, v);
@@ -487,7 +490,7 @@ bool eng_direct_waits_for(const mlc_request_t *req, const eng_direct_t *d, int r
     switch (d->stage) {
     case 0: return !flag_at_least(ec, r, F_DONE2, v - 1); /* the slot of the previous op */
     case 1:
-        if (req->coll == MLC_COLL_BROADCAST && (small || req->comm->rank != a->root))
+        if (req->coll == MLC_COLL_BROADCAST && small)
             return r == a->root && !flag_at_least(ec, r, F_PUB, v);
         return !flag_at_least(ec, r, F_PUB, v);
     case 2: return !flag_at_least(ec, r, F_DONE1, v);

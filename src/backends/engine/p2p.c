@@ -266,6 +266,16 @@ static void rndv_deliver(eng_ep_t *ep, eng_op_t *op, int src, uint64_t tag, uint
                          uint64_t cookie)
 {
     size_t n = bytes < op->bytes ? (size_t)bytes : op->bytes;
+    /* Once a member failed the communicator, a sender may have returned and
+     * released the buffer this message names: never read it then. */
+    if (!op->cancelled && op->comm && eng_fail_posted(op->comm)) {
+        send_ack(ep, src, cookie);
+        op->src_world = src;
+        op->rtag = tag;
+        mlc_status_t fst = eng_fail_check(op->comm);
+        op_fail(op, fst != MLC_SUCCESS ? fst : MLC_ERR_ABORTED, "%.300s", op->comm->comm->fail_msg);
+        return;
+    }
     mlc_status_t st = op->cancelled ? MLC_SUCCESS : eng_rndv_copy(ep, src, addr, op->rbuf, n);
     send_ack(ep, src, cookie);
     if (st != MLC_SUCCESS) {
