@@ -1,8 +1,11 @@
 /*
  * What MPI lacks, through the MPI backend: float16 and bfloat16 (every
  * built-in op), avg (integers truncate toward zero), user ops (commutative
- * and not: applied in rank order), records. Run on every backend.
+ * and not: applied in rank order), records. Integer sum and prod wrap around
+ * on every length (an MPI's vector kernels may saturate instead). Run on
+ * every backend.
  */
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 #include "dtype.h"
@@ -179,10 +182,85 @@ static int user_ops(mlc_comm_t *comm)
     return 0;
 }
 
+/* Element i of rank r's input for an integer dtype of e bytes: values near
+ * the top of the range (and negative ones), so sums and products overflow. */
+static uint64_t int_input(int r, size_t i, size_t e)
+{
+    static const uint64_t pattern[] = {0xf0f1f2f3f4f5f6f7u, 0x7f7e7d7c7b7a7978u, 0x8081828384858687u,
+                                       0xfffffffffffffffeu, 0x0102030405060708u, 0xc3c2c1c0bfbebdbcu};
+    uint64_t v = pattern[(i + (size_t)r) % 6] - (uint64_t)r * 3 - i % 5;
+    return e == 8 ? v : v & ((UINT64_C(1) << (8 * e)) - 1);
+}
+
+/* Sign-extended from e bytes when `is_signed`. */
+static int64_t as_signed(uint64_t v, size_t e)
+{
+    unsigned shift = (unsigned)(64 - 8 * e);
+    return (int64_t)(v << shift) >> shift;
+}
+
+static uint64_t int_expected(int p, size_t i, size_t e, bool is_signed, mlc_op_t op)
+{
+    uint64_t acc = int_input(0, i, e);
+    for (int k = 1; k < p; k++) {
+        uint64_t v = int_input(k, i, e);
+        bool greater = is_signed ? as_signed(v, e) > as_signed(acc, e) : v > acc;
+        if (op == MLC_SUM) acc += v;
+        else if (op == MLC_PROD) acc *= v;
+        else if (op == MLC_MAX) acc = greater ? v : acc;
+        else acc = greater || v == acc ? acc : v;
+    }
+    return e == 8 ? acc : acc & ((UINT64_C(1) << (8 * e)) - 1);
+}
+
+/* Integer sum/prod wrap, max/min compare as the type's sign says, on lengths
+ * around every vector width (allreduce, reduce, reduce_scatter). */
+static int integer_wraps(mlc_comm_t *comm)
+{
+    int r = mlc_comm_rank(comm), p = mlc_comm_size(comm);
+    const mlc_dtype_t types[] = {MLC_INT8, MLC_UINT8, MLC_INT32, MLC_UINT32, MLC_INT64, MLC_UINT64};
+    const bool is_signed[] = {true, false, true, false, true, false};
+    const mlc_op_t ops[] = {MLC_SUM, MLC_PROD, MLC_MAX, MLC_MIN};
+    const size_t lengths[] = {1, 7, 16, 31, 32, 33, 64, 65, 255, 1000};
+    enum { MAXLEN = 1000 };
+    static _Thread_local unsigned char x[MAXLEN * 8 * 4], y[MAXLEN * 8 * 4], want[MAXLEN * 8];
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+        size_t e = mlc_dtype_size(types[t]);
+        for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++) {
+            for (size_t l = 0; l < sizeof lengths / sizeof lengths[0]; l++) {
+                size_t n = lengths[l];
+                for (size_t i = 0; i < n * (size_t)p; i++) {
+                    uint64_t v = int_input(r, i, e);
+                    memcpy(x + i * e, &v, e); /* little-endian */
+                }
+                for (size_t i = 0; i < n * (size_t)p; i++) {
+                    uint64_t w = int_expected(p, i, e, is_signed[t], ops[o]);
+                    if (i < n) memcpy(want + i * e, &w, e);
+                }
+                const char *what = mlc_dtype_name(types[t]), *how = mlc_op_name(ops[o]);
+                memset(y, 0, n * e);
+                CHECK_OK(mlc_allreduce(x, y, n, types[t], ops[o], comm, NULL));
+                CHECK_MEM(y, want, n * e, e, "allreduce %s %s of %zu", what, how, n);
+                memset(y, 0, n * e);
+                CHECK_OK(mlc_reduce(x, r == 0 ? y : NULL, n, types[t], ops[o], 0, comm, NULL));
+                if (r == 0) CHECK_MEM(y, want, n * e, e, "reduce %s %s of %zu", what, how, n);
+                /* reduce_scatter: rank r gets block r of n elements */
+                for (size_t i = 0; i < n; i++) {
+                    uint64_t w = int_expected(p, (size_t)r * n + i, e, is_signed[t], ops[o]);
+                    memcpy(want + i * e, &w, e);
+                }
+                CHECK_OK(mlc_reduce_scatter(x, y, n, types[t], ops[o], comm, NULL));
+                CHECK_MEM(y, want, n * e, e, "reduce_scatter %s %s of %zu", what, how, n);
+            }
+        }
+    }
+    return 0;
+}
+
 static int body(mlc_comm_t *comm)
 {
     if (mlc_comm_size(comm) > 4) return MLC_TEST_SKIP;
-    if (halves(comm) || averages(comm) || user_ops(comm)) return 1;
+    if (halves(comm) || averages(comm) || user_ops(comm) || integer_wraps(comm)) return 1;
     return mlc_test_any_failed(comm, 0);
 }
 
