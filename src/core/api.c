@@ -177,6 +177,7 @@ const char *mlc_request_algo(const mlc_request_t *req)
 {
     const mlc_comm_t *comm = req->comm;
     if (req->coll >= MLC_COLL_SEND) return NULL;
+    if (comm->no_own_algos) return NULL;
     const char *forced = comm->algo_forced[req->coll];
     if (forced) return strcmp(forced, "native") == 0 ? NULL : forced;
     return comm->algo_selects[req->coll] ? mlc_request_default_algo(req) : NULL;

@@ -76,6 +76,7 @@ struct mlc_comm {
     uint64_t seq_base;     /* collectives before coll_seq restarted at 0 (init's own): call numbers never repeat */
     const char *algo_forced[MLC_COLL_COUNT]; /* from env or mlc_comm_set_algo; NULL = auto */
     bool algo_selects[MLC_COLL_COUNT]; /* the backend offers more than native: auto asks the selector */
+    bool no_own_algos;     /* the backend cannot run src/algos schedules here: forced ones run as native */
     void *stream;          /* GPU stream (cudaStream_t / hipStream_t) */
     struct mlc_profiler *prof;
     mlc_cost_model_t model;  /* the selector's alpha/beta/gamma, identical on every rank */

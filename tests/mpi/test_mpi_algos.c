@@ -10,6 +10,28 @@
 
 enum { N = 1031 };
 
+/* A split communicator (ranks reversed) inherits the forced algorithms and
+ * has the same tag bound as its parent: forced algorithms really run there. */
+static int split_algos(mlc_comm_t *comm)
+{
+    int r = mlc_comm_rank(comm), p = mlc_comm_size(comm);
+    mlc_comm_t *child = NULL;
+    CHECK_OK(mlc_comm_split(comm, 0, p - r, &child));
+    CHECK(mlc_comm_tag_max(child) == mlc_comm_tag_max(comm), "split communicator's tag bound %d, parent's %d",
+          mlc_comm_tag_max(child), mlc_comm_tag_max(comm));
+    const char *name = NULL;
+    CHECK_OK(mlc_comm_get_algo(child, MLC_COLL_ALLREDUCE, 4096, &name));
+    CHECK(strcmp(name, "ring") == 0, "split communicator's allreduce algorithm %s, want ring", name);
+    int cr = mlc_comm_rank(child);
+    int64_t x[N], y[N];
+    for (size_t i = 0; i < N; i++) x[i] = cr * 5 + (int64_t)i;
+    CHECK_OK(mlc_allreduce(x, y, N, MLC_INT64, MLC_SUM, child, NULL));
+    for (size_t i = 0; i < N; i++)
+        CHECK(y[i] == 5 * p * (p - 1) / 2 + p * (int64_t)i, "split ring allreduce [%zu] = %lld", i, (long long)y[i]);
+    CHECK_OK(mlc_comm_free(child));
+    return 0;
+}
+
 static int body(mlc_comm_t *comm)
 {
     int r = mlc_comm_rank(comm), p = mlc_comm_size(comm);
@@ -80,7 +102,7 @@ static int body(mlc_comm_t *comm)
     CHECK_OK(mlc_request_wait(&catch_all));
     CHECK(st.source == (r + p - 1) % p && st.tag == 9 && box[0] == (r + p - 1) % p && box[1] == 77,
           "user message: source %d tag %d data %d %d", st.source, st.tag, box[0], box[1]);
-    return mlc_test_any_failed(comm, 0);
+    return split_algos(comm) || mlc_test_any_failed(comm, 0);
 }
 
 int main(int argc, char **argv) { return mlc_test_main(argc, argv, body); }

@@ -22,14 +22,23 @@ static mlc_status_t comm_setup(mlc_comm_t *comm, mlc_mpi_comm_t *c)
                          r, p, comm->rank, comm->size);
     rc = MPI_Comm_dup(c->comm, &c->hidden);
     if (rc != MPI_SUCCESS) return mlc_mpi_error(rc, "rank %d: MPI_Comm_dup (hidden context)", comm->rank);
+    /* MPI_TAG_UB is defined on MPI_COMM_WORLD and holds for every communicator;
+     * Open MPI does not copy the attribute to split or duplicated ones. */
     int *ub = NULL, flag = 0;
-    rc = MPI_Comm_get_attr(c->comm, MPI_TAG_UB, &ub, &flag);
+    rc = MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
     c->tag_ub = rc == MPI_SUCCESS && flag && ub ? *ub : 32767; /* the least MPI guarantees */
     /* Hidden tags: the two at the top carry control messages (ctrl_tag) and
      * their replies (ctrl_tag - 1); algorithm tags stay below both:
      * (window << KEY_BITS) - 1 <= tag_ub - 2. */
     c->ctrl_tag = c->tag_ub;
     c->seq_window = (unsigned)(c->tag_ub - 1) >> MLC_SCHED_KEY_BITS;
+    if (c->seq_window == 0) {
+        /* No room for algorithm tags: MPI's own collectives run, and the
+         * selector, mlc_comm_get_algo and the profiler say so. */
+        comm->no_own_algos = true;
+        MLC_DEBUG("rank %d: MPI_TAG_UB %d leaves no room for mlcomm's algorithms; MPI's own collectives run",
+                  comm->rank, c->tag_ub);
+    }
     comm->impl = c;
     return mlc_mpi_ctrl_start(comm);
 }
