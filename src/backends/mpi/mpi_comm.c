@@ -48,6 +48,7 @@ static mlc_status_t comm_setup(mlc_comm_t *comm, mlc_mpi_comm_t *c)
  * the freed communicator and crashes: such a communicator is left to MPI. */
 static void comm_release(mlc_mpi_comm_t *c, int in_flight)
 {
+    mlc_mpi_progress_leave(c);
     if (!mlc_mpi_finalized()) {
         mlc_mpi_ctrl_stop(c);
         if (c->hidden != MPI_COMM_NULL) MPI_Comm_free(&c->hidden);
@@ -68,6 +69,7 @@ mlc_status_t mlc_mpi_comm_create(mlc_comm_t *comm, MPI_Comm base, bool adopt)
     c->magic = MLC_MPI_COMM_MAGIC;
     c->comm = c->hidden = MPI_COMM_NULL;
     c->ctrl = MPI_REQUEST_NULL;
+    atomic_flag_clear(&c->busy);
     mlc_status_t st = MLC_SUCCESS;
     if (adopt) {
         c->comm = base;
@@ -79,7 +81,10 @@ mlc_status_t mlc_mpi_comm_create(mlc_comm_t *comm, MPI_Comm base, bool adopt)
         }
     }
     st = comm_setup(comm, c);
-    if (st == MLC_SUCCESS) return MLC_SUCCESS;
+    if (st == MLC_SUCCESS) {
+        mlc_mpi_progress_join(c);
+        return MLC_SUCCESS;
+    }
 fail:
     comm->impl = NULL;
     comm_release(c, 0);
@@ -208,6 +213,7 @@ void mlc_mpi_destroy(mlc_comm_t *comm)
 {
     mlc_mpi_comm_t *c = comm->impl;
     if (!c) return;
+    mlc_mpi_progress_leave(c); /* no other thread polls it from here on */
     int in_flight = 0;
     if (!mlc_mpi_finalized()) {
         mlc_mpi_flush_abort(c);

@@ -112,8 +112,12 @@ typedef struct mlc_mpi_comm {
     int64_t reply_msg[MLC_MPI_REPLY_SLOTS][MLC_MPI_CTRL_WORDS]; /* answers to queries */
     MPI_Request reply_req[MLC_MPI_REPLY_SLOTS];
     mlc_mpi_op_t *head, *tail; /* operations in flight, in start order */
-    int npolled;             /* of them, the ones only our polling advances (algorithms) */
+    atomic_int npolled;      /* of them, the ones only our polling advances (algorithms) */
     mlc_mpi_handle_t *free_handles, *all_handles; /* transport handles for algorithms */
+    /* the process's progress list (mpi_progress.c) */
+    atomic_flag busy;        /* held while head..tail, the ops and handles change */
+    struct mlc_mpi_comm *list_prev, *list_next;
+    bool listed;
 } mlc_mpi_comm_t;
 
 enum { MLC_MPI_ABORT_NONE, MLC_MPI_ABORT_PENDING, MLC_MPI_ABORT_SENT };
@@ -140,6 +144,21 @@ mlc_status_t mlc_mpi_check_ctrl(mlc_comm_t *comm);
 mlc_status_t mlc_mpi_ctrl_arrived(mlc_comm_t *comm, int rc);
 /* At a timeout: ask the peers which of them have not started req's collective. */
 void mlc_mpi_query_peers(const mlc_request_t *req, char *buf, size_t len);
+
+/* ---- the process's progress list (mpi_progress.c) ------------------------------ */
+
+/* Algorithm operations pending on every communicator of the process. */
+extern atomic_int mlc_mpi_polled_ops;
+/* Hold / release c's operations (the owner thread; others only try). */
+void mlc_mpi_lock(mlc_mpi_comm_t *c);
+void mlc_mpi_unlock(mlc_mpi_comm_t *c);
+/* A communicator joins the list once created, leaves it before it is freed. */
+void mlc_mpi_progress_join(mlc_mpi_comm_t *c);
+void mlc_mpi_progress_leave(mlc_mpi_comm_t *c);
+/* Poll the algorithm steps of every other communicator that is not busy. */
+void mlc_mpi_progress_others(const mlc_mpi_comm_t *self, int *moved);
+/* Advance c's algorithm operations once (c held by the caller). */
+void mlc_mpi_progress_polled(mlc_mpi_comm_t *c, int *moved);
 
 /* ---- operations in flight (mpi_op.c) ------------------------------------------- */
 
@@ -200,7 +219,8 @@ void *mlc_mpi_op_alloc(mlc_mpi_op_t *op, size_t bytes);
 mlc_status_t mlc_mpi_op_submit(mlc_mpi_op_t *op);
 /* Release what the operation holds without completing it (failed start). */
 void mlc_mpi_op_discard(mlc_mpi_op_t *op);
-/* Advance every operation of comm without blocking; *moved = 1 if any did. */
+/* Advance every operation of comm, then every other communicator's algorithm
+ * steps, without blocking; *moved = 1 if any did. */
 void mlc_mpi_progress_all(mlc_comm_t *comm, int *moved);
 /* Leave every operation in flight (communicator destroyed). */
 /* Abandon every pending operation; returns how many collectives MPI still runs. */
@@ -212,10 +232,12 @@ void mlc_mpi_idle(mlc_comm_t *comm, double max_s);
 void mlc_mpi_pending_peers(const mlc_request_t *req, char *buf, size_t len);
 
 /* Blocking MPI calls are used for a call that waits right away, unless a
- * timeout is set (then everything is nonblocking and waited with a deadline). */
+ * timeout is set (then everything is nonblocking and waited with a deadline)
+ * or an algorithm's steps wait somewhere in the process for our polling. */
 static inline bool mlc_mpi_blocking(const mlc_request_t *req)
 {
-    return req->blocking && !req->comm->cfg.timeout_set;
+    return req->blocking && !req->comm->cfg.timeout_set &&
+           atomic_load_explicit(&mlc_mpi_polled_ops, memory_order_relaxed) == 0;
 }
 
 /* ---- the start slots ------------------------------------------------------------- */

@@ -124,7 +124,10 @@ static void op_unlink(mlc_mpi_op_t *op)
     else c->tail = op->prev;
     op->prev = op->next = NULL;
     op->active = false;
-    if (op->polled) c->npolled--;
+    if (op->polled) {
+        atomic_fetch_sub_explicit(&c->npolled, 1, memory_order_relaxed);
+        atomic_fetch_sub_explicit(&mlc_mpi_polled_ops, 1, memory_order_relaxed);
+    }
 }
 
 /* What the receive of a recv/sendrecv got: fill the caller's status, or fail on truncation. */
@@ -207,13 +210,18 @@ mlc_status_t mlc_mpi_op_submit(mlc_mpi_op_t *op)
         return MLC_SUCCESS;
     }
     mlc_mpi_comm_t *c = op->req->comm->impl;
+    mlc_mpi_lock(c);
     op->prev = c->tail;
     op->next = NULL;
     if (c->tail) c->tail->next = op;
     else c->head = op;
     c->tail = op;
     op->active = true;
-    if (op->polled) c->npolled++;
+    if (op->polled) {
+        atomic_fetch_add_explicit(&c->npolled, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&mlc_mpi_polled_ops, 1, memory_order_relaxed);
+    }
+    mlc_mpi_unlock(c);
     return MLC_SUCCESS;
 }
 
@@ -274,9 +282,20 @@ static void op_advance(mlc_mpi_op_t *op, int *moved)
 void mlc_mpi_progress_all(mlc_comm_t *comm, int *moved)
 {
     mlc_mpi_comm_t *c = comm->impl;
+    mlc_mpi_lock(c);
     for (mlc_mpi_op_t *op = c->head, *next; op; op = next) {
         next = op->next;
         op_advance(op, moved);
+    }
+    mlc_mpi_unlock(c);
+    mlc_mpi_progress_others(c, moved);
+}
+
+void mlc_mpi_progress_polled(mlc_mpi_comm_t *c, int *moved)
+{
+    for (mlc_mpi_op_t *op = c->head, *next; op; op = next) {
+        next = op->next;
+        if (op->exec) op_advance(op, moved);
     }
 }
 
@@ -284,11 +303,13 @@ int mlc_mpi_abandon_all(mlc_comm_t *comm)
 {
     mlc_mpi_comm_t *c = comm->impl;
     int left = 0;
+    mlc_mpi_lock(c);
     for (mlc_mpi_op_t *op = c->head, *next; op; op = next) {
         next = op->next;
         op_abandon(op);
         if (op->mpi_owns_heap) left++;
     }
+    mlc_mpi_unlock(c);
     if (left)
         MLC_WARN("rank %d: %d MPI collective(s) still in flight when the communicator was freed were left "
                  "to MPI (MPI cannot cancel collectives); their buffers may still be written",
@@ -319,34 +340,41 @@ mlc_status_t mlc_mpi_wait_native(mlc_request_t *req)
         mlc_mpi_flush_abort(c);
         mlc_status_t st = mlc_mpi_check_ctrl(comm);
         if (st != MLC_SUCCESS) return mlc_comm_check(comm);
-        if (c->npolled > 0 || op->exec) {
-            /* Algorithm steps advance only when we call: poll everything. */
+        if (atomic_load_explicit(&mlc_mpi_polled_ops, memory_order_relaxed) > 0 || op->exec) {
+            /* Algorithm steps, here or on another communicator, advance only
+             * when we call: poll everything. */
             int moved = 0;
             mlc_mpi_progress_all(comm, &moved);
             if (moved) spins = 0;
             else backoff(&spins);
             continue;
         }
-        /* Block in MPI on this operation's requests and the control receive. */
+        /* Block in MPI on this operation's requests and the control receive
+         * (holding c: other threads skip it, and it has nothing to poll). */
+        mlc_mpi_lock(c);
         op->reqs[0] = c->ctrl;
         int idx = MPI_UNDEFINED;
         MPI_Status mst;
         int rc = MPI_Waitany(op->nreq + 1, op->reqs, &idx, &mst);
         op->reqs[0] = MPI_REQUEST_NULL;
         if (idx == 0) {
+            mlc_mpi_unlock(c);
             if (mlc_mpi_ctrl_arrived(comm, rc) != MLC_SUCCESS) return mlc_comm_check(comm);
             continue;
         }
         int moved = 0;
+        bool failed = false;
         if (idx == MPI_UNDEFINED) {
             if (rc != MPI_SUCCESS) {
                 op_fail(op, rc, "MPI_Waitany");
-                break;
+                failed = true;
             }
         } else if (!request_done(op, idx, rc, &mst)) {
-            break;
+            failed = true;
         }
-        op_advance(op, &moved);
+        if (!failed) op_advance(op, &moved);
+        mlc_mpi_unlock(c);
+        if (failed) break;
     }
     return MLC_SUCCESS;
 }
@@ -396,7 +424,11 @@ void mlc_mpi_pending_peers(const mlc_request_t *req, char *buf, size_t len)
     const mlc_mpi_op_t *op = mlc_mpi_op_of(req);
     const mlc_args_t *a = &req->args;
     if (op->exec) {
-        mlc_mpi_algo_pending_peers(op, buf, len);
+        mlc_mpi_comm_t *c = req->comm->impl;
+        mlc_mpi_lock(c);
+        if (op->exec) mlc_mpi_algo_pending_peers(op, buf, len);
+        else snprintf(buf, len, "none (it has just completed)");
+        mlc_mpi_unlock(c);
     } else if (req->coll == MLC_COLL_SEND) {
         snprintf(buf, len, "%d", a->root);
     } else if (req->coll == MLC_COLL_RECV) {
