@@ -3,7 +3,8 @@
  * call shrunk to 5 by the module's test knob (mlc_mpi_set_limits): chunked
  * reductions, big datatypes, v-collective blocks sent point to point,
  * rebased displacements, big point-to-point messages; once without and once
- * with MPI-4 large-count calls (where the library has them).
+ * with MPI-4 large-count calls (where the library has them), and on a
+ * split communicator.
  */
 #include <dlfcn.h>
 #include <stdint.h>
@@ -176,6 +177,14 @@ static int body(mlc_comm_t *comm)
             if (uniform(comm, mode) || vcolls(comm, mode)) return 1;
         if (p2p(comm)) return 1;
     }
+    /* The same on a split communicator (ranks reversed): its hidden tags have
+     * the world's room. */
+    mlc_comm_t *child = NULL;
+    CHECK_OK(mlc_comm_split(comm, 0, -mlc_comm_rank(comm), &child));
+    set_limits(L, 1000, 0);
+    for (int mode = 0; mode < 2; mode++)
+        if (vcolls(child, mode)) return 1;
+    CHECK_OK(mlc_comm_free(child));
     /* Displacements: only without large-count calls is there a limit. */
     set_limits(L, 8, 0);
     if (too_wide(comm)) return 1;
