@@ -275,7 +275,7 @@ typedef struct mlc_config {
     double timeout_s;     /* MLC_TIMEOUT; < 0 unset; 0 = never */
     int log_level;        /* MLC_LOG_LEVEL: one of MLC_LOG_* */
     const char *log_file; /* MLC_LOG_FILE: may hold %h (host) and %p (pid) */
-    const char *profile;  /* MLC_PROFILE: trace file name, %r = rank */
+    const char *profile;  /* MLC_PROFILE: trace file per rank, %r = rank, %p = pid (mlc_profile_stats) */
     int memory;           /* MLC_MEMORY: MLC_MEMORY_* */
     int mpi_thread_level; /* MLC_MPI_THREAD_LEVEL: 0 single, 1 funneled, 2 serialized, 3 multiple */
     int cma;              /* MLC_CMA: 1 use single-copy (CMA) where the OS allows, 0 never */
@@ -524,7 +524,12 @@ typedef struct mlc_profile_stat {
 /**
  * Per-collective totals since the communicator was created. Collected while
  * profiling is on: MLC_PROFILE (or cfg.profile) names a trace file, or is
- * "stats" for statistics without a file; otherwise *n = 0. stats has room for
+ * "stats" for statistics without a file; otherwise *n = 0. The trace file is
+ * one per rank ("%r" = the rank in the communicator mlc_comm_init made, "%p" =
+ * the process id): the communicators split from it, and a second one of the
+ * same rank, write into the same file, each on a track of its own (Chrome
+ * "tid", named "comm N ..."). It is valid JSON once its last communicator is
+ * freed (or the process exits); a communicator opened later appends to it. stats has room for
  * *n entries; on return *n is the number of kinds with count > 0.
  */
 MLC_API mlc_status_t mlc_profile_stats(const mlc_comm_t *comm, mlc_profile_stat_t *stats,
