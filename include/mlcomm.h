@@ -400,7 +400,12 @@ MLC_API mlc_status_t mlc_request_wait(mlc_request_t **req);
  * Progress *req without blocking. *done = 1 when it completed, in which case
  * the request is released, *req = NULL and the operation's status returned.
  * After mlc_comm_free or mlc_comm_abort, a request that was pending completes
- * at once with MLC_ERR_ABORTED (as mlc_request_wait).
+ * at once with MLC_ERR_ABORTED (as mlc_request_wait). Honours the
+ * communicator's timeout as mlc_request_wait does: once nothing has moved on
+ * the communicator for MLC_TIMEOUT seconds, counted from the first test of
+ * *req that found nothing to do (any progress restarts it), it completes with
+ * MLC_ERR_TIMEOUT and a message naming the operation and the ranks not heard
+ * from, and the communicator fails as after a blocking wait's timeout.
  */
 MLC_API mlc_status_t mlc_request_test(mlc_request_t **req, int *done);
 /**
@@ -504,7 +509,11 @@ MLC_API mlc_status_t mlc_sendrecv(const void *sendbuf, size_t sendcount, int des
  * having left. The same holds for mlc_iprobe.
  */
 MLC_API mlc_status_t mlc_probe(int source, int tag, mlc_comm_t *comm, mlc_msg_status_t *status);
-/** As mlc_probe but returns at once: *flag = 1 and status filled if a message matches. */
+/**
+ * As mlc_probe but returns at once: *flag = 1 and status filled if a message
+ * matches. It does not wait, so it has no timeout: a loop of mlc_iprobe calls
+ * is the caller's to bound (mlc_probe honours MLC_TIMEOUT).
+ */
 MLC_API mlc_status_t mlc_iprobe(int source, int tag, mlc_comm_t *comm, int *flag,
                                 mlc_msg_status_t *status);
 
