@@ -275,7 +275,7 @@ typedef struct mlc_config {
     double timeout_s;     /* MLC_TIMEOUT; < 0 unset; 0 = never */
     int log_level;        /* MLC_LOG_LEVEL: one of MLC_LOG_* */
     const char *log_file; /* MLC_LOG_FILE: may hold %h (host) and %p (pid) */
-    const char *profile;  /* MLC_PROFILE: trace file name, %r = rank */
+    const char *profile;  /* MLC_PROFILE: trace file per rank, %r = rank, %p = pid (mlc_profile_stats) */
     int memory;           /* MLC_MEMORY: MLC_MEMORY_* */
     int mpi_thread_level; /* MLC_MPI_THREAD_LEVEL: 0 single, 1 funneled, 2 serialized, 3 multiple */
     int cma;              /* MLC_CMA: 1 use single-copy (CMA) where the OS allows, 0 never */
@@ -400,7 +400,12 @@ MLC_API mlc_status_t mlc_request_wait(mlc_request_t **req);
  * Progress *req without blocking. *done = 1 when it completed, in which case
  * the request is released, *req = NULL and the operation's status returned.
  * After mlc_comm_free or mlc_comm_abort, a request that was pending completes
- * at once with MLC_ERR_ABORTED (as mlc_request_wait).
+ * at once with MLC_ERR_ABORTED (as mlc_request_wait). Honours the
+ * communicator's timeout as mlc_request_wait does: once nothing has moved on
+ * the communicator for MLC_TIMEOUT seconds, counted from the first test of
+ * *req that found nothing to do (any progress restarts it), it completes with
+ * MLC_ERR_TIMEOUT and a message naming the operation and the ranks not heard
+ * from, and the communicator fails as after a blocking wait's timeout.
  */
 MLC_API mlc_status_t mlc_request_test(mlc_request_t **req, int *done);
 /**
@@ -504,7 +509,11 @@ MLC_API mlc_status_t mlc_sendrecv(const void *sendbuf, size_t sendcount, int des
  * having left. The same holds for mlc_iprobe.
  */
 MLC_API mlc_status_t mlc_probe(int source, int tag, mlc_comm_t *comm, mlc_msg_status_t *status);
-/** As mlc_probe but returns at once: *flag = 1 and status filled if a message matches. */
+/**
+ * As mlc_probe but returns at once: *flag = 1 and status filled if a message
+ * matches. It does not wait, so it has no timeout: a loop of mlc_iprobe calls
+ * is the caller's to bound (mlc_probe honours MLC_TIMEOUT).
+ */
 MLC_API mlc_status_t mlc_iprobe(int source, int tag, mlc_comm_t *comm, int *flag,
                                 mlc_msg_status_t *status);
 
@@ -524,7 +533,12 @@ typedef struct mlc_profile_stat {
 /**
  * Per-collective totals since the communicator was created. Collected while
  * profiling is on: MLC_PROFILE (or cfg.profile) names a trace file, or is
- * "stats" for statistics without a file; otherwise *n = 0. stats has room for
+ * "stats" for statistics without a file; otherwise *n = 0. The trace file is
+ * one per rank ("%r" = the rank in the communicator mlc_comm_init made, "%p" =
+ * the process id): the communicators split from it, and a second one of the
+ * same rank, write into the same file, each on a track of its own (Chrome
+ * "tid", named "comm N ..."). It is valid JSON once its last communicator is
+ * freed (or the process exits); a communicator opened later appends to it. stats has room for
  * *n entries; on return *n is the number of kinds with count > 0.
  */
 MLC_API mlc_status_t mlc_profile_stats(const mlc_comm_t *comm, mlc_profile_stat_t *stats,

@@ -1,6 +1,7 @@
 /*
  * mlcomm-trace: merge the per-rank traces that MLC_PROFILE=trace.%r.json
- * writes into one Chrome / Perfetto timeline (one process track per rank).
+ * writes into one Chrome / Perfetto timeline (one process track per rank,
+ * and in it one thread track per communicator of the rank).
  *
  *   mlcomm-trace -o job.json trace.0.json trace.1.json
  *   mlcomm-trace -o job.json -p trace.%r.json      ranks 0, 1, ... while the file exists
@@ -12,7 +13,7 @@
  * error naming the file and the byte offset. Every kept event is checked to
  * be one complete, valid JSON object and copied unchanged.
  *
- * Timestamps are each rank's microseconds since its communicator was
+ * Timestamps are each rank's microseconds since its first communicator was
  * created; ranks create it together (the backend's rendezvous ends just
  * before), so the tracks line up to within that rendezvous' skew.
  */

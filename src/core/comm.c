@@ -203,7 +203,7 @@ static mlc_status_t create(const mlc_cfg_t *cfg, const mlc_boot_t *boot, const m
     c->internal_depth--;
     c->seq_base += c->coll_seq; /* signatures keep counting (src/core/signature.h) */
     c->coll_seq = 0; /* init's own collectives are complete: the user's first is #0 */
-    if (st == MLC_SUCCESS) st = mlc_prof_open(c);
+    if (st == MLC_SUCCESS) st = mlc_prof_open(c, NULL, 0);
     if (st != MLC_SUCCESS) {
         be->destroy(c);
         goto fail;
@@ -340,7 +340,7 @@ mlc_status_t mlc_comm_init_all(int n, const mlc_config_t *cfg_in, mlc_comm_t **c
         c->size = n;
         st = setup(c, &cfg, be);
         if (st == MLC_SUCCESS) st = force_algos(c); /* one configuration for every rank */
-        if (st == MLC_SUCCESS) st = mlc_prof_open(c);
+        if (st == MLC_SUCCESS) st = mlc_prof_open(c, NULL, 0);
         if (st != MLC_SUCCESS) goto fail;
     }
     st = be->init_all(n, comms);
@@ -433,7 +433,7 @@ mlc_status_t mlc_comm_split(mlc_comm_t *comm, int color, int key, mlc_comm_t **o
     comm->internal_depth++;
     st = comm->be->split(comm, color, key, members, n, child);
     comm->internal_depth--;
-    if (st == MLC_SUCCESS && child) st = mlc_prof_open(child);
+    if (st == MLC_SUCCESS && child) st = mlc_prof_open(child, comm, color);
     if (st == MLC_SUCCESS && child) st = mlc_devmem_inherit(child, comm);
     if (st != MLC_SUCCESS) {
         if (child && child->impl) comm->be->destroy(child);

@@ -54,6 +54,8 @@ struct mlc_request {
     mlc_status_t status;
     char errmsg[384];      /* detailed message when status != 0 */
     double t_start, t_end;
+    double idle_since;     /* mlc_request_test: when it first found nothing to do (0: it did not), */
+    uint64_t idle_epoch;   /* and comm->progress_epoch then (progress since restarts the clock) */
     struct mlc_request *next_free;
     bool in_use;
     bool blocking;         /* the caller waits right away (no request handed out) */
@@ -73,6 +75,7 @@ struct mlc_comm {
     char fail_msg[512];
     atomic_int fail_claim; /* the first failing thread writes fail_msg, then publishes failed */
     uint64_t coll_seq;     /* next collective sequence number */
+    uint64_t progress_epoch; /* progress calls of waits and tests that moved something */
     uint64_t seq_base;     /* collectives before coll_seq restarted at 0 (init's own): call numbers never repeat */
     const char *algo_forced[MLC_COLL_COUNT]; /* from env or mlc_comm_set_algo; NULL = auto */
     bool algo_selects[MLC_COLL_COUNT]; /* the backend offers more than native: auto asks the selector */

@@ -21,7 +21,7 @@
     X(MLC_TIMEOUT, "600", "seconds without progress before MLC_ERR_TIMEOUT (0 = never)")       \
     X(MLC_LOG_LEVEL, "warn", "log level: error, warn, info, debug, trace")                     \
     X(MLC_LOG_FILE, "", "log file (default stderr); %h = host, %p = pid")                      \
-    X(MLC_PROFILE, "", "write a Chrome/Perfetto trace per rank; %r = rank; 'stats' = no file") \
+    X(MLC_PROFILE, "", "Chrome/Perfetto trace, one file per rank with all its communicators; %r = rank, %p = pid; 'stats' = no file") \
     X(MLC_MEMORY, "host", "buffer memory kind: host, cuda, rocm, auto")                        \
     X(MLC_MPI_THREAD_LEVEL, "multiple", "MPI thread level: single, funneled, serialized, multiple") \
     X(MLC_MPI_CUDA_AWARE, "auto", "mpi: hand device buffers to MPI: auto (ask MPI), 1, 0 (stage them)") \

@@ -2,7 +2,8 @@
  * Requests: a per-communicator pool (no malloc on the small-message path once
  * warm), completion, and the one wait loop every backend shares. The wait
  * loop owns the reliability rules: timeout without progress, remote abort and
- * peer death checks at least every ~100 ms, sticky failure.
+ * peer death checks at least every ~100 ms, sticky failure; mlc_request_test
+ * applies the same ones through the same check (stalled()).
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -49,6 +50,7 @@ mlc_request_t *mlc_request_alloc(mlc_comm_t *comm)
     r->status = MLC_SUCCESS;
     r->errmsg[0] = '\0';
     r->t_start = r->t_end = 0;
+    r->idle_since = 0;
     r->next_free = NULL;
     r->in_use = true;
     r->priv_ext = NULL;
@@ -155,12 +157,67 @@ static mlc_status_t progress(mlc_comm_t *comm, int *progressed, int *gpu_wait)
 {
     mlc_status_t st = comm->be->progress(comm, progressed);
     if (comm->dev && st == MLC_SUCCESS) st = mlc_stage_progress(comm, progressed, gpu_wait);
+    if (*progressed) comm->progress_epoch++;
     return st;
 }
 
 static int is_done(const mlc_request_t *req)
 {
     return atomic_load_explicit(&req->done, memory_order_acquire);
+}
+
+/* MPI without a timeout: MPI's own blocking wait (as raw MPI would), which
+ * has no deadline. Not while staged operations need our progress calls (devmem.h). */
+static bool waits_natively(const mlc_request_t *req)
+{
+    const mlc_comm_t *comm = req->comm;
+    return comm->be->wait_native && !comm->cfg.timeout_set && !req->stage && !(comm->dev && comm->dev->active);
+}
+
+/*
+ * The checks of every wait and test that found nothing to do: the
+ * communicator's health (remote abort, peer death), then the deadline:
+ * MLC_TIMEOUT seconds in which no progress call on the communicator moved
+ * anything. *idle_since (0: not idle yet) and *idle_epoch are the caller's
+ * idle clock: the wait loop's own, or the request's across mlc_request_test
+ * calls. A timeout fails the communicator (sticky) and tells the other
+ * members (post_failure). Returns true when req is over (its status set:
+ * finish() reports it), false to keep waiting.
+ */
+static bool stalled(mlc_request_t *req, double now, double *idle_since, uint64_t *idle_epoch)
+{
+    mlc_comm_t *comm = req->comm;
+    const mlc_backend_t *be = comm->be;
+    if (*idle_since == 0 || *idle_epoch != comm->progress_epoch) {
+        *idle_since = now;
+        *idle_epoch = comm->progress_epoch;
+    }
+    int failed = atomic_load(&comm->failed);
+    mlc_status_t st = failed ? (mlc_status_t)failed : be->health(comm);
+    if (st != MLC_SUCCESS) {
+        /* Peers may have finished this call and failed a later one since the
+         * last pass: a call that can still complete does, the next one fails. */
+        int progressed = 0, gpu_wait = 0;
+        progress(comm, &progressed, &gpu_wait);
+        if (!is_done(req)) fail_pending(req, st);
+        return true;
+    }
+    if (is_done(req)) return true;
+    double timeout = waits_natively(req) ? 0 : comm->cfg.timeout_s;
+    if (timeout > 0 && now - *idle_since > timeout) {
+        char what[160], peers[160] = "";
+        describe(req, what, sizeof what);
+        if (be->pending_peers) be->pending_peers(req, peers, sizeof peers);
+        char note[400];
+        snprintf(note, sizeof note, "%.160s on rank %d made no progress for %.0f s (MLC_TIMEOUT); ranks not "
+                 "heard from: %.160s", what, comm->rank, timeout, peers[0] ? peers : "unknown");
+        mlc_comm_fail(comm, MLC_ERR_TIMEOUT, "rank %d: %s made no progress for %.0f s (MLC_TIMEOUT); ranks not "
+                      "heard from: %s", comm->rank, what, timeout, peers[0] ? peers : "unknown");
+        if (be->post_failure) be->post_failure(comm, MLC_ERR_TIMEOUT, note);
+        fail_pending(req, MLC_ERR_TIMEOUT);
+        return true;
+    }
+    return false;
 }
 
 mlc_status_t mlc_request_wait_internal(mlc_request_t *req)
@@ -171,9 +228,7 @@ mlc_status_t mlc_request_wait_internal(mlc_request_t *req)
     int failed = atomic_load(&comm->failed);
     if (failed) return fail_pending(req, failed);
 
-    /* MPI without a timeout: MPI's own blocking wait (as raw MPI would). */
-    /* Not while staged operations need our progress calls (devmem.h). */
-    if (be->wait_native && !comm->cfg.timeout_set && !req->stage && !(comm->dev && comm->dev->active)) {
+    if (waits_natively(req)) {
         mlc_status_t st = be->wait_native(req);
         if (st != MLC_SUCCESS && !is_done(req)) return st;
         return finish(req);
@@ -184,7 +239,8 @@ mlc_status_t mlc_request_wait_internal(mlc_request_t *req)
      * usually arrive within that), then sleep in slices: waking a sleeper costs
      * a scheduler round trip, which on a loaded or oversubscribed host is
      * milliseconds. The clock is read only every MLC_SPIN_CHECK calls. */
-    double last_progress = 0, spin_until = 0;
+    double idle_since = 0, spin_until = 0;
+    uint64_t idle_epoch = 0;
     int calls = 0;
     for (;;) {
         int progressed = 0, gpu_wait = 0;
@@ -195,7 +251,7 @@ mlc_status_t mlc_request_wait_internal(mlc_request_t *req)
             return fail_pending(req, failed ? failed : st);
         }
         if (progressed) {
-            last_progress = spin_until = 0;
+            idle_since = spin_until = 0;
             calls = 0;
             continue;
         }
@@ -205,32 +261,10 @@ mlc_status_t mlc_request_wait_internal(mlc_request_t *req)
         if (now < spin_until) continue;
 
         /* Slow path: health, deadline, then sleep a slice. */
-        if (last_progress == 0) last_progress = now;
-        failed = atomic_load(&comm->failed);
-        st = failed ? (mlc_status_t)failed : be->health(comm);
-        if (st != MLC_SUCCESS) {
-            /* Peers may have finished this call and failed a later one since the
-             * last pass: a call that can still complete does, the next one fails. */
-            progress(comm, &progressed, &gpu_wait);
-            if (is_done(req)) return finish(req);
-            return fail_pending(req, st);
-        }
-        if (is_done(req)) return finish(req);
-        if (timeout > 0 && now - last_progress > timeout) {
-            char what[160], peers[160] = "";
-            describe(req, what, sizeof what);
-            if (be->pending_peers) be->pending_peers(req, peers, sizeof peers);
-            char note[400];
-            snprintf(note, sizeof note, "%.160s on rank %d made no progress for %.0f s (MLC_TIMEOUT); ranks not "
-                     "heard from: %.160s", what, comm->rank, timeout, peers[0] ? peers : "unknown");
-            mlc_comm_fail(comm, MLC_ERR_TIMEOUT, "rank %d: %s made no progress for %.0f s (MLC_TIMEOUT); ranks not "
-                          "heard from: %s", comm->rank, what, timeout, peers[0] ? peers : "unknown");
-            if (be->post_failure) be->post_failure(comm, MLC_ERR_TIMEOUT, note);
-            return fail_pending(req, MLC_ERR_TIMEOUT);
-        }
+        if (stalled(req, now, &idle_since, &idle_epoch)) return finish(req);
         double slice = MLC_IDLE_SLICE_S;
-        if (timeout > 0 && timeout - (now - last_progress) < slice)
-            slice = timeout - (now - last_progress) + 1e-3;
+        if (timeout > 0 && timeout - (now - idle_since) < slice)
+            slice = timeout - (now - idle_since) + 1e-3;
         if (gpu_wait) {
             /* A GPU copy ends without waking anyone: poll it every 20 us. */
             struct timespec ts = {0, 20000};
@@ -272,15 +306,20 @@ mlc_status_t mlc_request_test(mlc_request_t **preq, int *done)
     if (!is_done(req)) {
         int progressed = 0, gpu_wait = 0;
         mlc_status_t st = progress(comm, &progressed, &gpu_wait);
-        if (!is_done(req)) {
-            if (st == MLC_SUCCESS && !progressed) st = comm->be->health(comm);
-            int failed = atomic_load(&comm->failed);
-            if (st != MLC_SUCCESS || failed) {
-                fail_pending(req, failed ? failed : st);
-            } else {
-                *done = 0;
-                return MLC_SUCCESS;
-            }
+        int failed = atomic_load(&comm->failed);
+        if (is_done(req)) {
+            /* completed: report it below */
+        } else if (st != MLC_SUCCESS || failed) {
+            fail_pending(req, failed ? failed : st);
+        } else if (progressed) {
+            req->idle_since = 0;
+            *done = 0;
+            return MLC_SUCCESS;
+        } else if (!stalled(req, mlc_now(), &req->idle_since, &req->idle_epoch)) {
+            /* Nothing moved: the same checks and deadline as a blocking wait,
+             * the idle clock kept in req across calls. */
+            *done = 0;
+            return MLC_SUCCESS;
         }
     }
     mlc_status_t st = finish(req);

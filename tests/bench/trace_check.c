@@ -2,7 +2,8 @@
  * Check a merged trace (mlcomm-trace's output) of a trace_ops job:
  *   trace_check MERGED.json NRANKS
  * The file must parse as JSON, be {"traceEvents": [...]}, name every rank
- * 0..NRANKS-1 once (process_name), and hold for every rank exactly the
+ * 0..NRANKS-1 once (process_name; other metadata such as a communicator's
+ * thread_name may come with it), and hold for every rank exactly the
  * operations of trace_ops.h: one complete ("X") event each, with bytes,
  * algorithm, sequence number and a successful status. Exit 0 or 1.
  */
@@ -112,7 +113,8 @@ int main(int argc, char **argv)
             bad = 1;
         } else if (strcmp(ph->string, "X") == 0) {
             bad = check_event(e, i, nranks, counts);
-        } else if (strcmp(ph->string, "M") == 0) {
+        } else if (strcmp(ph->string, "M") == 0 && is_type(json_get(e, "name"), JSON_STRING) &&
+                   strcmp(json_get(e, "name")->string, "process_name") == 0) {
             const json_t *pid = json_get(e, "pid");
             if (is_type(pid, JSON_NUMBER) && pid->number >= 0 && pid->number < nranks) named[(int)pid->number]++;
         }
