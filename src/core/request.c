@@ -226,7 +226,14 @@ mlc_status_t mlc_request_wait_internal(mlc_request_t *req)
     const mlc_backend_t *be = comm->be;
     if (is_done(req)) return finish(req);
     int failed = atomic_load(&comm->failed);
-    if (failed) return fail_pending(req, failed);
+    if (failed) {
+        /* Failed since the call started (a peer finished it and failed a later
+         * one): a call that can still complete does, the next one fails. */
+        int progressed = 0, gpu_wait = 0;
+        progress(comm, &progressed, &gpu_wait);
+        if (is_done(req)) return finish(req);
+        return fail_pending(req, failed);
+    }
 
     if (waits_natively(req)) {
         mlc_status_t st = be->wait_native(req);

@@ -117,6 +117,9 @@ static int run_case(mlc_comm_t *comm, const case_t *k, size_t n, const char *alg
     int r = mlc_comm_rank(comm);
     mlc_comm_t *c = NULL;
     CHECK_RUN(join(comm, &c));
+    /* Every rank is out of init before any starts the case: a rank that
+     * fails the new communicator would otherwise fail a slower rank's init. */
+    CHECK_OK(mlc_barrier(comm, NULL));
     if (algo) (void)mlc_comm_set_algo(c, k->coll, algo); /* not every collective has it */
     bool odd = r == 1;
     mlc_coll_t coll = k->coll;
