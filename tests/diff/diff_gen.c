@@ -202,7 +202,7 @@ void diff_describe(const diff_op_t *op, const diff_comm_t *c, const char *algo, 
     if (op->dtype >= MLC_DTYPE_COUNT) snprintf(dt, sizeof dt, "record(%zu)", es);
     else snprintf(dt, sizeof dt, "%s", mlc_dtype_name(op->dtype));
     int n = snprintf(out, len, "%s on comm %d (size %d, world ranks %s), %s", diff_kind_name(op->kind), op->comm,
-                     c->size, members, dt);
+                     c->size, members, op->kind == K_BARRIER ? "no data" : dt);
     if (n < 0 || (size_t)n >= len) return;
     if (is_reduction(op->kind)) n += snprintf(out + n, len - (size_t)n, " %s", diff_rop_name(op->rop));
     n += snprintf(out + n, len - (size_t)n, ", count %zu", op->count);

@@ -34,6 +34,7 @@ static uint64_t opt_sequence = 1;
 static int opt_steps = 200, opt_only = -1, opt_keep_going, opt_verbose;
 static double opt_hang = 60;
 static char exe_path[512] = "test_diff";
+static char launcher[1024] = "test_diff"; /* the command that starts this job again (print_replay) */
 
 /* ---- watchdog: names the step a hung rank is in, then ends the process ---- */
 static struct {
@@ -51,8 +52,8 @@ static void *watchdog(void *arg)
             int s = atomic_load(&watch[w].step);
             if (s >= 0 && now_ms() - atomic_load(&watch[w].since_ms) > (long long)(opt_hang * 1000)) {
                 fprintf(stderr, "[diff] sequence %llu step %d: world rank %d still in it after %.0f s (hang); "
-                        "replay: %s --sequence %llu --only %d (see the step's operations with --verbose)\n",
-                        (unsigned long long)opt_sequence, s, w, opt_hang, exe_path, (unsigned long long)opt_sequence, s);
+                        "replay: %s --sequence %llu --only %d --verbose (prints the step's operations)\n",
+                        (unsigned long long)opt_sequence, s, w, opt_hang, launcher, (unsigned long long)opt_sequence, s);
                 _exit(3);
             }
         }
@@ -167,6 +168,7 @@ static const char *env_algo(mlc_coll_t coll)
     return getenv(var);
 }
 
+/* The command that replays `step` (step < 0: only remember the launcher for the watchdog). */
 static void print_replay(mlc_comm_t *world, int step)
 {
     const char *be = mlc_comm_backend(world);
@@ -186,6 +188,10 @@ static void print_replay(mlc_comm_t *world, int step)
     if (strcmp(be, "threads") == 0) snprintf(launch, sizeof launch, "%s%s --threads %d", env, exe_path, p);
     else if (strcmp(be, "mpi") == 0) snprintf(launch, sizeof launch, "%sMLC_BACKEND=mpi mpirun -np %d %s", env, p, exe_path);
     else snprintf(launch, sizeof launch, "%sMLC_BACKEND=%s mlcomm-run -n %d %s", env, be, p, exe_path);
+    if (step < 0) {
+        snprintf(launcher, sizeof launcher, "%s", launch);
+        return;
+    }
     fprintf(stderr, "[diff] replay step %d alone: %s --sequence %llu --only %d\n"
             "[diff] replay every step up to it: %s --sequence %llu --steps %d\n",
             step, launch, (unsigned long long)opt_sequence, step, launch, (unsigned long long)opt_sequence, step + 1);
@@ -218,7 +224,16 @@ static int run_step(diff_comm_t *t, int idx, int wrank, int *worst)
         if (runs[i].algo) mlc_comm_set_algo(runs[i].c->comm, diff_kind_coll(step.ops[i].kind),
                                             env_algo(diff_kind_coll(step.ops[i].kind)));
         if (diff_run_verify(&runs[i])) {
-            diff_describe(&step.ops[i], runs[i].c, runs[i].algo, desc, sizeof desc);
+            char conf[64];
+            const char *algo = runs[i].algo, *name = NULL;
+            mlc_coll_t coll = diff_kind_coll(step.ops[i].kind);
+            if (!algo && coll < MLC_COLL_SEND &&
+                mlc_comm_get_algo(runs[i].c->comm, coll, step.ops[i].count * mlc_dtype_size(step.ops[i].dtype),
+                                  &name) == MLC_SUCCESS) {
+                snprintf(conf, sizeof conf, "%s (as configured)", name);
+                algo = conf;
+            }
+            diff_describe(&step.ops[i], runs[i].c, algo, desc, sizeof desc);
             fprintf(stderr, "[diff] sequence %llu step %d%s op %d: world rank %d (rank %d of comm %d): %s: %s\n",
                     (unsigned long long)opt_sequence, idx, step.batch ? " (batch)" : "", i, wrank, runs[i].c->rank,
                     step.ops[i].comm, desc, runs[i].fail);
@@ -241,6 +256,7 @@ static int body(mlc_comm_t *comm)
 {
     int wrank = mlc_comm_rank(comm), p = mlc_comm_size(comm);
     CHECK(p <= DIFF_MAX_RANKS, "at most %d ranks", DIFF_MAX_RANKS);
+    if (wrank == 0 || strcmp(mlc_comm_backend(comm), "threads") != 0) print_replay(comm, -1);
     diff_comm_t t[DIFF_COMMS];
     CHECK_RUN(make_comms(comm, t));
     int first = opt_only >= 0 ? opt_only : 0, end = opt_only >= 0 ? opt_only + 1 : opt_steps;
@@ -269,6 +285,9 @@ static int body(mlc_comm_t *comm)
         printf("[diff] sequence %llu, steps %d..%d on %s with %d ranks: %d failed%s (%.2f s)\n",
                (unsigned long long)opt_sequence, first, end - 1, mlc_comm_backend(comm), p, failed_steps,
                first_failed >= 0 ? " (see above)" : "", mlc_test_now() - t0);
+    /* A failing rank's harness aborts the communicator: wait until every rank
+     * is past the last agreement first, so none of them reports the abort. */
+    if (failed_steps && !rc) (void)mlc_barrier(comm, NULL);
     for (int k = DIFF_COMMS - 1; k > 0; k--) mlc_comm_free(t[k].comm);
     return rc || failed_steps ? 1 : 0;
 }
