@@ -21,6 +21,7 @@
  *   MLC_BACKEND=mpi mpirun -np 3 build/bin/test_diff --sequence 2 --only 57
  */
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,6 +60,22 @@ static void *watchdog(void *arg)
         }
     }
     return arg;
+}
+
+/* A crash (in the library or below it) names the step each rank was in. */
+static void on_crash(int sig)
+{
+    char line[1400];
+    for (int w = 0; w < DIFF_MAX_RANKS; w++) {
+        int s = atomic_load(&watch[w].step);
+        if (s < 0) continue;
+        int n = snprintf(line, sizeof line, "[diff] sequence %llu step %d: world rank %d got signal %d in it; "
+                         "replay: %s --sequence %llu --only %d --verbose\n", (unsigned long long)opt_sequence, s, w,
+                         sig, launcher, (unsigned long long)opt_sequence, s);
+        if (n > 0) (void)!write(2, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+    }
+    signal(sig, SIG_DFL);
+    raise(sig);
 }
 
 /* ---- the communicator table ---------------------------------------------- */
@@ -186,7 +203,9 @@ static void print_replay(mlc_comm_t *world, int step)
             for (char *u = q; *u && *u != '='; u++) *u = (char)(*u >= 'a' && *u <= 'z' ? *u - 32 : *u);
     char launch[600];
     if (strcmp(be, "threads") == 0) snprintf(launch, sizeof launch, "%s%s --threads %d", env, exe_path, p);
-    else if (strcmp(be, "mpi") == 0) snprintf(launch, sizeof launch, "%sMLC_BACKEND=mpi mpirun -np %d %s", env, p, exe_path);
+    else if (strcmp(be, "mpi") == 0) /* Open MPI's mpirun names itself in the environment */
+        snprintf(launch, sizeof launch, "%sMLC_BACKEND=mpi %s -np %d %s", env,
+                 getenv("OMPI_COMM_WORLD_SIZE") ? "mpirun" : "mpiexec.mpich", p, exe_path);
     else snprintf(launch, sizeof launch, "%sMLC_BACKEND=%s mlcomm-run -n %d %s", env, be, p, exe_path);
     if (step < 0) {
         snprintf(launcher, sizeof launcher, "%s", launch);
@@ -256,7 +275,12 @@ static int body(mlc_comm_t *comm)
 {
     int wrank = mlc_comm_rank(comm), p = mlc_comm_size(comm);
     CHECK(p <= DIFF_MAX_RANKS, "at most %d ranks", DIFF_MAX_RANKS);
-    if (wrank == 0 || strcmp(mlc_comm_backend(comm), "threads") != 0) print_replay(comm, -1);
+    if (wrank == 0 || strcmp(mlc_comm_backend(comm), "threads") != 0) {
+        print_replay(comm, -1);
+        signal(SIGSEGV, on_crash); /* after init: MPI may have installed its own */
+        signal(SIGBUS, on_crash);
+        signal(SIGFPE, on_crash);
+    }
     diff_comm_t t[DIFF_COMMS];
     CHECK_RUN(make_comms(comm, t));
     int first = opt_only >= 0 ? opt_only : 0, end = opt_only >= 0 ? opt_only + 1 : opt_steps;
