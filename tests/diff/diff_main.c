@@ -14,7 +14,8 @@
  *   --only K      [DIFF_ONLY]      run step K alone (steps depend on nothing before them)
  *   --keep-going  [DIFF_KEEP_GOING=1] go on after wrong data (not after a failed call)
  *   --verbose     [DIFF_VERBOSE=1] world rank 0 prints every step
- *   DIFF_HANG=S   a step still running after S seconds (default 60) ends the process
+ *   --hang S      [DIFF_HANG]      a step still running after S seconds (default 60) ends the process,
+ *                                  naming it (so does a crash)
  * plus the harness's --threads N. A failure prints the sequence, step, rank,
  * the operation, the first differing element (got and expected) and the
  * command that replays it, e.g.
