@@ -21,6 +21,7 @@
  * command that replays it, e.g.
  *   MLC_BACKEND=mpi mpirun -np 3 build/bin/test_diff --sequence 2 --only 57
  */
+#include <execinfo.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -75,6 +76,8 @@ static void on_crash(int sig)
                          sig, launcher, (unsigned long long)opt_sequence, s);
         if (n > 0) (void)!write(2, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
     }
+    void *frames[40];
+    backtrace_symbols_fd(frames, backtrace(frames, 40), 2);
     signal(sig, SIG_DFL);
     raise(sig);
 }
@@ -222,6 +225,7 @@ static int run_step(diff_comm_t *t, int idx, int wrank, int *worst)
     diff_step_t step;
     diff_gen_step(opt_sequence, idx, &step);
     diff_run_t runs[DIFF_MAX_BATCH];
+    memset(runs, 0, sizeof runs); /* the operations of communicators this rank is not in have no requests */
     bool active[DIFF_MAX_BATCH] = {false};
     char desc[600];
     atomic_store(&watch[wrank].since_ms, now_ms());
