@@ -232,14 +232,15 @@ static int run_step(diff_comm_t *t, int idx, int wrank, int *worst)
     atomic_store(&watch[wrank].step, idx);
     for (int i = 0; i < step.nops; i++) {
         diff_comm_t *c = &t[step.ops[i].comm];
+        if (c->comm) {
+            active[i] = true;
+            diff_run_start(&runs[i], &step.ops[i], c);
+        }
         if (opt_verbose && wrank == 0) {
-            diff_describe(&step.ops[i], c, NULL, desc, sizeof desc);
+            diff_describe(&step.ops[i], c, runs[i].algo, desc, sizeof desc);
             printf("[diff] step %d%s op %d: %s%s\n", idx, step.batch ? " (batch)" : "", i, desc,
                    c->comm ? "" : " (rank 0 not a member)");
         }
-        if (!c->comm) continue;
-        active[i] = true;
-        diff_run_start(&runs[i], &step.ops[i], c);
     }
     complete(runs, step.nops, idx, wrank);
     int bad = 0;
