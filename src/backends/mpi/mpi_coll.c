@@ -248,12 +248,23 @@ mlc_status_t mlc_mpi_start_reduce(mlc_request_t *req)
     MPI_Op mop;
     mlc_status_t st = reduce_setup(op, k, blk, root ? a->recvbuf : NULL, n, &t, &mop);
     if (st != MLC_SUCCESS) return fail_setup(op, st);
+    /* MPICH 4.0's blocking MPI_Reduce crashes in place at a root other than 0
+     * (from about 4 KB; its nonblocking one does not, and the form must be the
+     * same on every rank): that root reduces a copy of each chunk instead. */
+    void *copy = NULL;
+#ifdef MPICH_VERSION
+    if (blk && root && a->inplace && a->root != 0 && n) {
+        copy = mlc_mpi_op_alloc(op, per * es);
+        if (!copy) return fail_setup(op, MLC_ERR_NO_MEMORY);
+    }
+#endif
     int rc = MPI_SUCCESS;
     for (size_t i = 0; i < k && rc == MPI_SUCCESS; i++) {
-        size_t off = i * per * es;
+        size_t off = i * per * es, len = chunk_len(n, i, per);
         const void *sb = root && a->inplace ? MPI_IN_PLACE : mlc_mpi_at(a->sendbuf, off);
+        if (copy) sb = memcpy(copy, mlc_mpi_at(a->recvbuf, off), len * es);
         rc = MLC_MPI_ISSUE(blk, op, MPI_Reduce, MPI_Ireduce, sb, root ? mlc_mpi_at(a->recvbuf, off) : NULL,
-                           (int)chunk_len(n, i, per), t, mop, a->root, comm_of(req));
+                           (int)len, t, mop, a->root, comm_of(req));
     }
     return issued(op, rc, "MPI_Reduce");
 }
