@@ -6,6 +6,8 @@ build=$1 src=$2 run=$3
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cmake --install "$build" --prefix "$tmp/prefix" >/dev/null
+grep -q "BSD 3-Clause License" "$tmp/prefix/share/doc/mlcomm/LICENSE" ||
+    { echo "LICENSE is not installed to share/doc/mlcomm" >&2; exit 1; }
 sed -n '/^```c$/,/^```$/p' "$src/README.md" | sed '1d;$d' >"$tmp/first.c"
 cat >"$tmp/CMakeLists.txt" <<'CM'
 cmake_minimum_required(VERSION 3.16)
