@@ -53,6 +53,7 @@ static void print_backends(void)
     else
         printf("  this environment (MLC_BACKEND=%s, %d rank%s): %s\n", cfg.backend,
                cfg.world_size, cfg.world_size == 1 ? "" : "s", chosen->name);
+    if (cfg.rank_origin[0]) printf("  rank and size: %s\n", cfg.rank_origin);
 }
 
 static void print_env(void)

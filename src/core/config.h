@@ -78,6 +78,7 @@ typedef struct mlc_cfg {
     int check;           /* MLC_CHECK: 0 or 1 */
     char algo[MLC_COLL_COUNT][32]; /* "" = auto */
     const char *rank_source; /* which launcher's variables gave the rank ("mlcomm-run", "torchrun", ...) */
+    char rank_origin[256];   /* where rank and size came from, in words (info log, mlcomm-info) */
 } mlc_cfg_t;
 
 /*
