@@ -1,5 +1,6 @@
 # The configuration summary printed at the end of `cmake`: what was found,
 # what will be built and tested, and what is missing and how to get it.
+include(${CMAKE_CURRENT_LIST_DIR}/mpi_flavor.cmake)
 function(mlc_print_summary)
   set(lines "" "mlcomm ${PROJECT_VERSION} configured:")
   list(APPEND lines "  build type         ${CMAKE_BUILD_TYPE}, install prefix ${CMAKE_INSTALL_PREFIX}")
@@ -15,9 +16,9 @@ function(mlc_print_summary)
   endif()
   list(APPEND lines "  backends           threads, shm: yes")
   if(TARGET mlcomm-mpi)
-    string(REGEX REPLACE "\n.*" "" mpiexec_line "${MLC_MPIEXEC_VERSION}")
-    list(APPEND lines "  MPI                yes: libmlcomm-mpi.so with ${MPI_C_COMPILER} (MPI ${MPI_C_VERSION}), \
-mpiexec ${MPIEXEC_EXECUTABLE} (${mpiexec_line})")
+    mlc_mpi_flavor(flavor)
+    list(APPEND lines "  MPI                yes: ${flavor} (MPI ${MPI_C_VERSION}): libmlcomm-mpi.so with \
+${MPI_C_COMPILER}, mpiexec ${MPIEXEC_EXECUTABLE}")
   elseif(NOT MLC_WITH_MPI)
     list(APPEND lines "  MPI                no: MLC_WITH_MPI=OFF")
   else()

@@ -22,7 +22,7 @@ check "$tmp/nompi.log" "^-- mlcomm [0-9.]+ configured:$" "^--   backends +thread
     "^--   tests +yes: rank tests on threads, shm with [0-9 ]+ ranks"
 if [ "$have_mpi" = 1 ]; then
     cmake -S "$src" -B "$tmp/mpi" >"$tmp/mpi.log" 2>&1 || { cat "$tmp/mpi.log" >&2; exit 1; }
-    check "$tmp/mpi.log" "^--   MPI +yes: libmlcomm-mpi.so with .*mpiexec" \
+    check "$tmp/mpi.log" "^--   MPI +yes: (Open MPI|MPICH) [0-9.]+ \(MPI [0-9.]+\): libmlcomm-mpi.so with .*mpiexec" \
         "^--   tests +yes: rank tests on threads, shm, mpi \(ctest -L mpi\)"
 fi
 [ "$fail" = 0 ] && echo "configure summary: ok"
