@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # mlc_mpi_flavor(OUT): "Open MPI 4.1.4", "MPICH 4.0.2" or mpiexec's first line,
 # from `mpiexec --version` (MLC_MPIEXEC_VERSION, read by the top-level
 # CMakeLists.txt); "" when there is none.

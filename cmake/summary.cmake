@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # The configuration summary printed at the end of `cmake`: what was found,
 # what will be built and tested, and what is missing and how to get it.
 include(${CMAKE_CURRENT_LIST_DIR}/mpi_flavor.cmake)

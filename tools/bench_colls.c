@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The collectives of mlcomm-bench: geometry, bandwidth factor, expected
  * result and the call itself (see bench_colls.h for the conventions). */
 #include "bench_colls.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The collectives mlcomm-bench measures, with nccl-tests' conventions: for
  * a requested size S bytes of E-byte elements, c = S/E and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* mlcomm-bench's command line (nccl-tests' flags, plus -a and -t). */
 #include "bench_opts.h"
 

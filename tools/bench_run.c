@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The measurement loop of mlcomm-bench, as nccl-tests does it: warm up at the
  * largest and smallest size, then for every size and algorithm one row with

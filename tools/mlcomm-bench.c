@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * mlcomm-bench: nccl-tests-style bandwidth and correctness sweeps of one
  * collective. See `mlcomm-bench --help` and bench_colls.h for conventions.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * mlcomm-trace: merge the per-rank traces that MLC_PROFILE=trace.%r.json
  * writes into one Chrome / Perfetto timeline (one process track per rank,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* mlcomm-run's handling of the ranks' output: tagged lines or files per rank. */
 #include "run_output.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Where the ranks' standard output and error go (mlcomm-run):
  *   inherited  the launcher's own (the default; lines of ranks interleave);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fork + exec of one rank, with an exec-status pipe so that a program that
  * cannot be started is reported as such, not as a rank that exited 127. */
 #include "run_spawn.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Starting one rank of a job: fork, set the rank's environment, exec. */
 #ifndef MLC_TOOLS_RUN_SPAWN_H
 #define MLC_TOOLS_RUN_SPAWN_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * tp_mlp: a two-layer MLP trained one step with tensor parallelism
  * (column-parallel then row-parallel linear layer, Megatron style), plain

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Communicator lifetime: init (env, backend choice, agreement check), split, free, abort. */
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * mlc_config_resolve: caller field > environment variable > default.
  * This file is the only place that reads the environment for a

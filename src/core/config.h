@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Resolved configuration: caller field > environment variable > default.
  * MLC_ENV_LIST is the one list of environment variables: mlc_config_resolve

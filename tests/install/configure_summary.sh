@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # `cmake` ends with a summary of what it found: configure this source tree
 # without MPI (as on a machine that has none) and, when this build has the
 # MPI module, with it; check what the summary says each time.

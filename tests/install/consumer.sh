@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Install the build into a scratch prefix and build the README's first program
 # against it twice: with find_package(mlcomm) and with pkg-config.
 set -euo pipefail

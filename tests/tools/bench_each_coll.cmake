@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Run mlcomm-bench once per collective on 3 threads with checking, in place
 # and out of place; fail on the first non-zero exit. Usage: cmake -DBENCH=... -P
 foreach(coll allreduce allgather reduce_scatter broadcast reduce alltoall alltoallv gather scatter

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # expect.sh STATUS N REGEX_1 .. REGEX_N COMMAND [ARGS...]
 # Run COMMAND; pass when it exits with STATUS and every REGEX (grep -E) matches
 # a line of its standard output + error. A REGEX starting with '!' must match

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # mlcomm-run --output-dir DIR: rank N's stdout and stderr land in
 # DIR/rank.N.out and DIR/rank.N.err (DIR created), nothing on the terminal.
 set -euo pipefail

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * mlcomm-bench's verifier, without any transport: for every collective,
  * dtype, op and a few rank counts, compute each rank's result from the
