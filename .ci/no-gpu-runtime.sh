@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # usage: .ci/no-gpu-runtime.sh COMMAND [ARGS...]
 # Runs COMMAND as on a stock machine without CUDA, HIP, NCCL or RCCL: no GPU
 # runtime library can be loaded.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # usage: .ci/two-suites.sh BUILD_A BUILD_B [CTEST ARGS...]
 # Test isolation check (optional, not part of .ci/run): runs the test suites
 # of two build directories at the same time, both started from a shell that

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Bind this rank to one cpu, then run the program. Rank r gets the
 # (r mod n)-th of the n cpus this process may use: the same rule for every
 # launcher, so mlcomm-run's ranks and mpirun's / mpiexec's ranks sit on

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Shell helpers the comparison scripts (vs-mpi.sh, vs-gpu.sh) share; sourced, not run.
 
 bytes_of() { # 8 / 4K / 128M -> bytes

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * halo-mpi: the hand-written MPI halo exchange heat2d is measured against
  * (bench/vs-halo.sh). Exactly heat2d's decomposition and arithmetic: the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * memcpy-probe: the memcpy bound of bench/vs-mpi.sh. P processes, each bound
  * like a rank of the benchmarks (--bind core: process r on cpu r mod ncpu),

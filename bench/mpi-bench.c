@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * mpi-bench: the raw-MPI side of bench/vs-mpi.sh. It measures MPI's own
  * collectives the way mlcomm-bench measures mlcomm's, so that the two

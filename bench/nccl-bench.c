@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * nccl-bench: the raw-NCCL side of bench/vs-gpu.sh. It measures NCCL's own
  * collectives on device buffers the way mlcomm-bench --memory device measures

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * What the raw-library peers of the benchmarks (mpi-bench.c, nccl-bench.c)
  * share: the collectives, size segments and their parsing, nccl-tests'

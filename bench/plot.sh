@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Busbw against size, one panel per collective, from summarize.awk's
 # plot.<np>.<coll>.dat files: plot.sh OUT_DIR NP "COLLS" "PEERS"
 set -euo pipefail

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Summary of bench/vs-mpi.sh's raw.csv (awk -F, -f summarize.awk raw.csv).
 # Variables: peers ("ompi mpich"), summary (CSV to write), plotdir (gnuplot data).
 #

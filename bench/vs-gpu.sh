@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # mlcomm on device buffers, two comparisons side by side in one run
 # (method as bench/vs-mpi.sh; docs/GPU.md "Benchmarking on a GPU"):
 #

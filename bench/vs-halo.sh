@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # heat2d's exchange time per step against a hand-written MPI halo exchange of
 # the same decomposition (bench/halo-mpi.c), issue 5 item 10. Runs, in turn
 # within each round (A B A B ...): halo-mpi, heat2d on the mpi backend with

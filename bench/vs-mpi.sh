@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # mlcomm against raw MPI, side by side (issue 3; method in docs/PERFORMANCE.md).
 #
 # Builds mlcomm (Release), a raw-MPI benchmark (bench/mpi-bench.c) with each

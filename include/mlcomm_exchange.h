@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * mlcomm_exchange.h - distributed-array exchange (ghost zones / halos).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * mlcomm_mpi.h - hand a program's own MPI communicator to mlcomm.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * mlcomm_tensor.h - the tensor-parallel layer of mlcomm.
  *

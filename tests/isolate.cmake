@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Included by ctest (TEST_INCLUDE_FILES, tests/CMakeLists.txt) before any test
 # runs: every test job must make its own job identity. mlcomm-run gives each
 # job a random MLC_JOB_ID; a process started any other way makes a random one

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The collectives of mlcomm-bench: geometry, bandwidth factor, expected
  * result and the call itself (see bench_colls.h for the conventions). */
 #include "bench_colls.h"
@@ -42,6 +43,23 @@ static void geom_alltoall(size_t c, size_t esize, int p, mlc_bench_geom_t *g)
     finish_geometry(g, esize, n * (size_t)p);
 }
 
+static void geom_scatter(size_t c, size_t esize, int p, mlc_bench_geom_t *g)
+{
+    geom_reduce_scatter(c, esize, p, g);
+    g->recv_inplace = 0;
+}
+
+static void geom_gather(size_t c, size_t esize, int p, mlc_bench_geom_t *g)
+{
+    geom_allgather(c, esize, p, g);
+    g->send_inplace = 0;
+}
+
+static void geom_none(size_t c, size_t esize, int p, mlc_bench_geom_t *g)
+{
+    *g = (mlc_bench_geom_t){0};
+}
+
 static double factor_one(int p) { return 1.0; }
 static double factor_allreduce(int p) { return 2.0 * (p - 1) / p; }
 static double factor_gather(int p) { return (double)(p - 1) / p; }
@@ -76,6 +94,18 @@ static double expect_alltoall(const mlc_bench_gen_t *g, const mlc_bench_geom_t *
     /* block b of the result is rank b's block `rank` */
     return (double)mlc_bench_input(g, (int)(j / geo->count),
                                    (size_t)rank * geo->count + j % geo->count);
+}
+
+static double expect_scatter(const mlc_bench_gen_t *g, const mlc_bench_geom_t *geo, int rank,
+                             int root, size_t j)
+{
+    return (double)mlc_bench_input(g, root, (size_t)rank * geo->count + j);
+}
+
+static double expect_nothing(const mlc_bench_gen_t *g, const mlc_bench_geom_t *geo, int rank,
+                             int root, size_t j)
+{
+    return 0;
 }
 
 static double expect_sendrecv(const mlc_bench_gen_t *g, const mlc_bench_geom_t *geo, int rank,
@@ -114,6 +144,30 @@ static mlc_status_t run_alltoall(const mlc_bench_call_t *c)
     return mlc_alltoall(c->send, c->recv, c->count, c->dtype, c->comm, NULL);
 }
 
+/* alltoall's blocks through the v-interface: count per peer, in rank order
+ * (written on every call, as an application would). */
+static mlc_status_t run_alltoallv(const mlc_bench_call_t *c)
+{
+    size_t *counts = c->vspace, *displs = c->vspace + c->nranks;
+    for (int r = 0; r < c->nranks; r++) {
+        counts[r] = c->count;
+        displs[r] = (size_t)r * c->count;
+    }
+    return mlc_alltoallv(c->send, counts, displs, c->recv, counts, displs, c->dtype, c->comm, NULL);
+}
+
+static mlc_status_t run_gather(const mlc_bench_call_t *c)
+{
+    return mlc_gather(c->send, c->recv, c->count, c->dtype, c->root, c->comm, NULL);
+}
+
+static mlc_status_t run_scatter(const mlc_bench_call_t *c)
+{
+    return mlc_scatter(c->send, c->recv, c->count, c->dtype, c->root, c->comm, NULL);
+}
+
+static mlc_status_t run_barrier(const mlc_bench_call_t *c) { return mlc_barrier(c->comm, NULL); }
+
 static mlc_status_t run_sendrecv(const mlc_bench_call_t *c)
 {
     int next = (c->rank + 1) % c->nranks, prev = (c->rank - 1 + c->nranks) % c->nranks;
@@ -135,6 +189,15 @@ static const mlc_bench_coll_t desc_reduce = {"reduce", MLC_COLL_REDUCE, true, tr
     geom_flat, factor_one, expect_allreduce, run_reduce};
 static const mlc_bench_coll_t desc_alltoall = {"alltoall", MLC_COLL_ALLTOALL, false, false,
     false, true, geom_alltoall, factor_gather, expect_alltoall, run_alltoall};
+/* gather, scatter, alltoallv and barrier are measured out of place only. */
+static const mlc_bench_coll_t desc_alltoallv = {"alltoallv", MLC_COLL_ALLTOALLV, false, false,
+    false, false, geom_alltoall, factor_gather, expect_alltoall, run_alltoallv};
+static const mlc_bench_coll_t desc_gather = {"gather", MLC_COLL_GATHER, false, true, true, false,
+    geom_gather, factor_gather, expect_allgather, run_gather};
+static const mlc_bench_coll_t desc_scatter = {"scatter", MLC_COLL_SCATTER, false, true, false,
+    false, geom_scatter, factor_gather, expect_scatter, run_scatter};
+static const mlc_bench_coll_t desc_barrier = {"barrier", MLC_COLL_BARRIER, false, false, false,
+    false, geom_none, factor_one, expect_nothing, run_barrier};
 /* Sending from and receiving into one buffer is not an in-place form. */
 static const mlc_bench_coll_t desc_sendrecv = {"sendrecv", MLC_COLL_SENDRECV, false, false,
     false, false, geom_flat, factor_one, expect_sendrecv, run_sendrecv};

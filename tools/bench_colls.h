@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The collectives mlcomm-bench measures, with nccl-tests' conventions: for
  * a requested size S bytes of E-byte elements, c = S/E and
@@ -10,9 +11,17 @@
  *   reduce_scatter  c/p         (c/p)*p      c/p          (c/p)*p*E      (p-1)/p
  *   alltoall        c/p         (c/p)*p      (c/p)*p      (c/p)*p*E      (p-1)/p
  *   sendrecv        c           c            c            c*E            1
+ *   gather          c/p         c/p          (c/p)*p      (c/p)*p*E      (p-1)/p
+ *   scatter         c/p         (c/p)*p      c/p          (c/p)*p*E      (p-1)/p
+ *   alltoallv       c/p         (c/p)*p      (c/p)*p      (c/p)*p*E      (p-1)/p
+ *   barrier         0           0            0            0              -
  *
  * The size column is max(send, recv) bytes, the count column the count
  * argument. sendrecv sends to rank+1 and receives from rank-1 (a ring).
+ * gather and scatter: only the root's receive (gather) or send (scatter)
+ * buffer is p blocks. alltoallv sends c/p elements to every rank (counts
+ * and displacements as alltoall's, like OSU's osu_alltoallv) through the
+ * v-interface. barrier moves no data: every row times one barrier.
  */
 #ifndef MLC_TOOLS_BENCH_COLLS_H
 #define MLC_TOOLS_BENCH_COLLS_H
@@ -40,6 +49,7 @@ typedef struct mlc_bench_call {
     mlc_dtype_t dtype;
     mlc_op_t op;
     int root;
+    size_t *vspace; /* 2 * nranks: the counts and displacements alltoallv passes */
 } mlc_bench_call_t;
 
 typedef struct mlc_bench_coll {
@@ -66,6 +76,10 @@ typedef struct mlc_bench_coll {
     X(broadcast)               \
     X(reduce)                  \
     X(alltoall)                \
+    X(alltoallv)               \
+    X(gather)                  \
+    X(scatter)                 \
+    X(barrier)                 \
     X(sendrecv)
 
 /* NULL-terminated. */

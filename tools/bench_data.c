@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Verifiable benchmark data: see bench_data.h. */
 #include "bench_data.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Verifiable data for mlcomm-bench: every input element is a small integer
  * chosen so that every result (sum, prod, max, min, avg over p ranks) is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Where mlcomm-bench's buffers live: see bench_mem.h. */
 #include "bench_mem.h"
 

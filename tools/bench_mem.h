@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Where mlcomm-bench's buffers live (--memory): host memory, or device
  * memory of the GPU runtime mlcomm itself loads (src/gpu/gpurt.h), so the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * mlcomm-bench --model: print the selector's cost model for every algorithm
  * at p = 2 ... 16384 and the sizes where the selector switches

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* mlcomm-bench --model: the cost model's predictions, on paper. */
 #ifndef MLC_TOOLS_BENCH_MODEL_H
 #define MLC_TOOLS_BENCH_MODEL_H

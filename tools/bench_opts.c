@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* mlcomm-bench's command line (nccl-tests' flags, plus -a and -t). */
 #include "bench_opts.h"
 
@@ -20,7 +21,7 @@
     X('c', "check", "0|1", "verify every result (default 1)")                                \
     X('d', "datatype", "TYPE", "int8 uint8 int32 uint32 int64 uint64 float16 bfloat16 float32 float64 (default float32)") \
     X('o', "op", "OP", "sum prod max min avg (default sum)")                                 \
-    X('r', "root", "N", "root of broadcast and reduce (default 0)")                          \
+    X('r', "root", "N", "root of broadcast, reduce, gather and scatter (default 0)")                          \
     X('a', "algo", "NAME", "force an algorithm (mlc_comm_set_algo); 'all': every algorithm, one row each") \
     X('t', "threads", "N", "run N ranks as threads of this process (threads backend)")      \
     X('M', "memory", "KIND", "host or device: where the buffers live (default host; see below)") \
@@ -28,13 +29,25 @@
 
 static void usage(FILE *out)
 {
-    fprintf(out, "usage: " PROG " [options] COLLECTIVE\n\nCollectives:");
+    fprintf(out, "usage: " PROG " [options] COLLECTIVE\n"
+                 "       " PROG " --model [--alpha US] [--beta GB/S] [--gamma GB/S] [--measure] [COLL...]\n"
+                 "       " PROG " --version\n\nCollectives:");
     for (int i = 0; mlc_bench_colls[i]; i++) fprintf(out, " %s", mlc_bench_colls[i]->name);
     fprintf(out, "\n\nOptions:\n");
 #define MLC_X_HELP(s, l, v, h) fprintf(out, "  -%c, --%-13s %-5s %s\n", s, l, v, h);
     MLC_BENCH_OPTION_LIST(MLC_X_HELP)
 #undef MLC_X_HELP
     fprintf(out,
+            "\n"
+            "The cost model (no collective is run; " PROG " --model --help for more):\n"
+            "  --model             print the selector's cost model: predicted time of every\n"
+            "                      algorithm and the switch points for 2..16384 ranks\n"
+            "  --alpha US          latency per message in microseconds\n"
+            "  --beta GB/S         bandwidth between ranks\n"
+            "  --gamma GB/S        local reduction bandwidth (float32 sum)\n"
+            "  --measure           measure alpha, beta and gamma on this job (2+ ranks:\n"
+            "                      mlcomm-run -n 2 " PROG " --model --measure)\n"
+            "  --version           the version and the backends compiled in\n"
             "\n"
             "Without -t, each process is one rank of the job its environment describes\n"
             "(mlcomm-run -n N " PROG " ..., mpirun, torchrun, or a one-rank job).\n"
@@ -43,15 +56,21 @@ static void usage(FILE *out)
             "  allreduce, broadcast, reduce, sendrecv: count c on every rank;\n"
             "  allgather: c/p per rank, the receive buffer holds (c/p)*p;\n"
             "  reduce_scatter: the send buffer holds (c/p)*p, each rank receives c/p;\n"
-            "  alltoall: c/p per pair, both buffers hold (c/p)*p.\n"
+            "  alltoall, alltoallv: c/p per pair, both buffers hold (c/p)*p (alltoallv:\n"
+            "    the same counts, through the v-interface);\n"
+            "  gather: c/p per rank, the root's receive buffer holds (c/p)*p;\n"
+            "  scatter: the root's send buffer holds (c/p)*p, each rank receives c/p;\n"
+            "  barrier: no data (sizes are ignored: use -b 0 -e 0).\n"
             "'size' is the larger buffer in bytes, 'count' the count argument. Time is the\n"
             "slowest rank's average per iteration; algbw = bytes/time (allgather,\n"
-            "reduce_scatter, alltoall: the full (c/p)*p buffer); busbw = algbw x 2(p-1)/p\n"
-            "(allreduce), (p-1)/p (allgather, reduce_scatter, alltoall), 1 (broadcast,\n"
-            "reduce, sendrecv: each rank sends to rank+1 and receives from rank-1).\n"
+            "reduce_scatter, alltoall(v), gather, scatter: the full (c/p)*p buffer);\n"
+            "busbw = algbw x 2(p-1)/p (allreduce), (p-1)/p (allgather, reduce_scatter,\n"
+            "alltoall(v), gather, scatter), 1 (broadcast, reduce, sendrecv: each rank\n"
+            "sends to rank+1 and receives from rank-1).\n"
             "Each iteration uses a different offset in buffers sized for the largest size\n"
             "so caches do not flatter small sizes; checks use fresh, exactly representable\n"
-            "data per size. In place uses NCCL's in-place forms (sendrecv has none: N/A);\n"
+            "data per size. In place uses NCCL's in-place forms (sendrecv has none; nor\n"
+            "are gather, scatter, alltoallv and barrier measured in place: N/A);\n"
             "'unsupp' marks a size the forced algorithm cannot run.\n"
             "\n"
             "-M device: both buffers are device memory of the GPU runtime mlcomm loads\n"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* mlcomm-bench's command line. */
 #ifndef MLC_TOOLS_BENCH_OPTS_H
 #define MLC_TOOLS_BENCH_OPTS_H

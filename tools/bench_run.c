@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The measurement loop of mlcomm-bench, as nccl-tests does it: warm up at the
  * largest and smallest size, then for every size and algorithm one row with
@@ -34,6 +35,7 @@ typedef struct bench {
     unsigned char *send, *recv; /* buf_bytes each, in mem */
     unsigned char *hsend, *hrecv; /* their host mirrors (the buffers themselves for host memory) */
     size_t buf_bytes;
+    size_t *vspace;             /* 2 * p: alltoallv's counts and displacements */
     uint64_t wrong_total;
     double busbw_sum;
     int busbw_n;
@@ -93,7 +95,7 @@ static placed_t place(const bench_t *b, const mlc_bench_geom_t *g, bool inplace,
 {
     unsigned char *recv = b->recv + shift;
     placed_t pl = {.call = {b->comm, b->rank, b->p, NULL, recv, g->count, b->o->dtype, b->o->op,
-                            b->o->root}};
+                            b->o->root, b->vspace}};
     if (inplace) {
         pl.input = recv + (size_t)b->rank * g->send_inplace * b->esize;
         pl.call.recv = recv + (size_t)b->rank * g->recv_inplace * b->esize;
@@ -387,7 +389,9 @@ static void release(bench_t *b)
     }
     mlc_bench_mem_free(b->mem, b->send);
     mlc_bench_mem_free(b->mem, b->recv);
+    free(b->vspace);
     b->send = b->recv = b->hsend = b->hrecv = NULL;
+    b->vspace = NULL;
 }
 
 /* Both buffers in b->mem and, for device memory, their host mirrors. */
@@ -396,12 +400,16 @@ static mlc_status_t allocate_local(bench_t *b)
     void *s = NULL, *r = NULL, *hs = NULL, *hr = NULL;
     mlc_status_t st = mlc_bench_mem_alloc(b->mem, b->buf_bytes, &s);
     if (st == MLC_SUCCESS) st = mlc_bench_mem_alloc(b->mem, b->buf_bytes, &r);
+    if (st == MLC_SUCCESS && (b->vspace = calloc(2 * (size_t)b->p, sizeof *b->vspace)) == NULL)
+        st = mlc_error(MLC_ERR_NO_MEMORY, "cannot allocate alltoallv's counts for %d ranks", b->p);
     if (st == MLC_SUCCESS && b->mem->kind == MLC_BENCH_MEM_DEVICE &&
         (posix_memalign(&hs, 4096, b->buf_bytes) != 0 || posix_memalign(&hr, 4096, b->buf_bytes) != 0))
         st = mlc_error(MLC_ERR_NO_MEMORY, "cannot allocate 2 x %zu bytes of host mirrors", b->buf_bytes);
     if (st != MLC_SUCCESS) {
         free(hs);
         free(hr);
+        free(b->vspace);
+        b->vspace = NULL;
         mlc_bench_mem_free(b->mem, s);
         mlc_bench_mem_free(b->mem, r);
         return st;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* One rank of an mlcomm-bench run. */
 #ifndef MLC_TOOLS_BENCH_RUN_H
 #define MLC_TOOLS_BENCH_RUN_H

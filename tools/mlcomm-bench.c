@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * mlcomm-bench: nccl-tests-style bandwidth and correctness sweeps of one
  * collective. See `mlcomm-bench --help` and bench_colls.h for conventions.
@@ -13,6 +14,7 @@
 #include "bench_model.h"
 #include "bench_run.h"
 #include "config.h"
+#include "tool_version.h"
 
 typedef struct thread_rank {
     const mlc_bench_opts_t *o;
@@ -107,6 +109,10 @@ static int run_process(const mlc_bench_opts_t *o, const mlc_bench_mem_t *mem)
 
 int main(int argc, char **argv)
 {
+    if (mlc_tool_version_wanted(argc, argv)) {
+        mlc_tool_print_version("mlcomm-bench");
+        return 0;
+    }
     if (mlc_bench_model_wanted(argc, argv)) return mlc_bench_model_main(argc, argv);
     mlc_bench_opts_t o;
     int rc = mlc_bench_parse(argc, argv, &o);

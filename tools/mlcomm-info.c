@@ -1,7 +1,8 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * mlcomm-info: what this build of mlcomm can do here.
  *
- *   mlcomm-info [--backends] [--env] [--algos] [--gpu]
+ *   mlcomm-info [--backends] [--env] [--algos] [--gpu] | --version
  *
  * Prints the version, every backend with whether it is available (and why
  * not), every environment variable with its current value, default and
@@ -16,6 +17,7 @@
 #include "backend.h"
 #include "config.h"
 #include "gpu/gpu_report.h"
+#include "tool_version.h"
 
 /* X(flag, title, printer) in printing order. */
 #define MLC_INFO_SECTIONS(X)                              \
@@ -52,6 +54,7 @@ static void print_backends(void)
     else
         printf("  this environment (MLC_BACKEND=%s, %d rank%s): %s\n", cfg.backend,
                cfg.world_size, cfg.world_size == 1 ? "" : "s", chosen->name);
+    if (cfg.rank_origin[0]) printf("  rank and size: %s\n", cfg.rank_origin);
 }
 
 static void print_env(void)
@@ -109,7 +112,7 @@ static void print_gpu(void) { mlc_gpu_report(stdout); }
 
 static void usage(FILE *out)
 {
-    fprintf(out, "usage: mlcomm-info [--backends] [--env] [--algos] [--gpu]\n"
+    fprintf(out, "usage: mlcomm-info [--backends] [--env] [--algos] [--gpu] | --version\n"
                  "Print the version, backends, environment variables and algorithms;\n"
                  "with flags, only the sections named.\n");
 }
@@ -134,6 +137,10 @@ int main(int argc, char **argv)
 #undef MLC_X_FLAG
         if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
             usage(stdout);
+            return 0;
+        }
+        if (strcmp(argv[i], "--version") == 0) {
+            mlc_tool_print_version("mlcomm-info");
             return 0;
         }
         if (!known) {

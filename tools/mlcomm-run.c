@@ -1,7 +1,8 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * mlcomm-run: start N local ranks of a program and supervise them.
  *
- *   mlcomm-run -n N [--timeout S] [--] PROGRAM [ARGS...]
+ *   mlcomm-run -n N [--timeout S] [--tag-output | -l] [--output-dir DIR] [--] PROGRAM [ARGS...]
  *
  * Each rank gets MLC_RANK, MLC_WORLD_SIZE, MLC_LOCAL_RANK, MLC_LOCAL_SIZE,
  * a shared random MLC_JOB_ID and MLC_JOB_FD (the job state memfd of
@@ -35,7 +36,9 @@
 #include <unistd.h>
 
 #include "run_job.h"
+#include "run_output.h"
 #include "run_spawn.h"
+#include "tool_version.h"
 
 #define PROG "mlcomm-run"
 #define EXIT_USAGE 2
@@ -68,6 +71,9 @@ typedef struct launcher {
     int nranks;
     double timeout_s; /* 0 = none */
     char **argv;      /* PROGRAM ARGS... */
+    bool tag_output;  /* --tag-output / -l */
+    const char *output_dir; /* --output-dir, NULL if none */
+    mlc_run_output_t out;
     mlc_run_job_t job;
     rank_state_t *ranks;
     struct ended {
@@ -94,13 +100,18 @@ static double now_s(void)
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: " PROG " -n N [--timeout S] [--] PROGRAM [ARGS...]\n"
+            "usage: " PROG " -n N [options] [--] PROGRAM [ARGS...]\n"
             "\n"
             "Start N ranks of PROGRAM on this host and supervise them.\n"
             "\n"
-            "  -n N, -nN        number of ranks (1..%d)\n"
+            "  -n N, -np N, -nN number of ranks (1..%d)\n"
             "  --timeout S      stop the whole job after S seconds and exit 124\n"
+            "  --tag-output, -l prefix every line a rank writes (stdout and stderr) with\n"
+            "                   \"[RANK] \"; lines of different ranks never mix\n"
+            "  --output-dir DIR write rank N's stdout and stderr to DIR/rank.N.out and\n"
+            "                   DIR/rank.N.err (DIR is created; lines are not tagged)\n"
             "  -h, --help       this text\n"
+            "  --version        the version and the backends compiled in\n"
             "  --               end of options\n"
             "\n"
             "Every rank gets MLC_RANK, MLC_WORLD_SIZE, MLC_LOCAL_RANK, MLC_LOCAL_SIZE,\n"
@@ -148,6 +159,10 @@ static int parse_args(int argc, char **argv, launcher_t *L)
             usage(stdout);
             return 1;
         }
+        if (strcmp(a, "--version") == 0) {
+            mlc_tool_print_version(PROG);
+            return 1;
+        }
         if (strcmp(a, "-n") == 0 || strcmp(a, "-np") == 0) {
             if (i + 1 >= argc) {
                 fprintf(stderr, PROG ": %s needs a value\n", a);
@@ -161,6 +176,25 @@ static int parse_args(int argc, char **argv, launcher_t *L)
             if (!parse_ranks(val, &L->nranks)) {
                 fprintf(stderr, PROG ": -n: '%s' is not a rank count in 1..%d\n", val,
                         MLC_JOBSTATE_MAX_RANKS);
+                return -1;
+            }
+            continue;
+        }
+        if (strcmp(a, "--tag-output") == 0 || strcmp(a, "-l") == 0) {
+            L->tag_output = true;
+            continue;
+        }
+        if (strcmp(a, "--output-dir") == 0 || strncmp(a, "--output-dir=", 13) == 0) {
+            if (a[12] == '=') {
+                L->output_dir = a + 13;
+            } else if (i + 1 < argc) {
+                L->output_dir = argv[++i];
+            } else {
+                fprintf(stderr, PROG ": --output-dir needs a directory\n");
+                return -1;
+            }
+            if (L->output_dir[0] == '\0') {
+                fprintf(stderr, PROG ": --output-dir: the directory name is empty\n");
                 return -1;
             }
             continue;
@@ -450,19 +484,24 @@ static int next_wait_ms(const launcher_t *L)
     return ms < 0 ? 0 : ms > 1e9 ? 1000000000 : (int)ms;
 }
 
-static int supervise(launcher_t *L)
+static int supervise(launcher_t *L, struct pollfd *pfd)
 {
     while (L->nrunning > 0) {
-        struct pollfd pfd = {.fd = L->sigfd, .events = POLLIN};
-        int n = poll(&pfd, 1, next_wait_ms(L));
+        pfd[0] = (struct pollfd){.fd = L->sigfd, .events = POLLIN};
+        int npipes = mlc_run_output_pollfds(&L->out, pfd + 1, 2 * L->nranks);
+        int n = poll(pfd, (nfds_t)(1 + npipes), next_wait_ms(L));
         if (n < 0 && errno != EINTR) {
             fprintf(stderr, PROG ": poll failed: %s; killing every rank\n", strerror(errno));
             signal_ranks(L, SIGKILL, STOP_START_FAILED);
             return -1;
         }
         if (n > 0) {
-            struct signalfd_siginfo si;
-            while (read(L->sigfd, &si, sizeof si) == (ssize_t)sizeof si) on_signal(L, (int)si.ssi_signo);
+            mlc_run_output_forward(&L->out, pfd + 1, npipes);
+            if (pfd[0].revents) {
+                struct signalfd_siginfo si;
+                while (read(L->sigfd, &si, sizeof si) == (ssize_t)sizeof si)
+                    on_signal(L, (int)si.ssi_signo);
+            }
         }
         on_deadlines(L);
     }
@@ -473,10 +512,25 @@ static int supervise(launcher_t *L)
 static int start_ranks(launcher_t *L)
 {
     for (int r = 0; r < L->nranks; r++) {
-        mlc_run_rank_env_t env = {r, L->nranks, L->job.id, L->job.fd, &L->job.state->pid[r]};
+        int child_fd[2];
+        char err[512];
+        if (mlc_run_output_open(&L->out, r, child_fd, err, sizeof err) != 0) {
+            fprintf(stderr, PROG ": cannot start rank %d: %s\n", r, err);
+            signal_ranks(L, SIGKILL, STOP_START_FAILED);
+            for (int k = 0; k < r; k++) {
+                while (waitpid(L->ranks[k].pid, NULL, 0) < 0 && errno == EINTR) {
+                }
+                L->ranks[k].running = false;
+            }
+            L->nrunning = 0;
+            return EXIT_LAUNCHER;
+        }
+        mlc_run_rank_env_t env = {r,          L->nranks,  L->job.id, L->job.fd, &L->job.state->pid[r],
+                                  child_fd[0], child_fd[1]};
         pid_t pid;
         int exec_errno = 0;
         int rc = mlc_run_spawn(&env, L->argv, &L->child_mask, &pid, &exec_errno);
+        mlc_run_output_spawned(child_fd);
         if (rc == 0) {
             L->ranks[r].pid = pid;
             L->ranks[r].running = true;
@@ -512,8 +566,13 @@ static int setup_signals(launcher_t *L)
 #define MLC_X_ADD(sig) sigaddset(&handled, sig);
     FORWARDED_SIGNALS(MLC_X_ADD)
 #undef MLC_X_ADD
-    /* Blocked before the first fork, so no SIGCHLD is missed. */
-    if (sigprocmask(SIG_BLOCK, &handled, &L->child_mask) != 0) return -1;
+    /* Blocked before the first fork, so no SIGCHLD is missed. SIGPIPE is
+     * blocked too (not handled): forwarding tagged output to a reader that
+     * went away fails with EPIPE instead of killing the launcher. The ranks
+     * run with the mask the launcher started with. */
+    sigset_t blocked = handled;
+    sigaddset(&blocked, SIGPIPE);
+    if (sigprocmask(SIG_BLOCK, &blocked, &L->child_mask) != 0) return -1;
     L->sigfd = signalfd(-1, &handled, SFD_CLOEXEC | SFD_NONBLOCK);
     return L->sigfd < 0 ? -1 : 0;
 }
@@ -540,12 +599,24 @@ int main(int argc, char **argv)
         fprintf(stderr, PROG ": out of memory for %d ranks\n", L.nranks);
         goto out;
     }
+    if (mlc_run_output_init(&L.out, L.nranks, L.tag_output, L.output_dir, err, sizeof err) != 0) {
+        fprintf(stderr, PROG ": %s\n", err);
+        goto out;
+    }
+    /* The signalfd and every rank's two output pipes. */
+    struct pollfd *pfd = calloc(1 + 2 * (size_t)L.nranks, sizeof *pfd);
+    if (!pfd) {
+        fprintf(stderr, PROG ": out of memory for %d ranks\n", L.nranks);
+        goto out;
+    }
     if (L.timeout_s > 0) L.deadline = now_s() + L.timeout_s;
 
     code = start_ranks(&L);
-    if (code == 0 && supervise(&L) != 0) code = EXIT_LAUNCHER;
+    if (code == 0 && supervise(&L, pfd) != 0) code = EXIT_LAUNCHER;
+    free(pfd);
     /* A launcher failure inside supervise already killed the ranks; reap them. */
     while (L.nrunning > 0 && waitpid(-1, NULL, 0) > 0) L.nrunning--;
+    mlc_run_output_drain(&L.out);
 
     /* A failed job leaves nothing running: whatever a rank started in its
      * process group goes too (a group outliving its leader keeps its id). */
@@ -568,6 +639,7 @@ int main(int argc, char **argv)
         }
     }
 out:
+    mlc_run_output_free(&L.out);
     mlc_run_job_destroy(&L.job);
     free(L.ranks);
     free(L.ended);

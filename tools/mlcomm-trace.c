@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * mlcomm-trace: merge the per-rank traces that MLC_PROFILE=trace.%r.json
  * writes into one Chrome / Perfetto timeline (one process track per rank,
@@ -22,6 +23,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "tool_version.h"
 
 #define PROG "mlcomm-trace"
 #define MAX_DEPTH 64
@@ -300,6 +303,7 @@ static void usage(FILE *f)
             "Chrome/Perfetto JSON timeline ({\"traceEvents\": [...]}), written to OUT or stdout.\n"
             "  -p PATTERN   read PATTERN with %%r = 0, 1, ... up to the first missing file\n"
             "  -o OUT       output file (default: standard output)\n"
+            "  --version    the version and the backends compiled in\n"
             "Files of killed ranks (no closing ']', a last event cut short) are accepted;\n"
             "a summary per file goes to standard error. Exit status 1 on any error.\n");
 }
@@ -311,6 +315,9 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
             usage(stdout);
+            return 0;
+        } else if (strcmp(argv[i], "--version") == 0) {
+            mlc_tool_print_version(PROG);
             return 0;
         } else if (strcmp(argv[i], "-o") == 0 && i + 1 < argc) {
             out_path = argv[++i];

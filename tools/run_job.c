@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The job state memfd and the /dev/shm sweep of mlcomm-run. */
 #include "run_job.h"
 

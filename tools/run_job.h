@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * mlcomm-run's side of the job state (src/core/jobstate.h): the memfd the
  * ranks inherit, the peer-death flags, and the sweep of /dev/shm entries a

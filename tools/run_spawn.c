@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fork + exec of one rank, with an exec-status pipe so that a program that
  * cannot be started is reported as such, not as a rank that exited 127. */
 #include "run_spawn.h"
@@ -27,6 +28,9 @@ static void become_rank(const mlc_run_rank_env_t *env, char *const argv[],
     /* The launcher may have died before prctl took effect. */
     if (getppid() != launcher) _exit(128 + SIGKILL);
     if (fcntl(env->job_fd, F_SETFD, 0) != 0) return;
+    /* dup2 clears close-on-exec on the copy. */
+    if (env->out_fd >= 0 && dup2(env->out_fd, STDOUT_FILENO) < 0) return;
+    if (env->err_fd >= 0 && dup2(env->err_fd, STDERR_FILENO) < 0) return;
     /* Published here, not by the launcher after fork returns, so the
      * program never sees its slot still empty. */
     atomic_store_explicit(env->pid_slot, (int)getpid(), memory_order_release);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Starting one rank of a job: fork, set the rank's environment, exec. */
 #ifndef MLC_TOOLS_RUN_SPAWN_H
 #define MLC_TOOLS_RUN_SPAWN_H
@@ -10,6 +11,7 @@ typedef struct mlc_run_rank_env {
     const char *job_id;
     int job_fd; /* inherited by the rank (close-on-exec cleared in the child only) */
     atomic_int *pid_slot; /* the job state's pid[rank]: the child fills it before exec */
+    int out_fd, err_fd;   /* the rank's stdout / stderr, -1: the launcher's own */
 } mlc_run_rank_env_t;
 
 /*

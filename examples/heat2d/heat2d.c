@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * heat2d: explicit 2-D heat equation on a grid cut into patches, several per
  * rank, with ghost cells filled by an mlcomm exchange plan.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Dense fp32 kernels, deterministic data and the one-rank reference model. */
 #include "dense.h"
 #include <math.h>

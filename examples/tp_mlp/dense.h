@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Dense fp32 building blocks of the example: row-major matrix products, the
  * GELU activation, deterministic data, and the reference model computed on

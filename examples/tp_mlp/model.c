@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The tensor-parallel (and sequence-parallel) MLP: shards, step, check. */
 #include "model.h"
 #include <math.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The tensor-parallel MLP of the example (Megatron style):
  *   layer 1 column-parallel: W1 [hidden, ffn] split by columns, no

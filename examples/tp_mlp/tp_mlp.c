@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * tp_mlp: a two-layer MLP trained one step with tensor parallelism
  * (column-parallel then row-parallel linear layer, Megatron style), plain
@@ -245,6 +246,22 @@ static int parse_size(const char *s, size_t *out)
     return 0;
 }
 
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: tp_mlp [--threads N] [--tp N] [--batch B] [--seq S] [--hidden H] [--ffn F]\n"
+               "              [--micro M] [--steps K]\n"
+               "A Megatron-style tensor-parallel MLP, plain and sequence-parallel, checked\n"
+               "against the same model computed on one rank.\n"
+               "  --threads N   run N ranks as threads of this process (else one rank per\n"
+               "                process: mlcomm-run -n 4 tp_mlp)\n"
+               "  --tp N        tensor-parallel group size (default 2 when the size is an even\n"
+               "                number from 4, else every rank)\n"
+               "  --batch B --seq S --hidden H --ffn F   shapes (default 16 30 128 512)\n"
+               "  --micro M     micro-batches (default 4)\n"
+               "  --steps K     timed steps (default 5)\n");
+}
+
+/* Returns 0 to run, 1 after --help, -1 on a usage error (message printed). */
 static int parse_args(int argc, char **argv, options_t *o)
 {
     *o = (options_t){.threads = 0,
@@ -255,8 +272,17 @@ static int parse_args(int argc, char **argv, options_t *o)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         size_t x = 0;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            usage(stdout);
+            return 1;
+        }
+        if (strncmp(a, "--", 2) != 0 || strcmp(a, "--") == 0) {
+            fprintf(stderr, "tp_mlp: unexpected argument '%s'\n", a);
+            usage(stderr);
+            return -1;
+        }
         if (!v || parse_size(v, &x) != 0 || x > 1u << 20) {
-            fprintf(stderr, "tp_mlp: %s needs a positive number\n", a);
+            fprintf(stderr, "tp_mlp: %s needs a positive number up to %u\n", a, 1u << 20);
             return -1;
         }
         i++;
@@ -269,10 +295,8 @@ static int parse_args(int argc, char **argv, options_t *o)
         else if (strcmp(a, "--micro") == 0) o->micro = x;
         else if (strcmp(a, "--steps") == 0) o->steps = (int)x;
         else {
-            fprintf(stderr, "tp_mlp: unknown option %s\n"
-                            "usage: tp_mlp [--threads N] [--tp N] [--batch B] [--seq S] "
-                            "[--hidden H] [--ffn F] [--micro M] [--steps K]\n",
-                    a);
+            fprintf(stderr, "tp_mlp: unknown option %s\n", a);
+            usage(stderr);
             return -1;
         }
     }
@@ -282,7 +306,8 @@ static int parse_args(int argc, char **argv, options_t *o)
 int main(int argc, char **argv)
 {
     options_t opt;
-    if (parse_args(argc, argv, &opt) != 0) return 2;
+    int prc = parse_args(argc, argv, &opt);
+    if (prc != 0) return prc > 0 ? 0 : 2;
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (opt.threads > 0) return run_threads(&opt);
     mlc_comm_t *world = NULL;

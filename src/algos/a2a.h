@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Private to src/algos: the send and receive block layouts of alltoall(v). */
 #ifndef MLC_ALGOS_A2A_H
 #define MLC_ALGOS_A2A_H

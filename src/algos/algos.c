@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The algorithm registry (driven by the lists in build.h) and the checked build. */
 #include <string.h>
 #include "build.h"

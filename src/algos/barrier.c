@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Dissemination barrier: in round k rank r signals r + 2^k and waits for r - 2^k. */
 #include "build.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Binomial trees over ranks relative to a root (vr = (rank - root) mod p):
  * vr's parent is vr minus its lowest set bit, and vr's subtree is the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Bruck's algorithms: allgather and alltoall in ceil(lg p) rounds for any p,
  * for small messages where latency dominates.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Helpers shared by the schedule builders (see build.h). */
 #include "build.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Private to src/algos: the list of algorithms and the helpers their
  * schedule builders share (appending steps with a sticky status, block

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Double binary tree allreduce (as NCCL): half the data is reduced up and
  * broadcast down one binary tree, the other half another tree in which the

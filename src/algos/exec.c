@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The schedule executor (exec.h). Rule for one round k:
  *   1. post every receive (RECV, RECV_REDUCE) of round k, then every SEND,

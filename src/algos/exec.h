@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Runs a schedule over a backend's point-to-point operations, round by
  * round, without blocking: the caller's progress loop calls

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Linear algorithms: every message goes directly between the two ranks
  * concerned, all posted in one round. Gather(v), scatter(v) and alltoall(v).

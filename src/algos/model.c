@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * mlc_algo_print_model: every algorithm's predicted time for one collective
  * at p = 2, 4, ..., 16384 and a spread of sizes, then, per rank count, the

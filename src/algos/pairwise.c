@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Pairwise exchange: p rounds in which the ranks pair up, and the
  * reduce-scatter that reduces its blocks in rank order.

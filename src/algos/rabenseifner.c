@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Recursive halving (reduce-scatter) on the virtual ranks of a fold, and the
  * algorithms built from it: Rabenseifner allreduce (halving, then the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Recursive doubling: allreduce and allgather in lg p rounds of pairwise
  * exchanges (partner = rank XOR 2^k). A rank count that is not a power of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Ring algorithms: allreduce (reduce-scatter then allgather around the
  * ring), reduce-scatter and allgather(v). Every block is reduced once, by

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Schedule storage: appending steps, sorting them by round, numbering messages. */
 #include "sched.h"
 #include <stdlib.h>

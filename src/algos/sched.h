@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Pure collective schedules: who sends what to whom at each round. An
  * algorithm turns a collective description into a list of steps; nothing

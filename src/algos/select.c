@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The selector: the lowest predicted time among the algorithms that can run
  * a description, ties going to the earlier one in the list (build.h), so

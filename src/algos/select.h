@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The algorithm selector: picks by collective, message size and rank count
  * from a cost model (alpha latency s, beta s/byte, gamma reduce s/byte).

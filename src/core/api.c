@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The data-moving API: every argument validated once, here; then the request
  * is created, numbered, given its algorithm and handed to the backend slot.

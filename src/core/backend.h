@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The backend interface: one const table of function pointers per backend.
  * MLC_BACKEND_LIST drives registration, `auto` selection, mlcomm-info and

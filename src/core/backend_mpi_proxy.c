@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The `mpi` entry of the backend registry. libmlcomm never links libmpi: MPI's
  * ABI differs between implementations, so the MPI backend is a module

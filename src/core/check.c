@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * MLC_CHECK: call signatures compared by a small extra collective, for
  * backends whose transport does not carry them (signature.h). Every rank

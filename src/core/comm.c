@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Communicator lifetime: init (env, backend choice, agreement check), split, free, abort. */
 #include <stdarg.h>
 #include <stdio.h>
@@ -208,9 +209,9 @@ static mlc_status_t create(const mlc_cfg_t *cfg, const mlc_boot_t *boot, const m
         be->destroy(c);
         goto fail;
     }
-    MLC_INFO("rank %d/%d: communicator ready on backend '%s' (job %s, ranks from %s, timeout %g s)",
-             c->rank, c->size, be->name, cfg->job_id, cfg->rank_source ? cfg->rank_source : "config",
-             cfg->timeout_s);
+    MLC_INFO("rank %d/%d: communicator ready on backend '%s' (job %s, timeout %g s); %s",
+             c->rank, c->size, be->name, cfg->job_id, cfg->timeout_s,
+             cfg->rank_origin);
     *out = c;
     return MLC_SUCCESS;
 fail:
@@ -261,6 +262,7 @@ mlc_status_t mlc_comm_create_with(const mlc_backend_t *be, const mlc_config_t *c
     cfg.local_rank = boot_in->local_rank;
     cfg.local_size = boot_in->local_size;
     cfg.rank_source = "handed over";
+    snprintf(cfg.rank_origin, sizeof cfg.rank_origin, "rank and size from mlc_comm_create_with's caller");
     if (boot_in->job_id && boot_in->job_id[0]) snprintf(cfg.job_id, sizeof cfg.job_id, "%s", boot_in->job_id);
     else if (!cfg.job_id[0]) random_hex(cfg.job_id, 8);
     mlc_boot_t boot = *boot_in;
@@ -306,6 +308,7 @@ mlc_status_t mlc_comm_init_rank(const mlc_unique_id_t *id, int nranks, int rank,
     cfg.rank = cfg.local_rank = rank;
     cfg.world_size = cfg.local_size = nranks;
     cfg.rank_source = "mlc_comm_init_rank";
+    snprintf(cfg.rank_origin, sizeof cfg.rank_origin, "rank and size from mlc_comm_init_rank's arguments");
     snprintf(cfg.job_id, sizeof cfg.job_id, "%.*s", (int)hex_len, hex);
     mlc_boot_t boot = {rank, nranks, rank, nranks, cfg.job_id, id};
     return create(&cfg, &boot, NULL, out);
@@ -326,6 +329,7 @@ mlc_status_t mlc_comm_init_all(int n, const mlc_config_t *cfg_in, mlc_comm_t **c
     snprintf(cfg.backend, sizeof cfg.backend, "threads");
     cfg.world_size = cfg.local_size = n;
     cfg.rank_source = "mlc_comm_init_all";
+    snprintf(cfg.rank_origin, sizeof cfg.rank_origin, "rank and size: threads of mlc_comm_init_all");
     random_hex(cfg.job_id, 8);
     const mlc_backend_t *be = &mlc_backend_threads;
     for (int i = 0; i < n; i++) comms[i] = NULL;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The communicator and request objects behind the public handles.
  * Core owns validation, the wait loop (timeouts, abort, peer death),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * mlc_config_resolve: caller field > environment variable > default.
  * This file is the only place that reads the environment for a
@@ -264,6 +265,33 @@ static mlc_status_t mlc_rank_from_env(mlc_rank_env_t *out)
     return MLC_SUCCESS;
 }
 
+/*
+ * "rank 2 from OMPI_COMM_WORLD_RANK, size 4 from OMPI_COMM_WORLD_SIZE
+ * (open-mpi's variables)", or, when nothing named them, the variables that
+ * were looked for: several processes started without a launcher each
+ * become a 1-rank job, and this says why.
+ */
+static void mlc_describe_rank_origin(mlc_cfg_t *r, const char *const from[MLC_R_COUNT],
+                                     const char *source)
+{
+    char *b = r->rank_origin;
+    size_t len = sizeof r->rank_origin;
+    int n = snprintf(b, len, "rank %d from %s, size %d from %s", r->rank, from[MLC_R_RANK],
+                     r->world_size, from[MLC_R_SIZE]);
+    if (n < 0 || (size_t)n >= len) return;
+    if (source != NULL) {
+        snprintf(b + n, len - (size_t)n, " (%s's variables)", source);
+        return;
+    }
+    if (strcmp(from[MLC_R_RANK], "the default") != 0 || strcmp(from[MLC_R_SIZE], "the default") != 0)
+        return;
+    size_t used = (size_t)n;
+    n = snprintf(b + used, len - used, ": no launcher's variables are set (MLC_RANK");
+    for (size_t f = 0; f < MLC_NFAMILIES && n > 0 && (used += (size_t)n) < len; f++)
+        n = snprintf(b + used, len - used, ", %s", mlc_rank_families[f].var[MLC_R_RANK]);
+    if (n > 0 && (used += (size_t)n) < len) snprintf(b + used, len - used, ")");
+}
+
 static mlc_status_t mlc_resolve_ranks(const mlc_config_t *cfg, mlc_cfg_t *r)
 {
     static const char *const fields[MLC_R_COUNT] = {"cfg->rank", "cfg->world_size",
@@ -327,6 +355,7 @@ static mlc_status_t mlc_resolve_ranks(const mlc_config_t *cfg, mlc_cfg_t *r)
         r->rank_source = "config";
     else
         r->rank_source = re.source != NULL ? re.source : "default";
+    mlc_describe_rank_origin(r, from, re.source);
     return MLC_SUCCESS;
 }
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Resolved configuration: caller field > environment variable > default.
  * MLC_ENV_LIST is the one list of environment variables: mlc_config_resolve
@@ -78,6 +79,7 @@ typedef struct mlc_cfg {
     int check;           /* MLC_CHECK: 0 or 1 */
     char algo[MLC_COLL_COUNT][32]; /* "" = auto */
     const char *rank_source; /* which launcher's variables gave the rank ("mlcomm-run", "torchrun", ...) */
+    char rank_origin[256];   /* where rank and size came from, in words (info log, mlcomm-info) */
 } mlc_cfg_t;
 
 /*

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Data types: sizes, names, parsing (built-ins from MLC_DTYPE_LIST, plus records). */
 #include "dtype.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* dtype helpers and the local reduction kernels. */
 #ifndef MLC_CORE_DTYPE_H
 #define MLC_CORE_DTYPE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The calling thread's last-error message (mlc_last_error) and mlc_error(). */
 #include "error.h"
 

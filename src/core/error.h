@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Thread-local last-error message and the helper that sets it. */
 #ifndef MLC_CORE_ERROR_H
 #define MLC_CORE_ERROR_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * fp16 / bf16 <-> fp32 conversions, private to the reduction kernels.
  * Branch-free (every candidate is computed, then selected) so that loops

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Library side of the job state: map the memfd named by MLC_JOB_FD, once. */
 #include "jobstate.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The job state shared by mlcomm-run and its ranks: one memfd created by the
  * launcher, inherited by every rank, named by MLC_JOB_FD. Nothing of it lives

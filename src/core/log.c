@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Logging: one process-wide level and sink. Each line is formatted whole and
  * written with one write(2) under a mutex, so lines from different threads

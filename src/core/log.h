@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Logging per MLC_LOG_LEVEL / MLC_LOG_FILE. */
 #ifndef MLC_CORE_LOG_H
 #define MLC_CORE_LOG_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The selector's cost model for this host: beta (copy, s/byte) and gamma
  * (reduce, s/byte) measured once per process on 1 MiB buffers; alpha (the

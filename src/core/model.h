@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The selector's cost model of a communicator (measured by rank 0, shared by all). */
 #ifndef MLC_CORE_MODEL_H
 #define MLC_CORE_MODEL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Reduction ops: built-in names (MLC_OP_LIST) and the process-wide table of
  * user ops. User op ids are MLC_OP_BUILTIN_COUNT + slot; the lowest free slot

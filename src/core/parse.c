@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Strict parsers for numbers from the environment and tools, and the clock. */
 #include <ctype.h>
 #include <errno.h>

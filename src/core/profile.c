@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Profiler: per-collective statistics, and with MLC_PROFILE=<file> a Chrome /
  * Perfetto trace per rank ("%r" = rank, "%p" = process id). Every

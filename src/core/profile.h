@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The profiler: per-collective statistics and, with MLC_PROFILE set, a
  * Chrome/Perfetto trace per rank holding every communicator of the rank,

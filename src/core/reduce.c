@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Local reduction: one tight loop per dtype x op x call shape, generated
  * (reduce_kernels.h) from the op list (MLC_OP_LIST) and the type lists

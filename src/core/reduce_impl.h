@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Private to src/core (op.c, reduce.c) and the unit tests. */
 #ifndef MLC_CORE_REDUCE_IMPL_H
 #define MLC_CORE_REDUCE_IMPL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The reduction kernels of one instruction set. reduce.c includes this file
  * once per set, with MLC_KSFX naming the set (every name gets it as a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The backend registry: MLC_BACKEND_LIST drives the table, `auto` and mlcomm-info. */
 #include <string.h>
 #include "backend.h"

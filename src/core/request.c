@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Requests: a per-communicator pool (no malloc on the small-message path once
  * warm), completion, and the one wait loop every backend shares. The wait

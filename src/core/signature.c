@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Call signatures (signature.h): building, describing, comparing. */
 #include "signature.h"
 #include <stdio.h>

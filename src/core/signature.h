@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Call signatures: what a rank declares for one collective (collective,
  * dtype, op, root, the counts every rank must share, sequence number), in 48

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Status codes: names and descriptions, both from MLC_STATUS_LIST. */
 #include "mlcomm.h"
 

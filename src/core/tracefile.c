@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Trace files shared by the communicators of a process (tracefile.h). */
 #include <fcntl.h>
 #include <pthread.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Trace files: one writer per file path in the process, shared by every
  * communicator that writes there (a rank's world communicator, the ones

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The version of the library actually loaded (may differ from the header's). */
 #include "mlcomm.h"
 

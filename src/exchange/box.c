@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Box arithmetic: intersection, subtraction, halos, printing. */
 #include "box.h"
 #include <inttypes.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Box arithmetic on the global index space (pure: no communication). */
 #ifndef MLC_EXCHANGE_BOX_H
 #define MLC_EXCHANGE_BOX_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The collective part of mlc_exchange_build: publish the provided regions
  * to every rank (all-gather, as AMReX replicates its box list), match needs

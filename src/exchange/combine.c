@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * mlc_combine: a global reduction of values of any size with a user binary
  * op (the seed's ReduceStage combine step). Values that fit a record dtype

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Strided copy kernels for pack, unpack and local copies. */
 #include "copy.h"
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Strided copies between a region of a dense C-order array and a packed
  * buffer (pack/unpack) or another array (local copy). Descriptors are

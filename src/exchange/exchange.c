@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The public exchange object: views, plan cache, split-phase runs. */
 #include <inttypes.h>
 #include <stdio.h>

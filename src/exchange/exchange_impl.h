@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The exchange object behind mlc_exchange_t (shared by exchange.c and build.c). */
 #ifndef MLC_EXCHANGE_IMPL_H
 #define MLC_EXCHANGE_IMPL_H

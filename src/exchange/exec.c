@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Executor registry: the first executor in MLC_XEXEC_LIST that is present and applies serves a plan. */
 #include <string.h>
 #include <strings.h>

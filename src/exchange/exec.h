@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Executors move the data a plan describes. The plan (plan.h) is backend
  * independent; an executor decides how its messages travel. `p2p` packs one

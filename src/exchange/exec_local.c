@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Local copies (provide -> need inside one rank), shared by every executor. */
 #include "exec.h"
 

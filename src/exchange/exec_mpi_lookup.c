@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The MPI executors, as libmlcomm sees them: entries of the module's
  * exported table (xexec_mpi.h). The module is never loaded from here: a

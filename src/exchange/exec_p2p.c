@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The portable executor: one packed message per neighbour rank over
  * mlc_send / mlc_recv (nonblocking), so it works on every backend. A

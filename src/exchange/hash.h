@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* FNV-1a 64: layout hashes for the plan cache (not for security). */
 #ifndef MLC_EXCHANGE_HASH_H
 #define MLC_EXCHANGE_HASH_H

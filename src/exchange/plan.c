@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Pure plan building: validate publications, match needs, assemble both sides. */
 #include "plan.h"
 #include <inttypes.h>

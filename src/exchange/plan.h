@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The exchange plan and the pure steps that build it (no communication, so
  * they are unit-tested by simulating ranks in one process):

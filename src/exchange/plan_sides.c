@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Assemble the two sides of a plan: receive segments + local copies + requests, and send segments. */
 #include <inttypes.h>
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The exchange executors that call MPI live in the MPI module
  * (libmlcomm-mpi.so, sources in src/exchange/mpi/), because libmlcomm never

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The device-memory state of a host-backend communicator: which runtime
  * classifies its buffers, whether its backend takes device memory itself,

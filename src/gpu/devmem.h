@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Device buffers on the host backends (threads, shm, mpi): DESIGN.md,
  * "memory kind". A communicator whose memory kind is cuda, rocm or auto

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 #include "gpu/dynlib.h"
 #include <dlfcn.h>
 #include <link.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Opening a vendor library at run time (dlopen) and resolving its symbols
  * into a table of function pointers, driven by one declarative list per

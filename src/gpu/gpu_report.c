@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 #include "gpu/gpu_report.h"
 #include <stdlib.h>
 #include <sys/resource.h>

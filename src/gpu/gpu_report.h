@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * What mlcomm-info prints about GPUs: runtimes (CUDA, HIP) with versions
  * and paths, every device, NCCL and RCCL with version and path, the pinned

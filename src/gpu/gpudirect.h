@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * GPU-direct capabilities of this machine, each with the evidence it was
  * decided on (the seed's GPUDirectManager, for real):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 #include "gpu/gpurt.h"
 #include <pthread.h>
 #include <stdatomic.h>

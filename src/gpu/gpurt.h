@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The GPU runtimes (CUDA runtime, HIP runtime) loaded with dlopen into one
  * table shape. CUDA and HIP have the same API under two prefixes, so both

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * One declarative list per GPU runtime library: X(symbol, slot, required).
  * Adding a function is one line here plus its slot in MLC_GPURT_SLOTS.

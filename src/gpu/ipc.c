@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * CUDA (or HIP) IPC for the shm backend's device buffers: a rank exports the
  * allocation behind a device pointer (handle + offset into it), a peer

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* CUDA IPC between the shm backend's processes (ipc.c). */
 #ifndef MLC_GPU_IPC_H
 #define MLC_GPU_IPC_H

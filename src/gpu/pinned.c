@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 #include "gpu/pinned.h"
 #include <errno.h>
 #include <pthread.h>

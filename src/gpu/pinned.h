@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Pinned (page-locked) host memory pool: the staging buffers for copies
  * between host and GPU (and for an MPI that is not CUDA-aware).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Staging device buffers through pinned host memory for the host backends
  * (devmem.h). A staged call becomes a pipeline of sub-operations, each the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The stage layer's private state (stage.c: staging through pinned memory;
  * stage_ipc.c: CUDA IPC between shm processes). Not part of devmem.h's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * CUDA IPC for device buffers between the shm backend's processes (the
  * stage layer's other path; stage.c stages through pinned memory). Every

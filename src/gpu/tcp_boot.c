@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 #include "gpu/tcp_boot.h"
 #include <arpa/inet.h>
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * A small TCP rendezvous that hands a few bytes (the NCCL unique id) from
  * rank 0 to every other rank when no host communicator can carry them

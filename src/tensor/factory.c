@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * mlc_comm_create_from: a communicator from a backend name plus key/value
  * options (the seed's CommunicatorFactory). The seed's "mock" backend is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Device meshes: the world's ranks laid out as a row-major grid, with one
  * communicator per axis made by mlc_comm_split. An operation on an axis

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Options of mlc_comm_create_from: strict parsing onto mlc_config_t fields. */
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * "key" = "value" options of mlc_comm_create_from, mapped onto
  * mlc_config_t fields. MLC_OPTION_LIST is the one list of keys.

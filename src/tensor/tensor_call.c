@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The frame of one tensor collective call: begin, agree, end. */
 #include <stdlib.h>
 #include <string.h>

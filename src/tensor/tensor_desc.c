@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The tensor descriptor: construction, sizes, checks and formatting. */
 #include <stdio.h>
 #include <string.h>

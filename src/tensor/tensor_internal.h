@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Internals of the tensor layer (src/tensor): descriptor checks, strided
  * block copies (the layout changes behind gather/scatter along a non-zero

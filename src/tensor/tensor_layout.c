@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Strided block copies: the layout change between "one contiguous block per
  * rank" (what mlc_allgather/mlc_reduce_scatter move) and "shards side by

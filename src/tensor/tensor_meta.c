@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The cross-rank argument check. Before any data moves, every rank
  * contributes a fixed-size description of its call (operation, dtype,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Tensor all-reduce, broadcast and barrier: shape checks, then the core call. */
 #include "core/comm.h"
 #include "core/dtype.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Tensor requests: a small wrapper around the core requests of one tensor
  * operation. Its wait/test waits the inner requests and then runs the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Buffers, descriptions and reference results for the algorithm runs (see cases.h). */
 #include "cases.h"
 #include "algos/build.h"

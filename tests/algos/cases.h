@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Test cases for running algorithms: every rank's buffers (guarded,
  * in-place forms included, root-only buffers absent elsewhere), its

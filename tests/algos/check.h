@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Checks for the algos tests: a failed check prints where and why and
  * counts; the test goes on so one run shows every failure (the first 40).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The simulated transport of the algos tests (see sim.h). */
 #include "sim.h"
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * A simulated transport for the executor: all p ranks live in one thread,
  * messages wait in an in-memory mailbox keyed by (source, destination, tag),

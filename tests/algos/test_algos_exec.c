@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The executor on hand-made schedules: the round rule (local steps after the
  * round's communication, in list order), operand order of reductions (two-

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Every algorithm x every collective it serves, run through the executor on
  * the simulated transport: p = 1..9 and 16, counts 0, 1, 7 and 1000, int32

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Pure schedule properties, no transport: for every algorithm, rank count
  * (1..17, 24, 32, 33, 64), size, root and in-place form, build every rank's

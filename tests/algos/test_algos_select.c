@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The selector and the cost model: the DESIGN.md formulas, the choice being
  * the cheapest applicable algorithm (order-preserving ones only for

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* A tiny strict JSON parser for the tests (see json_parse.h). */
 #include "json_parse.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * A tiny strict JSON parser for the tests (RFC 8259: objects, arrays,
  * strings with escapes, numbers, true/false/null; nothing after the value

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Check a merged trace (mlcomm-trace's output) of a trace_ops job:
  *   trace_check MERGED.json NRANKS

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Every communicator of a rank lands in that rank's trace, and the file is
  * valid JSON once they are all freed (MLC_PROFILE=trace_comms.%p.%r.json).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * One rank of the profiler test: run the operations of trace_ops.h (one of
  * the allreduces non-blocking) with MLC_PROFILE set by the caller.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The operations trace_ops runs on every rank, and so the events the merged
  * trace must hold: X(name in the trace, how many times).

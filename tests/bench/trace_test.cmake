@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # One scenario of the profiler trace test (see CMakeLists.txt):
 #   cmake -DRUN=mlcomm-run -DOPS=trace_ops -DMERGE=mlcomm-trace -DCHECK=trace_check
 #         -DSCENARIO=complete|killed|bad_input -DWORK=dir -P trace_test.cmake

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Run heat2d over several decompositions (ranks x patches, ghost width,
 # overlap) and fail unless every run prints the same checksum.
 # -DRUN=<mlcomm-run> -DHEAT=<heat2d> -DCOMMON="<flags for every run>"

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # heat2d on the mpi backend under mpirun -np 4 (3 patches per rank) must print
 # the checksum of mlcomm-run -n 1 with 12 patches, and use the executor
 # MLC_EXCHANGE_EXEC names.

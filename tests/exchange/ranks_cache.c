@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Rank test: the plan cache. Same layout on new buffers reuses the plan;
  * a regrid rebuilds it; a change on one rank alone is noticed by all

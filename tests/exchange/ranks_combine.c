@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Rank test: mlc_combine with commutative and non-commutative user ops, small and large values. */
 #include "harness.h"
 #include "mlcomm_exchange.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Rank test: every error case of the exchange API, and recovery after a failed build. */
 #include "harness.h"
 #include "mlcomm_exchange.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Rank test: exchanges in 1-D, 2-D, 3-D and 4-D; several patches per rank;
  * uneven cuts; periodic and open axes; ghost widths 1-3; a rank with no

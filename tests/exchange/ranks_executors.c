@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Rank test: the executors. Every executor the backend has (mpi_pack and
  * mpi_subarray on mpi; p2p everywhere) moves the same fields right, through

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Unit test: box arithmetic (intersection, subtraction, halos, printing). */
 #include "exchange/box.h"
 #include "xunit.h"

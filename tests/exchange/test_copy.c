@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Unit test: strided pack / unpack / local copy against a cell-by-cell reference. */
 #include <stdint.h>
 #include "exchange/copy.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Unit test: plan building without ranks. Several "ranks" live in this one
  * process; the pure steps (index, match, both sides) run for each, requests

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Rank-test helper: decomposed fields with checkable ghost cells. */
 #include "xfield.h"
 #include <stdio.h>

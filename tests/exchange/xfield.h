@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Rank-test helper: a decomposed n-dimensional field. Every rank computes
  * the same patch grid over the domain (uneven cuts) and keeps the patches

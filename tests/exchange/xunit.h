@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Checks for the exchange unit tests (no ranks): report and fail the test function. */
 #ifndef MLC_XUNIT_H
 #define MLC_XUNIT_H

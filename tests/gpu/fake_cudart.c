@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Test double of the CUDA runtime for machines without a GPU: "device"
  * memory is host memory the fake remembers, streams run copies at once,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The fake GPU runtime serves as CUDA or, built with -DFAKE_HIP, as HIP: the
  * same functions under the HIP names the loader looks for (gpurt_syms.h).

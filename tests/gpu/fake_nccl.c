@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Test double of NCCL for machines without a GPU: one-rank communicators on
  * the fake CUDA runtime (fake_cudart.c, linked in, so "device" buffers are

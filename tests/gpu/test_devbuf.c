@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Device buffers on the host backends (threads, shm, mpi): every operation
  * with its buffers in device memory, in host memory, mixed within a call,

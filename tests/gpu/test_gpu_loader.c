@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The run-time loaders (src/gpu/dynlib, gpurt; backends/nccl/ncclapi):
  * absent library, missing required symbol, env override, the process-wide

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * mlc_gpu_report with the fake CUDA runtime and fake NCCL (MLC_CUDART_LIB,
  * MLC_NCCL_LIB) and HIP / RCCL pointed at missing files: every section is

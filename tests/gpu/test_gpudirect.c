@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * GPU-direct detection against a fake /proc and /sys tree and the fake CUDA
  * runtime (MLC_CUDART_LIB), plus the CUDA-aware-MPI hook.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The nccl backend on a real GPU with the real NCCL: every collective on
  * device buffers allocated with cudaMalloc through the loader, host buffers

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The nccl backend end to end through the public API, on the test doubles
  * of the CUDA runtime and NCCL (fake_cudart.c, fake_nccl.c): one-rank

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The seed's RCCLConfig mapped onto NCCL_* variables: MLC_ALGO_ALLREDUCE,
  * MLC_NCCL_NCHANNELS, MLC_NCCL_BUFFSIZE, MLC_LOG_LEVEL; malformed values and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The pinned-memory pool: size classes, reuse (hits), LRU eviction at the
  * limit, the limit error, registration of user memory, statistics, thread

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The TCP rendezvous that carries the NCCL unique id under torchrun. Ranks
  * are threads of this process on loopback (127.0.0.1 only, port chosen by

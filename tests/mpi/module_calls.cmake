@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # cmake -DMODULE=libmlcomm-mpi.so -DHEADER=mpi_core_api.h -P module_calls.cmake
 # Fails when the MPI module calls (through the PLT) a core function that it
 # must reach through the bound table (MLC_MPI_CORE_FUNCS in HEADER): such a

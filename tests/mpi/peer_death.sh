@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Usage: peer_death.sh MPIEXEC TEST [MPIEXEC FLAGS...]
 # Runs TEST on 3 ranks; rank 1 dies while rank 0 waits on it. Passes when the
 # launcher ends the job with a failure status, and fails when the job hangs

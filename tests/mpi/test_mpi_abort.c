@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * mlc_comm_abort on one rank reaches the others: a receive they are waiting
  * for fails with MLC_ERR_ABORTED, and so does every later call. A second

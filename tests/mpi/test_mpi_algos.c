@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Forced algorithms (MLC_ALGO_ALLREDUCE=ring, ... set by the test) run our
  * schedules over the backend's point-to-point: on mpi, over MPI on the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * A rank dies while rank 0 waits on it (no MLC_TIMEOUT: the wait sits in
  * MPI). Open MPI 4.1 and MPICH have no fault tolerance: the launcher sees

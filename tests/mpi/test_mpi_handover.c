@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * A program that owns MPI hands mlcomm its own communicator (mlcomm_mpi.h):
  *  - mlcomm works on a duplicate (congruent, not identical) and gives it back;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Counts above INT_MAX for real (label "large", opt-in: about 2.2 GB per
  * rank): an in-place allreduce, a broadcast and a point-to-point message of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The large-count paths of the MPI backend, with the count limit of one MPI
  * call shrunk to 5 by the module's test knob (mlc_mpi_set_limits): chunked

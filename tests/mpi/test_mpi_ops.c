@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Every operation of the API, blocking and with a request, in-place forms
  * included, checked value by value. Written for the MPI backend and run on

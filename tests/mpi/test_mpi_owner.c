@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * A program that never calls MPI: mlc_comm_init with MLC_BACKEND=mpi
  * initializes MPI at the configured thread level (MLC_MPI_THREAD_LEVEL,

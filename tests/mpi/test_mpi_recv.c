@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Point-to-point receives on MPI, with every receive made to find a
  * truncated message's size itself (mpi_recv_size.c: matched probes, the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * MLC_TIMEOUT on mpi (the test sets 2 s): a receive nobody answers returns
  * MLC_ERR_TIMEOUT naming the peer, the communicator stays failed, and the

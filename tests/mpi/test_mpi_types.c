@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * What MPI lacks, through the MPI backend: float16 and bfloat16 (every
  * built-in op), avg (integers truncate toward zero), user ops (commutative

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Requests on two communicators, waited in different orders on different
  * ranks, complete: a wait on one communicator also advances the algorithm

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 #include "harness.h"
 #include <pthread.h>
 #include <time.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Rank-test harness: one test body runs on every rank of a communicator.
  *   test --threads N     threads backend: mlc_comm_init_all + N threads

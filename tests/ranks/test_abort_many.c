@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Abort has no per-job limit: 100 communicators split from the world, each
  * aborted by one rank (a different one each time), and every other rank's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * allgather and allgatherv.
  * allgather: every dtype (and a record) at per-rank counts 0, 1, 7 and 1001

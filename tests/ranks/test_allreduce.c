@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * allreduce: every dtype x built-in op at sizes 0, 1, 7 and 1001 (not a
  * multiple of any rank count), in-place and out-of-place; 1 MiB for one

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * alltoall and alltoallv.
  * alltoall: every dtype (and a record) at per-pair counts 0, 1, 7 and 1001

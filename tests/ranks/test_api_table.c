@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Every public function's bad inputs, one table: NULL handles, NULL output
  * pointers, negative or oversized counts and sizes, bad dtype / op / root /

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Asynchronous operations: many collectives in flight at once (waited in
  * any order, wait_all with statuses), every collective kind plus p2p in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * barrier: no rank leaves before the last one has entered. Each rank in turn
  * arrives late; every rank notes (CLOCK_MONOTONIC, shared by all processes of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * broadcast: every dtype (and two record sizes) at sizes 0, 1, 7 and 1001
  * from every root, in-place (root sendbuf == recvbuf) and out-of-place

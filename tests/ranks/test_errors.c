@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Every bad-argument case returns MLC_ERR_INVALID_ARG with a message, leaves
  * the request output untouched and the communicator healthy: NULL buffers

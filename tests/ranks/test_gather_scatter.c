@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * gather, gatherv, scatter, scatterv: every dtype (and a record) at counts
  * 0, 1, 7 and 1001 with the root rotating over every rank, 1 MiB from every

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Communicator creation besides the harness's own: mlc_comm_init_rank with a
  * unique id made by rank 0 and broadcast (same backend as the world, ranks

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Above 64 MiB: one float32 allreduce of 64 MiB + 48 KiB per rank and one
  * uint8 allgather whose result is above 64 MiB, both checked element by

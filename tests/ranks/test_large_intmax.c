@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Counts above INT_MAX (opt-in, label "large": 2.1 GB per rank and buffer):
  * an in-place int8 allreduce, a broadcast and a send/recv of INT_MAX + 1001

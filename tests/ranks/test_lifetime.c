@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Requests outlive their communicator: a request still pending when its
  * communicator is freed (or aborted, then freed) stays a valid handle; waiting

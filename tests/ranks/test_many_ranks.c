@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * mlc_comm_init_all is linear in ranks: N thread ranks (default 1024) are
  * formed, run one allreduce, a neighbour sendrecv (eager and rendezvous

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Mismatched calls: every collective x every argument that can differ
  * between ranks (count, dtype, op, root, the collective itself), with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Point-to-point: matching by tag out of order, non-overtaking order for one
  * (source, tag), MLC_ANY_SOURCE and MLC_ANY_TAG with the status telling who

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * reduce: every dtype x built-in op at sizes 0, 1, 7 and 1001, in-place (at
  * the root) and out-of-place, with the root rotating over every rank; 1 MiB

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * reduce_scatter: every dtype x built-in op at per-rank counts 0, 1, 7 and
  * 333, in-place (recvbuf == sendbuf + rank*recvcount) and out-of-place;

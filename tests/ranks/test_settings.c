@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Settings agreement at init: a collective-relevant setting that differs on
  * one rank fails mlc_comm_init on EVERY rank, quickly, with MLC_ERR_MISMATCH

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * mlc_comm_split: uneven colours, keys that reverse the order, ties broken
  * by parent rank, MLC_UNDEFINED, collectives and p2p on subgroups while the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * User ops. Two non-commutative (but associative) ops, whose result spells
  * out the order they were applied in:

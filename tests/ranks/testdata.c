@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 #include "testdata.h"
 #include <string.h>
 #include "harness.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Test values for reductions: every rank's contribution and the expected
  * result are computed locally, exactly.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Run under `mlcomm-run -n N` with MLC_BACKEND=shm: blame_rank VICTIM MIB.
  * Every rank runs small allreduces in a loop; rank VICTIM, holding MIB MiB of

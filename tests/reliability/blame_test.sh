@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # mlcomm-run names the rank that died first, never a survivor that exited
 # because of it: TRIALS jobs of 4 ranks (shm), in each one rank (in turn
 # 0..3) SIGKILLs itself mid-loop while its survivors exit 1 on PEER_LOST.

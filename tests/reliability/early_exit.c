@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * A rank that finished and exited normally is not a lost peer. After a
  * final allreduce rank 0 leaves at once (with shm: its process exits 0);

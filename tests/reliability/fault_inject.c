@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Fault injection on the shm backend: trials of 2..4 ranks run a random
  * sequence of operations (allreduce, broadcast, allgather, alltoall,

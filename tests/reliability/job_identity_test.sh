@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Job identity and the shm rendezvous, without a launcher unless stated.
 # usage: job_identity_test.sh CASE JOB_RANK [MLCOMM_RUN]
 #   torchrun  a torchrun-style job (MASTER_ADDR/PORT) killed early, then a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * One rank of a job launched without mlcomm-run (or with it) by
  * job_identity_test.sh: mlc_comm_init with the environment's settings, then

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Run under `mlcomm-run -n 3` with MLC_BACKEND=shm and MLC_TIMEOUT=120:
  * allreduce 32 MiB in a loop; in iteration 3 rank 1 SIGKILLs itself from a

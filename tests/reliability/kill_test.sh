@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Drives kill_rank under mlcomm-run: rank 1 SIGKILLs itself mid-allreduce.
 # Passes when ranks 0 and 2 report MLC_ERR_PEER_LOST (sticky, prompt, never
 # TIMEOUT), mlcomm-run exits non-zero, and /dev/shm holds nothing of the job.

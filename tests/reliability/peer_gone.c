@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * A peer that is gone is noticed by every kind of wait. Three shm ranks;
  * rank 1 (the victim) leaves after a barrier, ranks 0 and 2 (the survivors)

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Drives peer_gone under mlcomm-run (liveness from the launcher's job state):
 # in every scenario rank 1 leaves (SIGKILL, or mlc_comm_free and exit 0) and
 # ranks 0 and 2 must each print "rank R: ok" (MLC_ERR_PEER_LOST naming rank 1,

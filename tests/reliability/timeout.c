@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Timeout: 2 ranks; rank 1 never joins an allreduce on the `work`
  * communicator (MLC_TIMEOUT=2 from the environment). Rank 0 must get

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * A timeout names exactly the ranks that were not heard from. Four shm ranks
  * (launcher-less: this program forks them) repeat one operation; rank 3

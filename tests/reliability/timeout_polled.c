@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Timeout of a polled request: mlc_request_test in a loop gives up as
  * mlc_request_wait does. MLC_TIMEOUT=2 comes from the environment; rank 0

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * mlc_comm_init_rank with a unique id whose text fills all of `internal`
  * (no terminating NUL) is rejected with MLC_ERR_INVALID_ARG and a message,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Verdicts of the tensor collectives on bad arguments: every rank returns an
  * error (none is left waiting), the message names the ranks and shapes,

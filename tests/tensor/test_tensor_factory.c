@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * mlc_comm_create_from: the threads backend (the seed's "mock", real) with
  * all ranks at once and by unique id, options reaching the communicator,

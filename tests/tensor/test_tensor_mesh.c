@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Device meshes: layout, coordinates, per-axis communicators that involve
  * only their members, multi-axis groups, and argument errors.

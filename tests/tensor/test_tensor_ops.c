@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The tensor collectives over the whole matrix: operation x dim x dtype x
  * blocking/async x even/uneven shards x subgroup layout, on 1..4 ranks.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Tensor layer units without ranks: the strided block copies behind
  * gather/scatter along a dimension, the even split, shape formatting,

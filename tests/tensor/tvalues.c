@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 #include "tvalues.h"
 #include <stdint.h>
 #include "core/dtype.h"

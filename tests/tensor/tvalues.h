@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Typed element access for the tensor tests: every dtype through double. */
 #ifndef MLC_TEST_TVALUES_H
 #define MLC_TEST_TVALUES_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * mlcomm-bench's verifier, without any transport: for every collective,
  * dtype, op and a few rank counts, compute each rank's result from the
@@ -71,8 +72,13 @@ static double reference(const mlc_bench_coll_t *c, const mlc_bench_gen_t *g,
     case MLC_COLL_ALLGATHER:
         return mlc_bench_load(g->dtype, inputs[j / geo->count], j % geo->count);
     case MLC_COLL_ALLTOALL:
+    case MLC_COLL_ALLTOALLV: /* the same counts through the v-interface */
         return mlc_bench_load(g->dtype, inputs[j / geo->count],
                               (size_t)rank * geo->count + j % geo->count);
+    case MLC_COLL_GATHER: /* the root's result */
+        return mlc_bench_load(g->dtype, inputs[j / geo->count], j % geo->count);
+    case MLC_COLL_SCATTER:
+        return mlc_bench_load(g->dtype, inputs[root], (size_t)rank * geo->count + j);
     case MLC_COLL_SENDRECV:
         return mlc_bench_load(g->dtype, inputs[(rank - 1 + p) % p], j);
     default:

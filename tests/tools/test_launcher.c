@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * mlcomm-run behaviour, checked from outside (no library needed):
  *

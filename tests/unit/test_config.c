@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * mlc_config_resolve: caller > environment > default, strict parsing of each
  * variable, the launcher families, job ids, hash/diff. Every case starts

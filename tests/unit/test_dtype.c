@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* dtype sizes, names, parsing, records. */
 #include "dtype.h"
 #include "unit.h"

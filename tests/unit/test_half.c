@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * fp16 / bf16 conversions against an independent reference (every
  * representable value listed, nearest found by search, ties to even), and

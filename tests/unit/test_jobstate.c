@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * mlc_jobstate_get: maps the job state named by MLC_JOB_FD once per
  * process, NULL on any problem. Each scenario runs in a forked child (the

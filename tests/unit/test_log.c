@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Logging: level filtering, line format, %h/%p file names, the file opened
  * once, whole lines from concurrent threads. One process-wide logger, so

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Op names and parsing, (dtype, op) checks, the user-op table. */
 #include "dtype.h"
 #include "unit.h"

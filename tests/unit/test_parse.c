@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Strict number parsers and the monotonic clock. */
 #include <stdint.h>
 

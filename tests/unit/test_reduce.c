@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The local reduction kernels: every dtype x built-in op in every call shape
  * (apply, apply3 with each aliasing) against a scalar reference, with values

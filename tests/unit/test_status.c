@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Status names and strings, the thread-local last error, the version. */
 #include <pthread.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Minimal checks for the unit tests: a failed check prints where and why and
  * counts; the test keeps going so one run shows every failure. main()

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Direct collectives of the shared-memory engine, registered in the selector
  * as "direct". Two shapes:

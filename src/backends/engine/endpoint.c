@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Endpoint: one rank's view of a segment, its queues, its doorbell and its
  * progress thread. The progress thread exists only once an asynchronous

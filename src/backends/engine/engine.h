@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The shared-memory engine behind the `threads` and `shm` backends.
  *

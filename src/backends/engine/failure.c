@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Failed communicators, shared by every member: mlc_comm_abort and calls
  * that do not match fail the communicator on the rank that saw it, which

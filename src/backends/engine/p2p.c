@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Point-to-point over the rings: framing, matching (posted and unexpected
  * queues), eager streaming, rendezvous and ACKs. Every function here runs

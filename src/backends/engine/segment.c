@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Segment layout: header, per-rank control blocks, ring headers, CMA matrix, ring data. */
 #include <string.h>
 #include "engine.h"

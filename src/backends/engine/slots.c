@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The backend-table slots shared by `threads` and `shm`: communicators over
  * an endpoint, operations as active entries advanced by the progress pass,

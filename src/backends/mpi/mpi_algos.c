@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Our own algorithms on MPI: MLC_ALGO_ALLREDUCE=ring (etc.) runs the
  * src/algos schedule over MPI point-to-point on the hidden communicator, so

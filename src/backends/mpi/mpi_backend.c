@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The module's backend table (exported as mlc_mpi_backend_table; the
  * registry's `mpi` entry forwards to it) and its binding to core.

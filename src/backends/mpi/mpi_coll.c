@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Native collectives with uniform counts, through MPI's own: blocking calls
  * when the caller waits right away and no timeout is set, MPI-3 nonblocking

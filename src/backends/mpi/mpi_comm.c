@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Communicators on MPI: the world one (a duplicate of MPI_COMM_WORLD), one
  * handed over by the program (a duplicate of its MPI_Comm), split ones

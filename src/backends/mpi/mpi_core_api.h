@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The core functions the MPI module calls, handed to it by whoever loads it.
  *

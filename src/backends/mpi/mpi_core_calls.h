@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Inside the module, every call to a core function listed in
  * MLC_MPI_CORE_FUNCS goes through the bound table (see mpi_core_api.h).

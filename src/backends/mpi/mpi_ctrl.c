@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Control messages on the hidden communicator, {kind, rank, value} as three
  * int64: every rank keeps one receive posted for them (any source, tag

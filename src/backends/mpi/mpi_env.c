@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The process's MPI: initialized once, by us only if nobody did, at the
  * thread level the config asks for (MLC_MPI_THREAD_LEVEL, default multiple);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Whether this MPI takes CUDA device pointers ("CUDA-aware"), reported to
  * core's GPU-direct report (mlcomm-info) once MPI is up. Only the library

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* mlcomm_mpi.h: a program hands over its own MPI communicator. */
 #include <string.h>
 #include "mpi_impl.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The MPI backend module (libmlcomm-mpi.so): private declarations.
  *

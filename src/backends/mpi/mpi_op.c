@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Operations in flight: the MPI requests an operation issued, what to do
  * once MPI is done with them (copy out, divide for avg, report what a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Point-to-point on the user communicator: send, recv, sendrecv, iprobe.
  * Messages travel as bytes (every dtype, records included); a message above

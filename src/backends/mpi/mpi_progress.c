@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * One progress list for the process. MPI advances its own operations inside
  * any MPI call, but the steps of mlcomm's algorithms over MPI point-to-point

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * How a user receive learns the size of a message longer than its buffer
  * (MLC_ERR_TRUNCATE names the sent size and the buffer size) where MPI would

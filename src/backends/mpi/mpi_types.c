@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * mlcomm dtypes and ops as MPI datatypes and MPI_Ops.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * v-collectives (allgatherv, gatherv, scatterv, alltoallv) through MPI's own.
  *

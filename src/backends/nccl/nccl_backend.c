@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The nccl and rccl backends: communicator life cycle, progress and
  * failure handling. Operations are in nccl_colls.c, the unique-id

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Sharing the NCCL unique id. Rank 0 makes it with ncclGetUniqueId; the
  * other ranks get its 128 bytes through whatever the launcher provides:

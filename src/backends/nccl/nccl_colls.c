@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Every operation of the nccl / rccl backend: NCCL's own collectives where
  * it has them (broadcast, reduce, allreduce, allgather, reduce_scatter),

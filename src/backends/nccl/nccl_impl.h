@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * State shared by the files of the nccl / rccl backend (one code base: RCCL
  * exports the NCCL API, HIP mirrors the CUDA runtime).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Host buffers on a GPU communicator. NCCL reads and writes only memory the
  * device can reach; pageable host memory (the default memory kind, and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The seed's RCCLConfig, mapped onto the variables NCCL and RCCL really
  * read (RCCL reads the NCCL_* names; RCCL_* spellings in the seed are not

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Our own minimal declarations of the NCCL API (no nccl.h: the build never
  * needs NCCL or CUDA headers) and the library loader. RCCL exports the same

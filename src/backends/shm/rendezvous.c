@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The shm rendezvous: see rendezvous.h and docs/ENGINE.md "Segment". */
 #include "rendezvous.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The shm rendezvous (docs/ENGINE.md "Segment"): how the ranks of one job
  * find each other's segment without a launcher, and how they learn of each

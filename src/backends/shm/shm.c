@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * `shm` backend: ranks are processes on one host, sharing one POSIX
  * shared-memory segment per world communicator (split communicators reuse

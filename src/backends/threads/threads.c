@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * `threads` backend: ranks are threads of one process. The engine's segment
  * lives in heap memory; rendezvous copies are plain memcpy. Ranks are formed

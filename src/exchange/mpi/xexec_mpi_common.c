@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Waiting and failure for the MPI exchange executors, and the table the module exports. */
 #include <stdio.h>
 #include <string.h>

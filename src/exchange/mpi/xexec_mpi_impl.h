@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Shared by the exchange executors compiled into the MPI module
  * (xexec_mpi_pack.c, xexec_mpi_subarray.c). They run on the exchange's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * mpi_pack: one packed message per neighbour, like p2p, but over persistent
  * MPI requests (MPI_Send_init / MPI_Recv_init) made once per plan. They are

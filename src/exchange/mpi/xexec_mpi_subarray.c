@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * mpi_subarray: no packing. Each segment of a message is an
  * MPI_Type_create_subarray over its view's parent box (the seed's
