@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Guarded buffers: every buffer an operation touches has guard zones before
  * and after it, and an expected content (want) for the body. The body starts

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Each operation kind: its buffers with what they must hold afterwards, and
  * the calls (blocking, or nonblocking with requests left for the step to

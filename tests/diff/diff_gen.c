@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The generator: step k of sequence S follows from (S, k) alone, the same on
  * every rank and every backend (what a step may do on a backend, such as

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_diff: a randomized differential test. A sequence number names a random
  * sequence of steps (every collective, p2p patterns, every dtype and op,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * One operation of a step on this rank: its buffers, its requests (or the
  * statuses of its blocking calls) and what each must end as.

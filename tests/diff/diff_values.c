@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Inputs and the reference: what every member contributes and what an exact
  * reduction of it is, computed here without the library.
