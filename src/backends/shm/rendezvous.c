@@ -425,6 +425,9 @@ static mlc_status_t rank_join(shm_rdv_t *v, unsigned counter, double deadline)
     double stale_since[RDV_NAMES] = {0};
     for (unsigned pass = 0;; pass++) {
         int foreign = 0;
+        /* Past the deadline, one last look at every name before giving up. */
+        bool last = mlc_now() > deadline;
+        bool late = false;
         for (int k = 0; k < RDV_NAMES; k++) {
             rdv_name(v->name, sizeof v->name, v->job_id, counter, k);
             shm_rdv_rec_t *r;
@@ -435,7 +438,16 @@ static mlc_status_t rank_join(shm_rdv_t *v, unsigned counter, double deadline)
             seen_t s = inspect(v, v->name, &r, &len, &sb, info, sizeof info, &owner);
             /* Rank 0 takes a name only when the ones before it exist; they can
              * vanish later (another job finished), so look past a gap now and then. */
-            if (s == SEEN_NONE && pass % 16 != 0) break;
+            if (s == SEEN_NONE && pass % 16 != 0 && !last) break;
+            if (last && (s == SEEN_MINE || s == SEEN_UNREADY)) {
+                /* Our rank 0 created it only now, and this rank gives up, so the
+                 * job cannot start: remove it, or a rank 0 that never comes back
+                 * (stopped, then killed) would leave it behind. */
+                if (r) munmap(r, len);
+                unlink_if_same(v->name, sb.st_dev, sb.st_ino);
+                late = true;
+                continue;
+            }
             if (s == SEEN_FOREIGN) foreign++;
             if (s == SEEN_OTHER_JOB) snprintf(other, sizeof other, "%s", info);
             if (s == SEEN_STALE) {
@@ -474,8 +486,11 @@ static mlc_status_t rank_join(shm_rdv_t *v, unsigned counter, double deadline)
                              v->job_id, RDV_NAMES);
         mlc_status_t st = jobstate_check(v);
         if (st != MLC_SUCCESS) return st;
-        if (mlc_now() > deadline) {
+        if (last) {
             rdv_name(v->name, sizeof v->name, v->job_id, counter, 0);
+            if (late)
+                return mlc_error(MLC_ERR_TIMEOUT, "shm init: rank 0 of job id %s created %s only when this rank's "
+                                 "init timed out (removed: the job cannot start)", v->job_id, v->name);
             return mlc_error(MLC_ERR_TIMEOUT, "shm init: rank 0 of job id %s never created %s%s%s", v->job_id,
                              v->name, other[0] ? "; seen instead: " : " (is rank 0 running, with the same job id?)",
                              other);
