@@ -3,10 +3,10 @@
  * Point-to-point on the user communicator: send, recv, sendrecv, iprobe.
  * Messages travel as bytes (every dtype, records included); a message above
  * the count limit travels as one big datatype, or through MPI-4's
- * large-count calls where the library has them. Receives are posted MPI
- * receives, so they match in MPI's order (any source, any tag); where MPI
- * would not report a truncated message's size, a probe comes first or the
- * buffer is extended (mpi_recv_size.c).
+ * large-count calls where the library has them. Receives match in MPI's
+ * order (any source, any tag) and never let a message write outside the
+ * user's buffer: the size is probed first, or the receive is posted with a
+ * type bounded by the buffer (mpi_recv_size.c).
  */
 #include <limits.h>
 #include <stdio.h>
@@ -109,19 +109,16 @@ mlc_status_t mlc_mpi_start_send(mlc_request_t *req)
     return mlc_mpi_op_submit(op);
 }
 
-/* Post op's receive, blocking when blk. `probes`: mlc_mpi_recv_probes. */
-static mlc_status_t post_recv(mlc_mpi_op_t *op, void *buf, size_t cap, int peer, int tag, bool blk, bool probes)
+/* Post op's receive, blocking when blk (mpi_recv_size.c: nothing lands outside buf). */
+static mlc_status_t post_recv(mlc_mpi_op_t *op, void *buf, size_t cap, int peer, int tag, bool blk)
 {
     mlc_request_t *req = op->req;
     mlc_mpi_comm_t *c = req->comm->impl;
-    int src = src_of(peer), mtag = tag_of(tag), rc;
     op->recv_cap = cap;
     op->recv_status.MPI_SOURCE = peer; /* what a failed call that writes no status reports */
     op->recv_status.MPI_TAG = tag;
-    MPI_Request *slot = blk ? NULL : mlc_mpi_op_slot(op);
-    if (!probes) rc = mlc_mpi_irecv_bytes(op, buf, cap, src, mtag, c->comm, slot, &op->recv_type);
-    else if (blk) rc = mlc_mpi_recv_probed(op, buf, cap, src, mtag, c->comm);
-    else rc = mlc_mpi_irecv_sized(op, buf, cap, src, mtag, c->comm, slot);
+    int rc = mlc_mpi_recv_bounded(op, buf, cap, src_of(peer), tag_of(tag), c->comm,
+                                  blk ? NULL : mlc_mpi_op_slot(op));
     int cls = rc;
     if (rc != MPI_SUCCESS) MPI_Error_class(rc, &cls);
     if (rc != MPI_SUCCESS && !(blk && cls == MPI_ERR_TRUNCATE))
@@ -136,9 +133,7 @@ mlc_status_t mlc_mpi_start_recv(mlc_request_t *req)
 {
     const mlc_args_t *a = &req->args;
     mlc_mpi_op_t *op = mlc_mpi_op_init(req);
-    bool blk = mlc_mpi_blocking(req);
-    mlc_status_t st = post_recv(op, a->recvbuf, a->count * a->esize, a->root, a->tag, blk,
-                                mlc_mpi_recv_probes(req->comm, src_of(a->root), !blk));
+    mlc_status_t st = post_recv(op, a->recvbuf, a->count * a->esize, a->root, a->tag, mlc_mpi_blocking(req));
     if (st != MLC_SUCCESS) {
         mlc_mpi_op_discard(op);
         return st;
@@ -161,34 +156,16 @@ static mlc_status_t sendrecv_send(mlc_mpi_op_t *op, size_t sn)
 mlc_status_t mlc_mpi_start_sendrecv(mlc_request_t *req)
 {
     const mlc_args_t *a = &req->args;
-    mlc_mpi_comm_t *c = req->comm->impl;
     mlc_mpi_op_t *op = mlc_mpi_op_init(req);
     size_t sn = a->count * a->esize, rn = a->count2 * a->esize;
     bool blk = mlc_mpi_blocking(req);
-    /* MPI_Sendrecv posts its receive before the send: `posted` either way. */
-    bool probes = mlc_mpi_recv_probes(req->comm, src_of(a->peer2), true);
-    mlc_status_t st;
-    if (blk && !probes && sn <= mlc_mpi_limits.count && rn <= mlc_mpi_limits.count) {
-        op->recv_cap = rn;
-        int rc = MPI_Sendrecv(a->sendbuf, (int)sn, MPI_BYTE, a->root, a->tag, a->recvbuf, (int)rn, MPI_BYTE,
-                              src_of(a->peer2), tag_of(a->tag2), c->comm, &op->recv_status);
-        int cls = rc;
-        if (rc != MPI_SUCCESS) MPI_Error_class(rc, &cls);
-        if (rc != MPI_SUCCESS && cls != MPI_ERR_TRUNCATE) {
-            mlc_mpi_op_discard(op);
-            return mlc_mpi_error(rc, "rank %d: sendrecv (to rank %d, from rank %d)", req->comm->rank,
-                                 a->root, a->peer2);
-        }
-        blocking_recv_done(op, rc);
-        return mlc_mpi_op_submit(op);
-    }
-    /* Nonblocking pair: receive posted first, then the send; a blocking
-     * probed receive (MPI_Mprobe) goes after the send instead. */
-    bool recv_blocks = blk && probes;
-    st = mlc_mpi_op_reserve(op, 2);
-    if (st == MLC_SUCCESS && recv_blocks) st = sendrecv_send(op, sn);
-    if (st == MLC_SUCCESS) st = post_recv(op, a->recvbuf, rn, a->peer2, a->tag2, recv_blocks, probes);
-    if (st == MLC_SUCCESS && !recv_blocks) st = sendrecv_send(op, sn);
+    /* Not MPI_Sendrecv: its receive is a plain one (mpi_recv_size.c). Blocking:
+     * the send first, then the probed receive; nonblocking: the receive posted
+     * first, then the send. */
+    mlc_status_t st = mlc_mpi_op_reserve(op, 2);
+    if (st == MLC_SUCCESS && blk) st = sendrecv_send(op, sn);
+    if (st == MLC_SUCCESS) st = post_recv(op, a->recvbuf, rn, a->peer2, a->tag2, blk);
+    if (st == MLC_SUCCESS && !blk) st = sendrecv_send(op, sn);
     if (st != MLC_SUCCESS) {
         mlc_mpi_op_discard(op);
         return st;
