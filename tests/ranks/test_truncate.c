@@ -10,7 +10,8 @@
  *   message already there, MLC_ANY_SOURCE posted first, sendrecv.
  * Run with and without MLC_TIMEOUT (with it, every call is nonblocking
  * underneath). After each truncation the next message of the same source
- * and tag arrives whole (the truncated one was consumed).
+ * and tag arrives whole (the truncated one was consumed). Last, a blocking
+ * receive whose message comes 50 ms late (rank 1 to rank 0).
  */
 #include "harness.h"
 
@@ -132,6 +133,39 @@ static int one_case(mlc_comm_t *comm, int mode, int to, int from, size_t cap, si
     return 0;
 }
 
+/* A blocking receive that waits longer than any spin for its message (rank 1
+ * sends to rank 0 50 ms after rank 0 started receiving). */
+static int late_message(mlc_comm_t *comm, size_t cap, size_t excess)
+{
+    int r = mlc_comm_rank(comm);
+    size_t n = cap + excess;
+    region_t g;
+    unsigned char *out = malloc(n);
+    CHECK(out && region_make(&g, cap, excess) == 0, "out of memory for %zu bytes", n);
+    mlc_test_pattern_fill(out, n, seed_of(1, 0, 99, n));
+    CHECK_OK(mlc_barrier(comm, NULL));
+    if (r == 1) {
+        mlc_test_sleep_ms(50);
+        CHECK_OK(mlc_send(out, n, MLC_UINT8, 0, 99, comm, NULL));
+    } else if (r == 0) {
+        mlc_msg_status_t ms;
+        mlc_status_t st = mlc_recv(g.base + GUARD, cap, MLC_UINT8, 1, 99, comm, &ms, NULL);
+        CHECK(st == MLC_ERR_TRUNCATE, "late %zu bytes into %zu -> %s (%s)", n, cap, mlc_status_name(st),
+              mlc_last_error());
+        CHECK(names_size(mlc_last_error(), n) && names_size(mlc_last_error(), cap),
+              "late message: the error does not name both sizes: \"%s\"", mlc_last_error());
+        size_t bad = region_touched(&g);
+        CHECK(bad == SIZE_MAX, "late %zu bytes into %zu: byte %zu of the area (buffer at %u) was overwritten", n,
+              cap, bad, GUARD);
+        CHECK(mlc_test_pattern_check(g.base + GUARD, cap, seed_of(1, 0, 99, n)) == SIZE_MAX,
+              "late message: the buffer does not hold the message's first %zu bytes", cap);
+    }
+    CHECK_OK(mlc_barrier(comm, NULL));
+    free(g.base);
+    free(out);
+    return 0;
+}
+
 static int body(mlc_comm_t *comm)
 {
     static const size_t caps[] = {8, 1000};
@@ -148,6 +182,10 @@ static int body(mlc_comm_t *comm)
                 for (size_t e = 0; e < sizeof excess / sizeof *excess; e++)
                     CHECK_RUN(one_case(comm, mode, self ? r : next, self ? r : prev, caps[c], excess[e]));
         }
+    }
+    if (p >= 2) {
+        CHECK_RUN(late_message(comm, 8, 65536));
+        CHECK_RUN(late_message(comm, 1000, 1048576));
     }
     return 0;
 }

@@ -296,9 +296,10 @@ mlc_status_t mlc_mpi_recv_size_start(void);
 bool mlc_mpi_truncation_reported(void);
 /* Receive from src (an MPI value) into cap bytes at buf, blocking when slot is
  * NULL: a contiguous receive only of a probed message that fits, else a type
- * bounded by the buffer. Sets op->recv_type (and size_known, spilled). */
+ * bounded by the buffer. Sets op->recv_type (and size_known, spilled).
+ * `waited`: the caller waits on it at once (probe a little longer first). */
 int mlc_mpi_recv_bounded(mlc_mpi_op_t *op, void *buf, size_t cap, int src, int tag, MPI_Comm comm,
-                         MPI_Request *slot);
+                         MPI_Request *slot, bool waited);
 /* Internal test knob (tests/mpi): how much of the spill area a bounded receive
  * names (0: all of it, 1 GiB), so a message longer than buffer + spill can be
  * tested. Call it with no receive pending. */

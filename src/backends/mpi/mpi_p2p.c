@@ -118,7 +118,7 @@ static mlc_status_t post_recv(mlc_mpi_op_t *op, void *buf, size_t cap, int peer,
     op->recv_status.MPI_SOURCE = peer; /* what a failed call that writes no status reports */
     op->recv_status.MPI_TAG = tag;
     int rc = mlc_mpi_recv_bounded(op, buf, cap, src_of(peer), tag_of(tag), c->comm,
-                                  blk ? NULL : mlc_mpi_op_slot(op));
+                                  blk ? NULL : mlc_mpi_op_slot(op), req->blocking);
     int cls = rc;
     if (rc != MPI_SUCCESS) MPI_Error_class(rc, &cls);
     if (rc != MPI_SUCCESS && !(blk && cls == MPI_ERR_TRUNCATE))
@@ -141,14 +141,34 @@ mlc_status_t mlc_mpi_start_recv(mlc_request_t *req)
     return mlc_mpi_op_submit(op);
 }
 
-static mlc_status_t sendrecv_send(mlc_mpi_op_t *op, size_t sn)
+static mlc_status_t sendrecv_send(mlc_mpi_op_t *op, size_t sn, MPI_Request *slot)
 {
     const mlc_request_t *req = op->req;
     const mlc_args_t *a = &req->args;
     const mlc_mpi_comm_t *c = req->comm->impl;
-    int rc = mlc_mpi_isend_bytes(op, a->sendbuf, sn, a->root, a->tag, c->comm, mlc_mpi_op_slot(op));
+    int rc = mlc_mpi_isend_bytes(op, a->sendbuf, sn, a->root, a->tag, c->comm, slot);
     if (rc != MPI_SUCCESS)
         return mlc_mpi_error(rc, "rank %d: sendrecv: send of %zu bytes to rank %d (tag %d)", req->comm->rank,
+                             sn, a->root, a->tag);
+    return MLC_SUCCESS;
+}
+
+/* Blocking: the send posted, the probed receive, then the send waited here,
+ * so the call ends inside MPI as MPI_Sendrecv would. */
+static mlc_status_t sendrecv_blocking(mlc_mpi_op_t *op, size_t sn, size_t rn)
+{
+    const mlc_args_t *a = &op->req->args;
+    MPI_Request send = MPI_REQUEST_NULL;
+    mlc_status_t st = sendrecv_send(op, sn, &send);
+    if (st == MLC_SUCCESS) st = post_recv(op, a->recvbuf, rn, a->peer2, a->tag2, true);
+    if (st != MLC_SUCCESS) {
+        if (send != MPI_REQUEST_NULL) MPI_Cancel(&send);
+        MPI_Wait(&send, MPI_STATUS_IGNORE);
+        return st;
+    }
+    int rc = MPI_Wait(&send, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS)
+        return mlc_mpi_error(rc, "rank %d: sendrecv: send of %zu bytes to rank %d (tag %d)", op->req->comm->rank,
                              sn, a->root, a->tag);
     return MLC_SUCCESS;
 }
@@ -158,14 +178,18 @@ mlc_status_t mlc_mpi_start_sendrecv(mlc_request_t *req)
     const mlc_args_t *a = &req->args;
     mlc_mpi_op_t *op = mlc_mpi_op_init(req);
     size_t sn = a->count * a->esize, rn = a->count2 * a->esize;
-    bool blk = mlc_mpi_blocking(req);
-    /* Not MPI_Sendrecv: its receive is a plain one (mpi_recv_size.c). Blocking:
-     * the send first, then the probed receive; nonblocking: the receive posted
-     * first, then the send. */
-    mlc_status_t st = mlc_mpi_op_reserve(op, 2);
-    if (st == MLC_SUCCESS && blk) st = sendrecv_send(op, sn);
-    if (st == MLC_SUCCESS) st = post_recv(op, a->recvbuf, rn, a->peer2, a->tag2, blk);
-    if (st == MLC_SUCCESS && !blk) st = sendrecv_send(op, sn);
+    /* Not MPI_Sendrecv: its receive is a plain one (mpi_recv_size.c).
+     * Nonblocking: the receive posted first, then the send; waited on at
+     * once (MLC_TIMEOUT), the send first, as the receive probes a while. */
+    mlc_status_t st;
+    if (mlc_mpi_blocking(req)) {
+        st = sendrecv_blocking(op, sn, rn);
+    } else {
+        st = mlc_mpi_op_reserve(op, 2);
+        if (st == MLC_SUCCESS && req->blocking) st = sendrecv_send(op, sn, mlc_mpi_op_slot(op));
+        if (st == MLC_SUCCESS) st = post_recv(op, a->recvbuf, rn, a->peer2, a->tag2, false);
+        if (st == MLC_SUCCESS && !req->blocking) st = sendrecv_send(op, sn, mlc_mpi_op_slot(op));
+    }
     if (st != MLC_SUCCESS) {
         mlc_mpi_op_discard(op);
         return st;

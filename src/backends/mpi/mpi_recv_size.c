@@ -20,7 +20,10 @@
  *    the buffer when it fits. MPI_Mprobe only matches (no message is sent):
  *    about 0.1 us per 8-byte receive;
  *  - nonblocking: MPI_Improbe; a message already there is taken the same way
- *    with MPI_Imrecv. Otherwise the receive is posted as usual (MPI_Irecv, so
+ *    with MPI_Imrecv. A receive into 4 KiB or more that its caller waits on
+ *    at once (a blocking call with MLC_TIMEOUT set) keeps probing for up to
+ *    2 ms, as long as core's wait would spin anyway. Otherwise the receive
+ *    is posted as usual (MPI_Irecv, so
  *    MPI matches and progresses it as any posted receive, in posting order,
  *    any source and any tag: a receive waiting outside MPI's queue would
  *    stall a peer's rendezvous or a blocking send to self) with the bounded
@@ -41,10 +44,13 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 #include "mpi_impl.h"
 
 #define MLC_MPI_SPILL_BYTES ((size_t)1 << 30) /* address space; pages only where written */
+#define MLC_MPI_PROBE_SPIN_S 0.002 /* as core's wait spins before it sleeps (src/core/request.c) */
+#define MLC_MPI_PROBE_SPIN_FROM 4096 /* buffers this large probe-spin (Open MPI's shared-memory eager limit) */
 
 static bool reports_size = true; /* MPI reports a truncated message's size */
 static size_t spill_len = MLC_MPI_SPILL_BYTES; /* what a receive type names of it (test knob) */
@@ -202,14 +208,31 @@ static int take(mlc_mpi_op_t *op, void *buf, size_t cap, MPI_Message *msg, const
     return mlc_mpi_imrecv_bytes(op, scratch, op->msg_bytes, msg, slot, &op->recv_type);
 }
 
+static double seconds(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
 int mlc_mpi_recv_bounded(mlc_mpi_op_t *op, void *buf, size_t cap, int src, int tag, MPI_Comm comm,
-                         MPI_Request *slot)
+                         MPI_Request *slot, bool waited)
 {
     MPI_Message msg;
     MPI_Status probed;
     int rc, found = 1;
     if (!slot) rc = MPI_Mprobe(src, tag, comm, &msg, &probed);
     else rc = MPI_Improbe(src, tag, comm, &found, &msg, &probed);
+    /* Waited on at once, into 4 KiB or more: look for the message as long as
+     * core's wait would spin before sleeping (it usually comes within that),
+     * so it lands by a contiguous receive. Smaller buffers take the bounded
+     * type at once: for eager messages it costs less than probing. */
+    double until = waited && cap >= MLC_MPI_PROBE_SPIN_FROM && !found ? seconds() + MLC_MPI_PROBE_SPIN_S : 0;
+    for (unsigned i = 1; rc == MPI_SUCCESS && !found; i++) {
+        if (i % 64 == 0 && seconds() > until) break; /* the clock every 64 probes */
+        if (until == 0) break;
+        rc = MPI_Improbe(src, tag, comm, &found, &msg, &probed);
+    }
     if (rc != MPI_SUCCESS) return rc;
     if (found) return take(op, buf, cap, &msg, &probed, slot);
     pthread_once(&spill_once, spill_map);
