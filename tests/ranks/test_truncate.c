@@ -3,8 +3,8 @@
  * receive fails with MLC_ERR_TRUNCATE naming the message's size and the
  * buffer's, the buffer holds the message's first bytes, and not one byte
  * before or after it changes. Messages 1 KiB, 4 KiB, 64 KiB and 1 MiB longer
- * than buffers of 8 and 1000 bytes, to self and from the previous rank, by
- * every receive path:
+ * than buffers of 8, 1000 and 8192 bytes, to self and from the previous
+ * rank, by every receive path:
  *   blocking receive (message sent first), nonblocking receive posted before
  *   the message is sent (a barrier orders them), nonblocking receive of a
  *   message already there, MLC_ANY_SOURCE posted first, sendrecv.
@@ -168,7 +168,7 @@ static int late_message(mlc_comm_t *comm, size_t cap, size_t excess)
 
 static int body(mlc_comm_t *comm)
 {
-    static const size_t caps[] = {8, 1000};
+    static const size_t caps[] = {8, 1000, 8192};
     static const size_t excess[] = {1024, 4096, 65536, 1048576};
     int p = mlc_comm_size(comm), r = mlc_comm_rank(comm);
     int next = (r + 1) % p, prev = (r + p - 1) % p;
@@ -185,7 +185,7 @@ static int body(mlc_comm_t *comm)
     }
     if (p >= 2) {
         CHECK_RUN(late_message(comm, 8, 65536));
-        CHECK_RUN(late_message(comm, 1000, 1048576));
+        CHECK_RUN(late_message(comm, 8192, 1048576)); /* probed for a while first under MLC_TIMEOUT */
     }
     return 0;
 }
