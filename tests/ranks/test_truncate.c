@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * A message longer than the receive buffer never writes outside it: the
  * receive fails with MLC_ERR_TRUNCATE naming the message's size and the
