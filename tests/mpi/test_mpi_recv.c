@@ -1,20 +1,20 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * Point-to-point receives on MPI, with every receive made to find a
- * truncated message's size itself (mpi_recv_size.c: matched probes, the
- * spill area; what MPICH gets) and then as this MPI needs. Each time: MPI's
- * order among pending receives (any source, any tag), a later receive
- * completing before an earlier overlapping one, a blocking receive while a
- * nonblocking one is pending, iprobe never reporting a message a pending
- * receive takes, pending receives letting a peer's large blocking send
- * through, truncation naming both sizes (blocking, nonblocking posted before
- * the message, large, sendrecv, and through the large-count paths with the
- * count limit shrunk).
+ * Point-to-point receives on MPI (mpi_recv_size.c: probed receives, the
+ * bounded type with its spill area). MPI's order among pending receives (any
+ * source, any tag), a later receive completing before an earlier overlapping
+ * one, a blocking receive while a nonblocking one is pending, iprobe never
+ * reporting a message a pending receive takes, pending receives letting a
+ * peer's large blocking send through, truncation naming both sizes
+ * (blocking, nonblocking posted before the message, large, sendrecv, and
+ * through the large-count paths with the count limit shrunk), and a message
+ * longer than the buffer and the whole spill area (shrunk to 64 bytes):
+ * truncated inside the receive type, nothing written outside the buffer.
  */
 #include <dlfcn.h>
 #include "../ranks/harness.h"
 
-typedef void (*set_probes_fn)(int mode);
+typedef void (*set_spill_fn)(size_t bytes);
 typedef void (*set_limits_fn)(size_t count, size_t displ, int large_count_calls);
 
 static int names_both(const char *msg, const char *a, const char *b)
@@ -200,12 +200,60 @@ static int large(mlc_comm_t *comm, int next, int prev, set_limits_fn set_limits)
         CHECK(st.bytes == N && st.source == prev && in[7] == (unsigned char)(49 + prev),
               "nonblocking large: %zu bytes from %d", st.bytes, st.source);
         CHECK_OK(mlc_request_wait(&s));
+        memset(in, 0xEE, N);
         CHECK_OK(mlc_send(out, N, MLC_UINT8, next, 42, comm, &s));
         CHECK_ERR(mlc_recv(in, 600, MLC_UINT8, prev, 42, comm, NULL, NULL), MLC_ERR_TRUNCATE);
         CHECK(names_both(mlc_last_error(), "1000", "600"), "large truncation: \"%s\"", mlc_last_error());
         CHECK_OK(mlc_request_wait(&s));
+        CHECK_OK(mlc_recv(in, 600, MLC_UINT8, prev, 43, comm, NULL, &r)); /* posted before the message */
+        CHECK_OK(mlc_barrier(comm, NULL));
+        CHECK_OK(mlc_send(out, N, MLC_UINT8, next, 43, comm, &s));
+        CHECK_ERR(mlc_request_wait(&r), MLC_ERR_TRUNCATE);
+        CHECK(names_both(mlc_last_error(), "1000", "600"), "large posted truncation: \"%s\"", mlc_last_error());
+        CHECK_OK(mlc_request_wait(&s));
+        for (int i = 600; i < N; i++) CHECK(in[i] == 0xEE, "large truncation wrote byte %d past the buffer", i - 600);
     }
     set_limits(0, 0, 1); /* back to the defaults */
+    return 0;
+}
+
+/* The spill area shrunk to 64 bytes: 64 KiB into 200 bytes posted first (from
+ * the previous rank, then from self) is truncated inside the receive type. */
+static int spill_overflow(mlc_comm_t *comm, int next, int prev, set_spill_fn set_spill)
+{
+    enum { CAP = 200, N = 65536, G = 4096 };
+    unsigned char *out = malloc(N), *area = malloc(G + CAP + N + G), after = 7, got = 0;
+    CHECK(out && area, "out of memory");
+    memset(out, 0x5A, N);
+    set_spill(64);
+    for (int self = 0; self < 2; self++) {
+        int to = self ? mlc_comm_rank(comm) : next, from = self ? mlc_comm_rank(comm) : prev;
+        mlc_request_t *s[2], *r;
+        memset(area, 0xEE, G + CAP + N + G);
+        CHECK_OK(mlc_recv(area + G, CAP, MLC_UINT8, from, 50, comm, NULL, &r));
+        CHECK_OK(mlc_barrier(comm, NULL));
+        CHECK_OK(mlc_send(out, N, MLC_UINT8, to, 50, comm, &s[0]));
+        CHECK_OK(mlc_send(&after, 1, MLC_UINT8, to, 50, comm, &s[1]));
+        mlc_status_t st = mlc_request_wait(&r);
+        CHECK(st == MLC_ERR_TRUNCATE, "%s: %d bytes into %d past the spill area -> %s (%s)", self ? "self" : "peer",
+              N, CAP, mlc_status_name(st), mlc_last_error());
+        CHECK(strstr(mlc_last_error(), "200") != NULL, "the error does not name the buffer: \"%s\"",
+              mlc_last_error());
+        /* Outside the buffer nothing changed; the buffer holds the message's
+         * first bytes (Open MPI) or nothing of it (MPICH from a peer). */
+        for (size_t i = 0; i < G + CAP + N + G; i++)
+            CHECK((i >= G && i < G + CAP) ? area[i] == area[G] && (area[i] == 0x5A || area[i] == 0xEE)
+                                          : area[i] == 0xEE,
+                  "%s: byte %zu of the area (buffer at %d..%d) is 0x%02x", self ? "self" : "peer", i, G, G + CAP,
+                  area[i]);
+        CHECK_OK(mlc_recv(&got, 1, MLC_UINT8, from, 50, comm, NULL, NULL));
+        CHECK(got == 7, "the message after the truncated one: %d", got);
+        CHECK_OK(mlc_request_wait_all(2, s, NULL));
+        CHECK_OK(mlc_barrier(comm, NULL));
+    }
+    set_spill(0);
+    free(out);
+    free(area);
     return 0;
 }
 
@@ -227,16 +275,14 @@ static int scenarios(mlc_comm_t *comm, set_limits_fn set_limits)
 static int body(mlc_comm_t *comm)
 {
     if (strcmp(mlc_comm_backend(comm), "mpi") != 0) return MLC_TEST_SKIP;
-    set_probes_fn set_probes;
+    set_spill_fn set_spill;
     set_limits_fn set_limits;
-    *(void **)&set_probes = dlsym(RTLD_DEFAULT, "mlc_mpi_set_recv_probes");
+    *(void **)&set_spill = dlsym(RTLD_DEFAULT, "mlc_mpi_set_spill_bytes");
     *(void **)&set_limits = dlsym(RTLD_DEFAULT, "mlc_mpi_set_limits");
-    CHECK(set_probes && set_limits, "the MPI module's test knobs are missing: %s", dlerror());
-    set_probes(1);
+    CHECK(set_spill && set_limits, "the MPI module's test knobs are missing: %s", dlerror());
     CHECK_RUN(scenarios(comm, set_limits));
-    CHECK_OK(mlc_barrier(comm, NULL)); /* nothing pending when the mode changes */
-    set_probes(-1);
-    CHECK_RUN(scenarios(comm, set_limits));
+    int r = mlc_comm_rank(comm), p = mlc_comm_size(comm);
+    CHECK_RUN(spill_overflow(comm, (r + 1) % p, (r + p - 1) % p, set_spill));
     return mlc_test_any_failed(comm, 0);
 }
 

@@ -288,25 +288,22 @@ int mlc_mpi_imrecv_bytes(mlc_mpi_op_t *op, void *buf, size_t n, MPI_Message *msg
 /* Bytes a completed receive brought (from its status and the type it used). */
 size_t mlc_mpi_received_bytes(const MPI_Status *st, MPI_Datatype type);
 
-/* mpi_recv_size.c: user receives where MPI would not report the size of a
- * truncated message (MPICH; Open MPI for a message to self); see the file. */
+/* mpi_recv_size.c: user receives that never write outside the user's buffer
+ * and learn a truncated message's size; see the file. */
 /* Find out once (after MPI_Init) how this MPI reports truncated messages. */
 mlc_status_t mlc_mpi_recv_size_start(void);
 /* MPI's status of a truncated receive holds the message's size (Open MPI). */
 bool mlc_mpi_truncation_reported(void);
-/* A receive from src (an MPI value) must find the size itself: blocking with
- * mlc_mpi_recv_probed, nonblocking with mlc_mpi_irecv_sized. `posted`: MPI may
- * hold the receive before the message comes (nonblocking receive, sendrecv). */
-bool mlc_mpi_recv_probes(const mlc_comm_t *comm, int src, bool posted);
-/* Internal test knob (tests/mpi): 1 makes every receive find the size itself,
- * 0 none, -1 as found at start. Call it with no receive pending. */
-MLC_MPI_EXPORT void mlc_mpi_set_recv_probes(int mode);
-/* Blocking: MPI_Mprobe, then MPI_Mrecv of that message (status in op->recv_status). */
-int mlc_mpi_recv_probed(mlc_mpi_op_t *op, void *buf, size_t cap, int src, int tag, MPI_Comm comm);
-/* Nonblocking: MPI_Improbe + MPI_Imrecv if the message is there, else
- * MPI_Irecv with the spill area after the buffer. Sets op->recv_type. */
-int mlc_mpi_irecv_sized(mlc_mpi_op_t *op, void *buf, size_t cap, int src, int tag, MPI_Comm comm,
-                        MPI_Request *slot);
+/* Receive from src (an MPI value) into cap bytes at buf, blocking when slot is
+ * NULL: a contiguous receive only of a probed message that fits, else a type
+ * bounded by the buffer. Sets op->recv_type (and size_known, spilled).
+ * `waited`: the caller waits on it at once (probe a little longer first). */
+int mlc_mpi_recv_bounded(mlc_mpi_op_t *op, void *buf, size_t cap, int src, int tag, MPI_Comm comm,
+                         MPI_Request *slot, bool waited);
+/* Internal test knob (tests/mpi): how much of the spill area a bounded receive
+ * names (0: all of it, 1 GiB), so a message longer than buffer + spill can be
+ * tested. Call it with no receive pending. */
+MLC_MPI_EXPORT void mlc_mpi_set_spill_bytes(size_t bytes);
 /* The receive of op is over, `got` bytes long: give back the spill pages it wrote. */
 void mlc_mpi_spill_done(const mlc_mpi_op_t *op, size_t got);
 

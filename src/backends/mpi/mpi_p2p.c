@@ -3,10 +3,10 @@
  * Point-to-point on the user communicator: send, recv, sendrecv, iprobe.
  * Messages travel as bytes (every dtype, records included); a message above
  * the count limit travels as one big datatype, or through MPI-4's
- * large-count calls where the library has them. Receives are posted MPI
- * receives, so they match in MPI's order (any source, any tag); where MPI
- * would not report a truncated message's size, a probe comes first or the
- * buffer is extended (mpi_recv_size.c).
+ * large-count calls where the library has them. Receives match in MPI's
+ * order (any source, any tag) and never let a message write outside the
+ * user's buffer: the size is probed first, or the receive is posted with a
+ * type bounded by the buffer (mpi_recv_size.c).
  */
 #include <limits.h>
 #include <stdio.h>
@@ -109,19 +109,16 @@ mlc_status_t mlc_mpi_start_send(mlc_request_t *req)
     return mlc_mpi_op_submit(op);
 }
 
-/* Post op's receive, blocking when blk. `probes`: mlc_mpi_recv_probes. */
-static mlc_status_t post_recv(mlc_mpi_op_t *op, void *buf, size_t cap, int peer, int tag, bool blk, bool probes)
+/* Post op's receive, blocking when blk (mpi_recv_size.c: nothing lands outside buf). */
+static mlc_status_t post_recv(mlc_mpi_op_t *op, void *buf, size_t cap, int peer, int tag, bool blk)
 {
     mlc_request_t *req = op->req;
     mlc_mpi_comm_t *c = req->comm->impl;
-    int src = src_of(peer), mtag = tag_of(tag), rc;
     op->recv_cap = cap;
     op->recv_status.MPI_SOURCE = peer; /* what a failed call that writes no status reports */
     op->recv_status.MPI_TAG = tag;
-    MPI_Request *slot = blk ? NULL : mlc_mpi_op_slot(op);
-    if (!probes) rc = mlc_mpi_irecv_bytes(op, buf, cap, src, mtag, c->comm, slot, &op->recv_type);
-    else if (blk) rc = mlc_mpi_recv_probed(op, buf, cap, src, mtag, c->comm);
-    else rc = mlc_mpi_irecv_sized(op, buf, cap, src, mtag, c->comm, slot);
+    int rc = mlc_mpi_recv_bounded(op, buf, cap, src_of(peer), tag_of(tag), c->comm,
+                                  blk ? NULL : mlc_mpi_op_slot(op), req->blocking);
     int cls = rc;
     if (rc != MPI_SUCCESS) MPI_Error_class(rc, &cls);
     if (rc != MPI_SUCCESS && !(blk && cls == MPI_ERR_TRUNCATE))
@@ -136,9 +133,7 @@ mlc_status_t mlc_mpi_start_recv(mlc_request_t *req)
 {
     const mlc_args_t *a = &req->args;
     mlc_mpi_op_t *op = mlc_mpi_op_init(req);
-    bool blk = mlc_mpi_blocking(req);
-    mlc_status_t st = post_recv(op, a->recvbuf, a->count * a->esize, a->root, a->tag, blk,
-                                mlc_mpi_recv_probes(req->comm, src_of(a->root), !blk));
+    mlc_status_t st = post_recv(op, a->recvbuf, a->count * a->esize, a->root, a->tag, mlc_mpi_blocking(req));
     if (st != MLC_SUCCESS) {
         mlc_mpi_op_discard(op);
         return st;
@@ -146,14 +141,34 @@ mlc_status_t mlc_mpi_start_recv(mlc_request_t *req)
     return mlc_mpi_op_submit(op);
 }
 
-static mlc_status_t sendrecv_send(mlc_mpi_op_t *op, size_t sn)
+static mlc_status_t sendrecv_send(mlc_mpi_op_t *op, size_t sn, MPI_Request *slot)
 {
     const mlc_request_t *req = op->req;
     const mlc_args_t *a = &req->args;
     const mlc_mpi_comm_t *c = req->comm->impl;
-    int rc = mlc_mpi_isend_bytes(op, a->sendbuf, sn, a->root, a->tag, c->comm, mlc_mpi_op_slot(op));
+    int rc = mlc_mpi_isend_bytes(op, a->sendbuf, sn, a->root, a->tag, c->comm, slot);
     if (rc != MPI_SUCCESS)
         return mlc_mpi_error(rc, "rank %d: sendrecv: send of %zu bytes to rank %d (tag %d)", req->comm->rank,
+                             sn, a->root, a->tag);
+    return MLC_SUCCESS;
+}
+
+/* Blocking: the send posted, the probed receive, then the send waited here,
+ * so the call ends inside MPI as MPI_Sendrecv would. */
+static mlc_status_t sendrecv_blocking(mlc_mpi_op_t *op, size_t sn, size_t rn)
+{
+    const mlc_args_t *a = &op->req->args;
+    MPI_Request send = MPI_REQUEST_NULL;
+    mlc_status_t st = sendrecv_send(op, sn, &send);
+    if (st == MLC_SUCCESS) st = post_recv(op, a->recvbuf, rn, a->peer2, a->tag2, true);
+    if (st != MLC_SUCCESS) {
+        if (send != MPI_REQUEST_NULL) MPI_Cancel(&send);
+        MPI_Wait(&send, MPI_STATUS_IGNORE);
+        return st;
+    }
+    int rc = MPI_Wait(&send, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS)
+        return mlc_mpi_error(rc, "rank %d: sendrecv: send of %zu bytes to rank %d (tag %d)", op->req->comm->rank,
                              sn, a->root, a->tag);
     return MLC_SUCCESS;
 }
@@ -161,34 +176,20 @@ static mlc_status_t sendrecv_send(mlc_mpi_op_t *op, size_t sn)
 mlc_status_t mlc_mpi_start_sendrecv(mlc_request_t *req)
 {
     const mlc_args_t *a = &req->args;
-    mlc_mpi_comm_t *c = req->comm->impl;
     mlc_mpi_op_t *op = mlc_mpi_op_init(req);
     size_t sn = a->count * a->esize, rn = a->count2 * a->esize;
-    bool blk = mlc_mpi_blocking(req);
-    /* MPI_Sendrecv posts its receive before the send: `posted` either way. */
-    bool probes = mlc_mpi_recv_probes(req->comm, src_of(a->peer2), true);
+    /* Not MPI_Sendrecv: its receive is a plain one (mpi_recv_size.c).
+     * Nonblocking: the receive posted first, then the send; waited on at
+     * once (MLC_TIMEOUT), the send first, as the receive probes a while. */
     mlc_status_t st;
-    if (blk && !probes && sn <= mlc_mpi_limits.count && rn <= mlc_mpi_limits.count) {
-        op->recv_cap = rn;
-        int rc = MPI_Sendrecv(a->sendbuf, (int)sn, MPI_BYTE, a->root, a->tag, a->recvbuf, (int)rn, MPI_BYTE,
-                              src_of(a->peer2), tag_of(a->tag2), c->comm, &op->recv_status);
-        int cls = rc;
-        if (rc != MPI_SUCCESS) MPI_Error_class(rc, &cls);
-        if (rc != MPI_SUCCESS && cls != MPI_ERR_TRUNCATE) {
-            mlc_mpi_op_discard(op);
-            return mlc_mpi_error(rc, "rank %d: sendrecv (to rank %d, from rank %d)", req->comm->rank,
-                                 a->root, a->peer2);
-        }
-        blocking_recv_done(op, rc);
-        return mlc_mpi_op_submit(op);
+    if (mlc_mpi_blocking(req)) {
+        st = sendrecv_blocking(op, sn, rn);
+    } else {
+        st = mlc_mpi_op_reserve(op, 2);
+        if (st == MLC_SUCCESS && req->blocking) st = sendrecv_send(op, sn, mlc_mpi_op_slot(op));
+        if (st == MLC_SUCCESS) st = post_recv(op, a->recvbuf, rn, a->peer2, a->tag2, false);
+        if (st == MLC_SUCCESS && !req->blocking) st = sendrecv_send(op, sn, mlc_mpi_op_slot(op));
     }
-    /* Nonblocking pair: receive posted first, then the send; a blocking
-     * probed receive (MPI_Mprobe) goes after the send instead. */
-    bool recv_blocks = blk && probes;
-    st = mlc_mpi_op_reserve(op, 2);
-    if (st == MLC_SUCCESS && recv_blocks) st = sendrecv_send(op, sn);
-    if (st == MLC_SUCCESS) st = post_recv(op, a->recvbuf, rn, a->peer2, a->tag2, recv_blocks, probes);
-    if (st == MLC_SUCCESS && !recv_blocks) st = sendrecv_send(op, sn);
     if (st != MLC_SUCCESS) {
         mlc_mpi_op_discard(op);
         return st;
