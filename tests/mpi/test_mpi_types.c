@@ -258,10 +258,51 @@ static int integer_wraps(mlc_comm_t *comm)
     return 0;
 }
 
+/* Float max/min as on every backend: -0 < +0, a NaN loses to a number.
+ * Element i < 16: rank r holds -0 if bit r of i is set, else +0; element
+ * 16 + j: rank r holds NaN if bit r of j is set, else r + 1. */
+static int float_extremes(mlc_comm_t *comm)
+{
+    int r = mlc_comm_rank(comm), p = mlc_comm_size(comm);
+    enum { M = 32 };
+    for (int wide = 0; wide < 2; wide++) {
+        for (int o = 0; o < 2; o++) {
+            mlc_op_t op = o ? MLC_MIN : MLC_MAX;
+            double x[M], y[M];
+            for (int i = 0; i < M; i++) {
+                bool bit = ((i % 16) >> r) & 1;
+                x[i] = i < 16 ? (bit ? -0.0 : 0.0) : (bit ? __builtin_nan("") : (double)(r + 1));
+            }
+            if (wide) {
+                CHECK_OK(mlc_allreduce(x, y, M, MLC_FLOAT64, op, comm, NULL));
+            } else {
+                float xf[M], yf[M];
+                for (int i = 0; i < M; i++) xf[i] = (float)x[i];
+                CHECK_OK(mlc_allreduce(xf, yf, M, MLC_FLOAT32, op, comm, NULL));
+                for (int i = 0; i < M; i++) y[i] = yf[i];
+            }
+            for (int i = 0; i < M; i++) {
+                int all = (1 << p) - 1, set = (i % 16) & all;
+                double want;
+                if (i < 16) want = op == MLC_MAX ? (set == all ? -0.0 : 0.0) : (set == 0 ? 0.0 : -0.0);
+                else if (set == all) want = __builtin_nan("");
+                else {
+                    want = op == MLC_MAX ? 0 : 1e9;
+                    for (int k = 0; k < p; k++)
+                        if (!((set >> k) & 1)) want = op == MLC_MAX ? (k + 1 > want ? k + 1 : want) : (k + 1 < want ? k + 1 : want);
+                }
+                bool same = want != want ? y[i] != y[i] : (y[i] == want && __builtin_signbit(y[i]) == __builtin_signbit(want));
+                CHECK(same, "%s %s [%d] = %g, want %g", wide ? "float64" : "float32", mlc_op_name(op), i, y[i], want);
+            }
+        }
+    }
+    return 0;
+}
+
 static int body(mlc_comm_t *comm)
 {
     if (mlc_comm_size(comm) > 4) return MLC_TEST_SKIP;
-    if (halves(comm) || averages(comm) || user_ops(comm) || integer_wraps(comm)) return 1;
+    if (halves(comm) || averages(comm) || user_ops(comm) || integer_wraps(comm) || float_extremes(comm)) return 1;
     return mlc_test_any_failed(comm, 0);
 }
 

@@ -4,7 +4,9 @@
  * ranks, complete: a wait on one communicator also advances the algorithm
  * steps of the other (run with a forced algorithm, whose steps only mlcomm's
  * own calls advance on mpi). So does a blocking collective on one
- * communicator while an operation of the other is still in flight.
+ * communicator while an operation of the other is still in flight, and a
+ * blocking collective of MPI's own while one rank has such an operation in
+ * flight and the others do not.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -75,6 +77,20 @@ static int body(mlc_comm_t *comm)
             CHECK_OK(mlc_allreduce(xb, yb, N, MLC_INT32, MLC_SUM, b, NULL));
         }
         failed = check_sum(comm, ya, 9, "allreduce on a") || check_sum(comm, yb, 11, "blocking allreduce on b");
+    }
+    if (!failed) {
+        /* Rank 0's allreduce on a is in flight while every rank calls a
+         * blocking broadcast of MPI's own on the parent: every rank must call
+         * it in the same form (MPI matches blocking only with blocking). */
+        mlc_request_t *qa = NULL;
+        fill(x, r, 13);
+        if (r == 0) CHECK_OK(mlc_allreduce(x, ya, N, MLC_INT32, MLC_SUM, a, &qa));
+        for (size_t i = 0; i < N; i++) yb[i] = r == 0 ? (int32_t)i : -1;
+        CHECK_OK(mlc_broadcast(yb, yb, N, MLC_INT32, 0, comm, NULL));
+        for (size_t i = 0; i < N; i += 4099) CHECK(yb[i] == (int32_t)i, "broadcast [%zu] = %d", i, yb[i]);
+        if (r != 0) CHECK_OK(mlc_allreduce(x, ya, N, MLC_INT32, MLC_SUM, a, &qa));
+        CHECK_OK(mlc_request_wait(&qa));
+        failed = check_sum(comm, ya, 13, "allreduce on a around a broadcast");
     }
     CHECK_OK(mlc_comm_free(a));
     CHECK_OK(mlc_comm_free(b));

@@ -114,6 +114,7 @@ typedef struct mlc_mpi_comm {
     MPI_Request reply_req[MLC_MPI_REPLY_SLOTS];
     mlc_mpi_op_t *head, *tail; /* operations in flight, in start order */
     atomic_int npolled;      /* of them, the ones only our polling advances (algorithms) */
+    int left_to_mpi;         /* abandoned operations whose collectives MPI still runs */
     mlc_mpi_handle_t *free_handles, *all_handles; /* transport handles for algorithms */
     /* the process's progress list (mpi_progress.c) */
     atomic_flag busy;        /* held while head..tail, the ops and handles change */
@@ -218,12 +219,14 @@ void *mlc_mpi_op_alloc(mlc_mpi_op_t *op, size_t bytes);
  * once (blocking calls), otherwise it joins the communicator's list.
  */
 mlc_status_t mlc_mpi_op_submit(mlc_mpi_op_t *op);
+/* Cancel r and complete it; a send MPI cannot cancel (Open MPI) is freed
+ * instead and left to MPI (false: its buffer may still be read). Local. */
+bool mlc_mpi_drop_request(MPI_Request *r);
 /* Release what the operation holds without completing it (failed start). */
 void mlc_mpi_op_discard(mlc_mpi_op_t *op);
 /* Advance every operation of comm, then every other communicator's algorithm
  * steps, without blocking; *moved = 1 if any did. */
 void mlc_mpi_progress_all(mlc_comm_t *comm, int *moved);
-/* Leave every operation in flight (communicator destroyed). */
 /* Abandon every pending operation; returns how many collectives MPI still runs. */
 int mlc_mpi_abandon_all(mlc_comm_t *comm);
 /* The table's progress, wait_native, idle and pending_peers slots. */
@@ -233,12 +236,15 @@ void mlc_mpi_idle(mlc_comm_t *comm, double max_s);
 void mlc_mpi_pending_peers(const mlc_request_t *req, char *buf, size_t len);
 
 /* Blocking MPI calls are used for a call that waits right away, unless a
- * timeout is set (then everything is nonblocking and waited with a deadline)
- * or an algorithm's steps wait somewhere in the process for our polling. */
+ * timeout is set (then everything is nonblocking and waited with a deadline).
+ * A collective's form depends only on what every rank agrees on (MPI matches
+ * a blocking collective only with blocking ones); a point-to-point call is
+ * also nonblocking while an algorithm's steps wait somewhere in this process
+ * for our polling, so that they advance while it waits. */
 static inline bool mlc_mpi_blocking(const mlc_request_t *req)
 {
-    return req->blocking && !req->comm->cfg.timeout_set &&
-           atomic_load_explicit(&mlc_mpi_polled_ops, memory_order_relaxed) == 0;
+    if (!req->blocking || req->comm->cfg.timeout_set) return false;
+    return req->coll < MLC_COLL_SEND || atomic_load_explicit(&mlc_mpi_polled_ops, memory_order_relaxed) == 0;
 }
 
 /* ---- the start slots ------------------------------------------------------------- */

@@ -173,8 +173,19 @@ static void op_finish(mlc_mpi_op_t *op)
     mlc_request_complete(req, st, "%s", msg);
 }
 
+bool mlc_mpi_drop_request(MPI_Request *r)
+{
+    if (*r == MPI_REQUEST_NULL) return true;
+    MPI_Cancel(r);
+    int done = 0;
+    for (int i = 0; i < 64 && !done; i++) MPI_Test(r, &done, MPI_STATUS_IGNORE);
+    if (done) return true;
+    MPI_Request_free(r); /* a send MPI cannot cancel (Open MPI): MPI finishes it, or never */
+    return false;
+}
+
 /* Stop an operation MPI failed or that is abandoned: cancel what can be
- * cancelled (point-to-point; MPI_Cancel + MPI_Wait is local), leave a
+ * cancelled (point-to-point: mlc_mpi_drop_request, local), leave a
  * collective's requests to MPI (they can be neither cancelled nor freed). */
 static void op_abandon(mlc_mpi_op_t *op)
 {
@@ -182,11 +193,11 @@ static void op_abandon(mlc_mpi_op_t *op)
     for (int i = 1; i <= op->nreq; i++) {
         if (op->reqs[i] == MPI_REQUEST_NULL) continue;
         if (i <= op->ncoll) {
+            if (!op->mpi_owns_heap) ((mlc_mpi_comm_t *)op->req->comm->impl)->left_to_mpi++;
             op->mpi_owns_heap = true;
             continue;
         }
-        MPI_Cancel(&op->reqs[i]);
-        MPI_Wait(&op->reqs[i], MPI_STATUS_IGNORE);
+        if (!mlc_mpi_drop_request(&op->reqs[i])) op->mpi_owns_heap = true;
     }
     op_unlink(op);
     op_release(op);
@@ -206,11 +217,16 @@ void mlc_mpi_op_discard(mlc_mpi_op_t *op) { op_abandon(op); }
 
 mlc_status_t mlc_mpi_op_submit(mlc_mpi_op_t *op)
 {
+    mlc_mpi_comm_t *c = op->req->comm->impl;
     if (op->nreq == 0 && !op->exec) {
+        /* Done at once. Another thread may be polling this communicator's
+         * algorithm steps: completions (profiling) happen under c. */
+        bool shared = atomic_load_explicit(&c->npolled, memory_order_relaxed) > 0;
+        if (shared) mlc_mpi_lock(c);
         op_finish(op);
+        if (shared) mlc_mpi_unlock(c);
         return MLC_SUCCESS;
     }
-    mlc_mpi_comm_t *c = op->req->comm->impl;
     mlc_mpi_lock(c);
     op->prev = c->tail;
     op->next = NULL;
@@ -251,6 +267,12 @@ static bool request_done(mlc_mpi_op_t *op, int i, int rc, const MPI_Status *st)
 /* Test every request once; finish when none is left. */
 static void op_advance(mlc_mpi_op_t *op, int *moved)
 {
+    if (atomic_load_explicit(&op->req->done, memory_order_acquire)) {
+        /* Core ended the request (its communicator failed or timed out)
+         * while MPI still held the operation: stop it, nobody polls it again. */
+        op_abandon(op);
+        return;
+    }
     if (op->exec) {
         int r = mlc_mpi_algo_progress(op, moved);
         if (r < 0) {
@@ -280,7 +302,8 @@ static void op_advance(mlc_mpi_op_t *op, int *moved)
     if (!pending) op_finish(op);
 }
 
-void mlc_mpi_progress_all(mlc_comm_t *comm, int *moved)
+/* Advance comm's own operations; *moved = 1 if any did. */
+static void progress_here(mlc_comm_t *comm, int *moved)
 {
     mlc_mpi_comm_t *c = comm->impl;
     mlc_mpi_lock(c);
@@ -289,7 +312,12 @@ void mlc_mpi_progress_all(mlc_comm_t *comm, int *moved)
         op_advance(op, moved);
     }
     mlc_mpi_unlock(c);
-    mlc_mpi_progress_others(c, moved);
+}
+
+void mlc_mpi_progress_all(mlc_comm_t *comm, int *moved)
+{
+    progress_here(comm, moved);
+    mlc_mpi_progress_others(comm->impl, moved);
 }
 
 void mlc_mpi_progress_polled(mlc_mpi_comm_t *c, int *moved)
@@ -303,13 +331,12 @@ void mlc_mpi_progress_polled(mlc_mpi_comm_t *c, int *moved)
 int mlc_mpi_abandon_all(mlc_comm_t *comm)
 {
     mlc_mpi_comm_t *c = comm->impl;
-    int left = 0;
     mlc_mpi_lock(c);
     for (mlc_mpi_op_t *op = c->head, *next; op; op = next) {
         next = op->next;
         op_abandon(op);
-        if (op->mpi_owns_heap) left++;
     }
+    int left = c->left_to_mpi;
     mlc_mpi_unlock(c);
     if (left)
         MLC_WARN("rank %d: %d MPI collective(s) still in flight when the communicator was freed were left "
@@ -341,7 +368,7 @@ mlc_status_t mlc_mpi_wait_native(mlc_request_t *req)
         mlc_mpi_flush_abort(c);
         mlc_status_t st = mlc_mpi_check_ctrl(comm);
         if (st != MLC_SUCCESS) return mlc_comm_check(comm);
-        if (atomic_load_explicit(&mlc_mpi_polled_ops, memory_order_relaxed) > 0 || op->exec) {
+        if (atomic_load_explicit(&mlc_mpi_polled_ops, memory_order_relaxed) > 0 || op->polled) {
             /* Algorithm steps, here or on another communicator, advance only
              * when we call: poll everything. */
             int moved = 0;
@@ -386,8 +413,11 @@ mlc_status_t mlc_mpi_progress(mlc_comm_t *comm, int *progressed)
     mlc_mpi_flush_abort(c);
     mlc_status_t st = mlc_mpi_check_ctrl(comm);
     if (st != MLC_SUCCESS) return st;
-    int moved = 0;
-    mlc_mpi_progress_all(comm, &moved);
+    /* Only this communicator's movement counts as its progress (the idle
+     * clock of MLC_TIMEOUT); other communicators' steps are polled too. */
+    int moved = 0, elsewhere = 0;
+    progress_here(comm, &moved);
+    mlc_mpi_progress_others(c, &elsewhere);
     *progressed = moved;
     return MLC_SUCCESS;
 }

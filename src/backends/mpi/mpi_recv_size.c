@@ -40,9 +40,11 @@
  * given back after a receive wrote them, never read, shared by concurrent
  * receives): it is never the user's memory.
  */
+#include <errno.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
@@ -63,7 +65,11 @@ static void spill_map(void)
     void *p = mmap(NULL, MLC_MPI_SPILL_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                    -1, 0);
     spill = p == MAP_FAILED ? NULL : p;
-    if (!spill) MLC_DEBUG("no spill area for receives: a truncated message's size goes unreported");
+    if (!spill)
+        MLC_WARN("backend 'mpi': cannot reserve %u MiB of address space for receives (%s): a receive posted "
+                 "before its message is a plain one, which Open MPI may let a longer message overrun; a "
+                 "truncated message's size goes unreported", (unsigned)(MLC_MPI_SPILL_BYTES >> 20),
+                 strerror(errno));
 }
 
 /* Receive 1 byte of a 2-byte message to self: did MPI report MPI_ERR_TRUNCATE and 2 bytes? */

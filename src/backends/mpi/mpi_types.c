@@ -141,17 +141,25 @@ enum { PROBE_MAX = 1100 };
 static const size_t probe_lengths[] = {1, 3, 7, 8, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 255, 256, 257, 1025};
 
 /* Element k of a probe vector: integers take every bit pattern (signed and
- * unsigned extremes, so saturation and signedness show); floats take finite
- * values of mixed sign and magnitude. */
-static void probe_value(mlc_dtype_t d, size_t k, uint64_t *state, unsigned char *out)
+ * unsigned extremes, so saturation and signedness show); floats take values
+ * of mixed sign and magnitude, signed zeros at every k % 7 == 3 (mlcomm
+ * orders -0 < +0 in max/min) and, where `nan`, a NaN at every k % 11 == 6
+ * (max/min keep the number). Both vectors of a probe have their zeros at the
+ * same places; only one has NaNs, so which NaN a sum keeps is never asked. */
+static void probe_value(mlc_dtype_t d, size_t k, uint64_t *state, unsigned char *out, bool nan)
 {
     *state = *state * 6364136223846793005u + 1442695040888963407u;
     uint64_t bits = *state >> 11;
+    double sign = bits & 1 ? -1.0 : 1.0;
     if (d == MLC_FLOAT32) {
         float f = (float)((int64_t)(bits % 20001) - 10000) * (k % 3 ? 0.25f : 3e4f);
+        if (k % 7 == 3) f = (float)(sign * 0.0);
+        if (nan && k % 11 == 6) f = __builtin_nanf("");
         memcpy(out, &f, 4);
     } else if (d == MLC_FLOAT64) {
         double f = (double)((int64_t)(bits % 20001) - 10000) * (k % 3 ? 0.125 : 1e150);
+        if (k % 7 == 3) f = sign * 0.0;
+        if (nan && k % 11 == 6) f = __builtin_nan("");
         memcpy(out, &f, 8);
     } else {
         /* every 4th element is an extreme (0x7f.., 0x80.., 0xff.., 0x00..) */
@@ -191,8 +199,9 @@ static void check_native_ops(void)
         uint64_t state = 0x9e3779b97f4a7c15u + (uint64_t)d;
         if (in && mine && want && theirs)
             for (size_t k = 0; k < PROBE_MAX + 1; k++) {
-                probe_value(d, k, &state, in + k * e);
-                probe_value(d, k + 2, &state, mine + k * e);
+                probe_value(d, k, &state, in + k * e, true);
+                /* integers: extremes meet other values; floats: zeros meet zeros */
+                probe_value(d, d == MLC_FLOAT32 || d == MLC_FLOAT64 ? k : k + 2, &state, mine + k * e, false);
             }
         for (mlc_op_t op = MLC_SUM; op <= MLC_MIN; op++) {
             /* without memory to compare, trust nothing: mlcomm's kernels reduce */
