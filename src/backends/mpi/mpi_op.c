@@ -454,7 +454,7 @@ void mlc_mpi_pending_peers(const mlc_request_t *req, char *buf, size_t len)
 {
     const mlc_mpi_op_t *op = mlc_mpi_op_of(req);
     const mlc_args_t *a = &req->args;
-    if (op->exec) {
+    if (op->polled) { /* exec is cleared by whoever completes it: read under c */
         mlc_mpi_comm_t *c = req->comm->impl;
         mlc_mpi_lock(c);
         if (op->exec) mlc_mpi_algo_pending_peers(op, buf, len);
