@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * mlc_combine: a global reduction of values of any size with a user binary
- * op (the seed's ReduceStage combine step). Values that fit a record dtype
+ * op (the ReduceStage combine step of the C# specification). Values that fit a record dtype
  * go through mlc_op_create + mlc_allreduce, so the backend's algorithm runs
  * it (in rank order for non-commutative ops); larger values are all-gathered
  * and folded in rank order on every rank (same bits everywhere).

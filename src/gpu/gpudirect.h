@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * GPU-direct capabilities of this machine, each with the evidence it was
- * decided on (the seed's GPUDirectManager, for real):
+ * decided on (what the C# specification's GPUDirectManager describes, for real):
  *  - RDMA: a NIC reads and writes GPU memory directly. Needs the peer-memory
  *    kernel module (nvidia_peermem, or the older nv_peer_mem) and an
  *    InfiniBand/RoCE device.

@@ -71,7 +71,7 @@ mlc_status_t mlc_pinned_alloc(mlc_pinned_pool_t *pool, size_t bytes, void **ptr)
 mlc_status_t mlc_pinned_free(mlc_pinned_pool_t *pool, void *ptr);
 
 /*
- * Pin user memory in place (the seed's PinMemory(tensor)); it counts
+ * Pin user memory in place (PinMemory(tensor) of the C# specification); it counts
  * against the limit (cached blocks are evicted to make room) until
  * mlc_pinned_unregister. With mlock, locks do not nest: unregistering
  * unlocks the whole pages even if another region shares them.

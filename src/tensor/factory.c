@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * mlc_comm_create_from: a communicator from a backend name plus key/value
- * options (the seed's CommunicatorFactory). The seed's "mock" backend is
+ * options (the C# specification's CommunicatorFactory). Its "mock" backend is
  * the real `threads` backend here: every rank a thread of this process.
  */
 #include <stdio.h>

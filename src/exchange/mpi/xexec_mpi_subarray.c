@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * mpi_subarray: no packing. Each segment of a message is an
- * MPI_Type_create_subarray over its view's parent box (the seed's
+ * MPI_Type_create_subarray over its view's parent box (as the C# specification's
  * make_mpi_type); a neighbour's segments are joined into one struct type at
  * the views' absolute addresses, so each run is one MPI_Irecv / MPI_Isend
  * per neighbour from MPI_BOTTOM and one MPI_Waitall. A type is bound to the
