@@ -243,3 +243,19 @@ const json_t *json_get(const json_t *v, const char *key)
         if (strcmp(v->keys[i], key) == 0) return v->items[i];
     return NULL;
 }
+
+char *json_read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    while (buf && (n += fread(buf + n, 1, cap - n, f)) == cap) {
+        char *bigger = realloc(buf, cap *= 2);
+        if (!bigger) free(buf);
+        buf = bigger;
+    }
+    fclose(f);
+    *len = n;
+    return buf;
+}

@@ -24,6 +24,8 @@ typedef struct json {
 
 /* Parse text[0..len); NULL on error with a message (and byte offset) in err. */
 json_t *json_parse(const char *text, size_t len, char *err, size_t errlen);
+/* A whole file, malloc'ed (the caller frees it); NULL if it cannot be read. */
+char *json_read_file(const char *path, size_t *len);
 void json_free(json_t *v);
 /* The value of key in an object, NULL if v is not an object or lacks it. */
 const json_t *json_get(const json_t *v, const char *key);

@@ -29,22 +29,6 @@ static const int op_times[] = {
 };
 #define NOPS ((int)(sizeof op_times / sizeof op_times[0]))
 
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf && (n += fread(buf + n, 1, cap - n, f)) == cap) {
-        char *bigger = realloc(buf, cap *= 2);
-        if (!bigger) free(buf);
-        buf = bigger;
-    }
-    fclose(f);
-    *len = n;
-    return buf;
-}
-
 static bool is_type(const json_t *v, json_type_t t) { return v && v->type == t; }
 
 /* One "X" event: its fields, and which (rank, op) it counts for. */
@@ -89,7 +73,7 @@ int main(int argc, char **argv)
         return 2;
     }
     size_t len = 0;
-    char *text = slurp(argv[1], &len);
+    char *text = json_read_file(argv[1], &len);
     if (!text) {
         fprintf(stderr, "trace_check: cannot read %s\n", argv[1]);
         return 1;

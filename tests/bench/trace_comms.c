@@ -59,22 +59,6 @@ static int failed(int rank, const char *what, mlc_status_t st)
         if (st_ != MLC_SUCCESS) return failed(rank, #call, st_);  \
     } while (0)
 
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf && (n += fread(buf + n, 1, cap - n, f)) == cap) {
-        char *bigger = realloc(buf, cap *= 2);
-        if (!bigger) free(buf);
-        buf = bigger;
-    }
-    fclose(f);
-    *len = n;
-    return buf;
-}
-
 static bool is_num(const json_t *v) { return v && v->type == JSON_NUMBER; }
 static bool is_str(const json_t *v) { return v && v->type == JSON_STRING; }
 
@@ -84,7 +68,7 @@ static int check_trace(int rank, const expect_t *ex, int nex)
     char path[256], err[256];
     trace_path(rank, path, sizeof path);
     size_t len = 0;
-    char *text = slurp(path, &len);
+    char *text = json_read_file(path, &len);
     if (!text) {
         fprintf(stderr, "[rank %d] cannot read its trace %s\n", rank, path);
         return 1;

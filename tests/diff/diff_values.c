@@ -68,21 +68,6 @@ void diff_fill_bytes(const diff_op_t *op, int w, uint64_t part, size_t first, si
     }
 }
 
-typedef enum { LANE_SIGNED, LANE_UNSIGNED, LANE_FLOAT } lane_t;
-
-static lane_t lane_of(mlc_dtype_t dt)
-{
-    switch (dt) {
-    case MLC_INT8:
-    case MLC_INT32:
-    case MLC_INT64: return LANE_SIGNED;
-    case MLC_UINT8:
-    case MLC_UINT32:
-    case MLC_UINT64: return LANE_UNSIGNED;
-    default: return LANE_FLOAT;
-    }
-}
-
 static unsigned width_of(mlc_dtype_t dt) { return (unsigned)mlc_dtype_size(dt) * 8; }
 
 /* Keep the low `bits` bits: unsigned, or sign-extended. */

@@ -3,9 +3,7 @@
 #include <string.h>
 #include "harness.h"
 
-typedef enum { LANE_SIGNED, LANE_UNSIGNED, LANE_FLOAT } lane_t;
-
-static lane_t lane_of(mlc_dtype_t dt)
+lane_t lane_of(mlc_dtype_t dt)
 {
     switch (dt) {
     case MLC_INT8:

@@ -20,6 +20,10 @@
 #include <stdint.h>
 #include "mlcomm.h"
 
+/* How a dtype's elements compare and overflow: signed, unsigned or float. */
+typedef enum { LANE_SIGNED, LANE_UNSIGNED, LANE_FLOAT } lane_t;
+lane_t lane_of(mlc_dtype_t dt);
+
 /* One value in the arithmetic lane of its dtype. */
 typedef struct mlc_tv {
     int64_t i;  /* signed integers */
