@@ -175,6 +175,15 @@ static bool waits_natively(const mlc_request_t *req)
     return comm->be->wait_native && !comm->cfg.timeout_set && !req->stage && !(comm->dev && comm->dev->active);
 }
 
+/* req's communicator has failed (st). Peers may have finished this call and
+ * failed a later one: a call that can still complete does, else it fails. */
+static void end_failed(mlc_request_t *req, mlc_status_t st)
+{
+    int progressed = 0, gpu_wait = 0;
+    progress(req->comm, &progressed, &gpu_wait);
+    if (!is_done(req)) fail_pending(req, st);
+}
+
 /*
  * The checks of every wait and test that found nothing to do: the
  * communicator's health (remote abort, peer death), then the deadline:
@@ -196,11 +205,7 @@ static bool stalled(mlc_request_t *req, double now, double *idle_since, uint64_t
     int failed = atomic_load(&comm->failed);
     mlc_status_t st = failed ? (mlc_status_t)failed : be->health(comm);
     if (st != MLC_SUCCESS) {
-        /* Peers may have finished this call and failed a later one since the
-         * last pass: a call that can still complete does, the next one fails. */
-        int progressed = 0, gpu_wait = 0;
-        progress(comm, &progressed, &gpu_wait);
-        if (!is_done(req)) fail_pending(req, st);
+        end_failed(req, st);
         return true;
     }
     if (is_done(req)) return true;
@@ -228,12 +233,8 @@ mlc_status_t mlc_request_wait_internal(mlc_request_t *req)
     if (is_done(req)) return finish(req);
     int failed = atomic_load(&comm->failed);
     if (failed) {
-        /* Failed since the call started (a peer finished it and failed a later
-         * one): a call that can still complete does, the next one fails. */
-        int progressed = 0, gpu_wait = 0;
-        progress(comm, &progressed, &gpu_wait);
-        if (is_done(req)) return finish(req);
-        return fail_pending(req, failed);
+        end_failed(req, failed);
+        return finish(req);
     }
 
     if (waits_natively(req)) {

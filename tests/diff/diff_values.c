@@ -146,21 +146,11 @@ static lv_t combine(const diff_op_t *op, lv_t a, lv_t b)
     return v;
 }
 
+/* Integers carry their bits in u (sign-extended), which mlc_tv_store
+ * truncates the same way whether it takes them as signed or unsigned. */
 static void store(mlc_dtype_t dt, void *buf, size_t i, lv_t v)
 {
-    switch (dt) {
-    case MLC_INT8:
-    case MLC_UINT8: ((uint8_t *)buf)[i] = (uint8_t)v.u; break;
-    case MLC_INT32:
-    case MLC_UINT32: ((uint32_t *)buf)[i] = (uint32_t)v.u; break;
-    case MLC_INT64:
-    case MLC_UINT64: ((uint64_t *)buf)[i] = v.u; break;
-    case MLC_FLOAT16: ((uint16_t *)buf)[i] = mlc_tv_to_half((float)v.f); break;
-    case MLC_BFLOAT16: ((uint16_t *)buf)[i] = mlc_tv_to_bf16((float)v.f); break;
-    case MLC_FLOAT32: ((float *)buf)[i] = (float)v.f; break;
-    case MLC_FLOAT64: ((double *)buf)[i] = v.f; break;
-    default: break;
-    }
+    mlc_tv_store(dt, buf, i, (mlc_tv_t){(int64_t)v.u, v.u, v.f});
 }
 
 static affine_t affine_of(const diff_op_t *op, int w, size_t gi)
