@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * The backend interface: one const table of function pointers per backend.
- * MLC_BACKEND_LIST drives registration, `auto` selection, mlcomm-info and
- * the test matrix. Slots left NULL in `start` are answered by core with
- * MLC_ERR_UNSUPPORTED and a message naming backend and operation.
+ * The backend interface: one const table of function pointers per backend,
+ * grouped by concern. MLC_BACKEND_LIST drives registration, `auto`
+ * selection, mlcomm-info and the test matrix. Every table is validated
+ * before it is used (mlc_backend_validate): entries marked optional may be
+ * NULL (core then does without); an operation a backend lacks points to a
+ * shared stub that says so.
  *
  * Division of labour: core validates every argument once, allocates the
  * request, assigns the sequence number, picks the algorithm name (for
@@ -12,9 +14,9 @@
  */
 #ifndef MLC_CORE_BACKEND_H
 #define MLC_CORE_BACKEND_H
-#pragma GCC visibility push(default) /* modules (libmlcomm-mpi.so) link these */
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include "algos/sched.h"
 #include "comm.h"
 
@@ -27,18 +29,26 @@ typedef struct mlc_boot {
     void *be_arg;             /* backend-specific (mpi: the MPI_Comm handed to mlc_comm_from_mpi) */
 } mlc_boot_t;
 
+/* The interface's version: a table built against another layout is refused. */
+#define MLC_BACKEND_ABI 2u
+
 typedef struct mlc_backend {
+    uint32_t abi;  /* MLC_BACKEND_ABI */
+    uint32_t size; /* sizeof(mlc_backend_t) */
     const char *name;
     int priority; /* `auto` picks the available backend with the highest priority that accepts the job */
+
+    /* ---- discovery -------------------------------------------------------- */
     /* 1 if usable on this machine; otherwise 0 and `why` names the reason. */
     int (*available)(char *why, size_t why_len);
-    /* 1 if `auto` should pick this backend for the job described by cfg
-     * (e.g. shm: every rank on this host; mpi: launched by mpirun). NULL = always. */
+    /* Optional: 1 if `auto` should pick this backend for the job described by
+     * cfg (e.g. shm: every rank on this host; mpi: launched by mpirun). NULL = always. */
     int (*accepts)(const mlc_cfg_t *cfg);
 
+    /* ---- lifetime ---------------------------------------------------------- */
     /* Create the backend state of a new communicator; comm->rank/size/cfg are set. */
     mlc_status_t (*init)(mlc_comm_t *comm, const mlc_boot_t *boot);
-    /* threads only: create n ranks at once (comms[i]->rank/size/cfg set by core). */
+    /* Optional (threads only): create n ranks at once (comms[i]->rank/size/cfg set by core). */
     mlc_status_t (*init_all)(int n, mlc_comm_t **comms);
     /*
      * Create child from parent: `members` lists the parent ranks of the new
@@ -54,22 +64,27 @@ typedef struct mlc_backend {
     /* Make every rank's pending and later operations fail with ABORTED; any thread. */
     void (*abort)(mlc_comm_t *comm);
 
-    /* Begin an operation (req->args validated, req->seq and req->algo set).
+    /* ---- operations: every entry set (mlc_backend_unsupported_* where the backend has none)
+     * Begin an operation (req->args validated, req->seq and req->algo set).
      * Complete it now or later with mlc_request_complete. A non-zero return
      * means it was not started (req is then released by core). */
     mlc_status_t (*start[MLC_COLL_COUNT])(mlc_request_t *req);
     /* Non-blocking probe. */
     mlc_status_t (*iprobe)(mlc_comm_t *comm, int source, int tag, int *flag, mlc_msg_status_t *st);
 
+    /* ---- progress and failure ------------------------------------------------ */
     /* Advance pending work without blocking; *progressed = 1 if anything moved. */
     mlc_status_t (*progress)(mlc_comm_t *comm, int *progressed);
-    /* Sleep until something may have changed for comm, at most max_s seconds
-     * (core passes <= 0.1 s). Must return promptly when a request of comm
-     * completes on another thread or a peer writes to us. NULL = short sleep. */
-    void (*idle)(mlc_comm_t *comm, double max_s);
     /* Peer death / remote abort check: 0 if healthy, else calls mlc_comm_fail and returns it. */
     mlc_status_t (*health)(mlc_comm_t *comm);
-    /* Ranks `req` still waits on, e.g. "2, 3" (for timeout messages). Optional. */
+    /* Optional: sleep until something may have changed for comm, at most
+     * max_s seconds (core passes <= 0.1 s). Must return promptly when a
+     * request of comm completes on another thread or a peer writes to us.
+     * NULL = short sleep. */
+    void (*idle)(mlc_comm_t *comm, double max_s);
+    /* Optional: block in the backend's own wait (MPI without MLC_TIMEOUT). */
+    mlc_status_t (*wait_native)(mlc_request_t *req);
+    /* Optional: ranks `req` still waits on, e.g. "2, 3" (for timeout messages). */
     void (*pending_peers)(const mlc_request_t *req, char *buf, size_t len);
     /* Optional: tell the other members that the communicator failed here (a
      * timeout): their waits fail with st and `note`, which names the ranks it
@@ -78,8 +93,8 @@ typedef struct mlc_backend {
     /* Optional: the ranks a probe of `source` (MLC_ANY_SOURCE: any) has not
      * heard from, e.g. "2" (for timeout messages). */
     void (*silent_peers)(mlc_comm_t *comm, int source, char *buf, size_t len);
-    /* Optional: block in the backend's own wait (MPI without MLC_TIMEOUT). */
-    mlc_status_t (*wait_native)(mlc_request_t *req);
+
+    /* ---- algorithms -------------------------------------------------------- */
     /* Optional: the tag limit (default MLC_TAG_MAX_DEFAULT). */
     int (*tag_max)(mlc_comm_t *comm);
     /* Optional: algorithm names this backend can run for coll (NULL-terminated); NULL = native only. */
@@ -88,22 +103,35 @@ typedef struct mlc_backend {
      * or NULL to let the generic selector choose among src/algos. Must give
      * every rank the same answer. */
     const char *(*choose_algo)(const mlc_request_t *req);
-    /* Optional: set a GPU stream. */
-    mlc_status_t (*set_stream)(mlc_comm_t *comm, void *stream);
-
-    /* Device buffers (src/gpu/devmem.h). A GPU backend (nccl, rccl) takes
-     * them on every call: device_native. A host backend's calls on a
-     * communicator of memory kind cuda/rocm/auto are staged through pinned
-     * host memory by core, unless every rank's device_capable said yes at
-     * init (e.g. a CUDA-aware MPI) and device_direct says this call may take
-     * device pointers as they are (the same answer on every rank). */
-    bool device_native;
-    bool (*device_capable)(mlc_comm_t *comm);
     /* Compares call signatures itself before data moves (src/core/signature.h):
      * MLC_CHECK adds nothing. Else MLC_CHECK=1 makes core exchange them first. */
     bool signs_calls;
+
+    /* ---- device memory ------------------------------------------------------- */
+    /* Optional: set a GPU stream. */
+    mlc_status_t (*set_stream)(mlc_comm_t *comm, void *stream);
+    /* A GPU backend (nccl, rccl) takes device buffers on every call:
+     * device_native. A host backend's calls on a communicator of memory kind
+     * cuda/rocm/auto are staged through pinned host memory by core, unless
+     * every rank's device_capable said yes at init (e.g. a CUDA-aware MPI)
+     * and device_direct says this call may take device pointers as they are
+     * (the same answer on every rank). Both optional. */
+    bool device_native;
+    bool (*device_capable)(mlc_comm_t *comm);
     bool (*device_direct)(const mlc_request_t *req);
 } mlc_backend_t;
+
+/* The first fields of every backend table. */
+#define MLC_BACKEND_HEADER .abi = MLC_BACKEND_ABI, .size = sizeof(mlc_backend_t)
+
+/* Shared stubs for operations a backend does not have: UNSUPPORTED with a
+ * message naming the backend and the operation. */
+mlc_status_t mlc_backend_unsupported_start(mlc_request_t *req);
+mlc_status_t mlc_backend_unsupported_iprobe(mlc_comm_t *comm, int source, int tag, int *flag,
+                                            mlc_msg_status_t *st);
+/* A table is usable: its version and size are this library's, and every
+ * entry that is not optional is set. Else CONFIG, naming the first flaw. */
+mlc_status_t mlc_backend_validate(const mlc_backend_t *be);
 
 #define MLC_TAG_MAX_DEFAULT ((1 << 30) - 1)
 
@@ -142,5 +170,4 @@ mlc_status_t mlc_comm_create_with(const mlc_backend_t *be, const mlc_config_t *c
 
 /* Choose the backend for cfg (explicit name or auto). Sets a message on failure. */
 mlc_status_t mlc_backend_select(const mlc_cfg_t *cfg, const mlc_backend_t **out);
-#pragma GCC visibility pop
 #endif

@@ -25,9 +25,32 @@ mlc_comm_t *mlc_comm_alloc(void)
     return c;
 }
 
+static void (*key_release[MLC_COMM_KEYS])(void *);
+static atomic_int keys_used;
+
+int mlc_comm_key_create(void (*release)(void *value))
+{
+    int key = atomic_fetch_add(&keys_used, 1);
+    if (key >= MLC_COMM_KEYS) return -1;
+    key_release[key] = release;
+    return key;
+}
+
+void *mlc_comm_value(const mlc_comm_t *comm, int key)
+{
+    return key >= 0 && key < MLC_COMM_KEYS ? comm->layer_values[key] : NULL;
+}
+
+void mlc_comm_set_value(mlc_comm_t *comm, int key, void *value)
+{
+    if (key >= 0 && key < MLC_COMM_KEYS) comm->layer_values[key] = value;
+}
+
 void mlc_comm_release(mlc_comm_t *comm)
 {
     if (!comm) return;
+    for (int k = 0; k < MLC_COMM_KEYS; k++)
+        if (comm->layer_values[k] && key_release[k]) key_release[k](comm->layer_values[k]);
     mlc_devmem_free(comm);
     mlc_prof_close(comm);
     mlc_comm_free_requests(comm);

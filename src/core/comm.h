@@ -6,7 +6,6 @@
  */
 #ifndef MLC_CORE_COMM_H
 #define MLC_CORE_COMM_H
-#pragma GCC visibility push(default) /* modules (libmlcomm-mpi.so) link these */
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -67,6 +66,8 @@ struct mlc_request {
     struct mlc_stage *stage; /* device buffers staged through pinned memory (src/gpu/stage.c), else NULL */
 };
 
+#define MLC_COMM_KEYS 4
+
 struct mlc_comm {
     const struct mlc_backend *be;
     void *impl;            /* backend state */
@@ -90,7 +91,7 @@ struct mlc_comm {
     struct mlc_req_chunk *req_chunks;
     int outstanding;       /* requests handed out and not yet released */
     bool freed;            /* mlc_comm_free ran; the object lives until the last request is released */
-    int tensor_checks;     /* src/tensor: mlc_tensor_set_checks level (0 = full) */
+    void *layer_values[MLC_COMM_KEYS]; /* layers above core: mlc_comm_key_create */
     struct mlc_devmem *dev; /* memory kind cuda/rocm/auto on a host backend (src/gpu/devmem.h), else NULL */
 };
 
@@ -132,5 +133,15 @@ mlc_status_t mlc_comm_agree_settings(mlc_comm_t *comm);
 /* Allocate a bare communicator object (fields zeroed, pool empty). */
 mlc_comm_t *mlc_comm_alloc(void);
 void mlc_comm_release(mlc_comm_t *comm);
-#pragma GCC visibility pop
+
+/*
+ * Per-communicator values of the layers above core (src/tensor keeps its
+ * checks level this way): a key from mlc_comm_key_create (once per process;
+ * -1 when all MLC_COMM_KEYS are taken), then get and set. Core only stores
+ * them; `release` (may be NULL) is called on a value still set when the
+ * communicator is released. A split's child starts with none.
+ */
+int mlc_comm_key_create(void (*release)(void *value));
+void *mlc_comm_value(const mlc_comm_t *comm, int key);
+void mlc_comm_set_value(mlc_comm_t *comm, int key, void *value);
 #endif

@@ -6,7 +6,6 @@
  */
 #ifndef MLC_CORE_CONFIG_H
 #define MLC_CORE_CONFIG_H
-#pragma GCC visibility push(default) /* modules (libmlcomm-mpi.so) link these */
 #include <stdbool.h>
 #include "mlcomm.h"
 
@@ -108,5 +107,4 @@ bool mlc_parse_double(const char *s, double lo, double hi, double *out);
 bool mlc_parse_size(const char *s, size_t *out);
 /* Monotonic seconds. */
 double mlc_now(void);
-#pragma GCC visibility pop
 #endif

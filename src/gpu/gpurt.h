@@ -17,7 +17,6 @@
  */
 #ifndef MLC_GPU_GPURT_H
 #define MLC_GPU_GPURT_H
-#pragma GCC visibility push(default) /* the MPI module uses these */
 #include <stdbool.h>
 #include <stddef.h>
 #include "gpu/dynlib.h"
@@ -153,5 +152,4 @@ mlc_status_t mlc_gpurt_device_info(const mlc_gpurt_t *rt, int device, mlc_gpu_de
 
 /* "13.0" from a CUDA version code, "6.0.32830" from a HIP one. */
 void mlc_gpurt_version_text(mlc_gpu_kind_t kind, int code, char *buf, size_t len);
-#pragma GCC visibility pop
 #endif

@@ -19,7 +19,6 @@
  */
 #ifndef MLC_GPU_PINNED_H
 #define MLC_GPU_PINNED_H
-#pragma GCC visibility push(default) /* the MPI module stages through these */
 #include <stddef.h>
 #include <stdint.h>
 #include "mlcomm.h"
@@ -88,5 +87,4 @@ mlc_pinned_mode_t mlc_pinned_pool_mode(mlc_pinned_pool_t *pool);
 
 /* The size class a request of `bytes` is rounded to (exposed for tests). */
 size_t mlc_pinned_class_size(size_t bytes);
-#pragma GCC visibility pop
 #endif

@@ -95,7 +95,7 @@ mlc_status_t mlc_mpi_ctrl_arrived(mlc_comm_t *comm, int rc)
         MLC_WARN("rank %d: the control receive failed; remote aborts will not be seen", comm->rank);
     } else if (c->ctrl_msg[0] == MLC_MPI_CTRL_ABORT) {
         /* not reposted: the communicator is failed for good */
-        mlc_comm_fail(comm, MLC_ERR_ABORTED, "rank %lld aborted the communicator (mlc_comm_abort)",
+        mlc_core->comm_fail(comm, MLC_ERR_ABORTED, "rank %lld aborted the communicator (mlc_comm_abort)",
                       (long long)c->ctrl_msg[1]);
     } else {
         if (c->ctrl_msg[0] == MLC_MPI_CTRL_QUERY) reply(comm, (int)c->ctrl_msg[1]);

@@ -17,8 +17,13 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "mpi_core_api.h"
-#include "mpi_core_calls.h"
+#include "core/mpi_module.h"
+#include "exchange/xexec_mpi.h"
+
+/* The core that loaded this module (mpi_backend.c): the module calls core
+ * only through it, as mlc_core->error(...), and logs through it (the
+ * MLC_LOG_LEVEL_NOW / MLC_LOG_WRITE definitions in CMakeLists.txt). */
+extern const mlc_mpi_core_t *mlc_core;
 
 #define MLC_MPI_EXPORT __attribute__((visibility("default")))
 
@@ -28,6 +33,13 @@
 #else
 #define MLC_MPI_HAS_LARGE_COUNT 0
 #endif
+
+/* ---- mlcomm_mpi.h (mpi_handover.c) ------------------------------------------ */
+
+mlc_status_t mlc_mpi_from_mpi(long comm_f, const mlc_config_t *cfg, mlc_comm_t **out);
+mlc_status_t mlc_mpi_get_mpi(const mlc_comm_t *comm, long *comm_f);
+/* comm's MPI state, or NULL when comm is not on this module's backend. */
+const struct mlc_mpi_comm *mlc_mpi_comm_of(const mlc_comm_t *comm);
 
 /* ---- process-wide MPI environment (mpi_env.c) ------------------------------ */
 

@@ -55,7 +55,7 @@ mlc_status_t mlc_mpi_op_reserve(mlc_mpi_op_t *op, int n)
     int cap = op->nreq + n;
     MPI_Request *r = malloc(sizeof *r * ((size_t)cap + 1));
     if (!r)
-        return mlc_error(MLC_ERR_NO_MEMORY, "backend 'mpi': out of memory for %d MPI requests of one %s",
+        return mlc_core->error(MLC_ERR_NO_MEMORY, "backend 'mpi': out of memory for %d MPI requests of one %s",
                          cap, mlc_coll_name(op->req->coll));
     for (int i = 0; i <= cap; i++) r[i] = i <= op->nreq ? op->reqs[i] : MPI_REQUEST_NULL;
     if (op->reqs != op->inline_reqs) free(op->reqs);
@@ -75,7 +75,7 @@ mlc_status_t mlc_mpi_op_keep_type(mlc_mpi_op_t *op, MPI_Datatype type)
 {
     if (op->ntypes == MLC_MPI_MAX_TYPES) {
         MPI_Type_free(&type);
-        return mlc_error(MLC_ERR_INTERNAL, "backend 'mpi': more than %d datatypes for one %s",
+        return mlc_core->error(MLC_ERR_INTERNAL, "backend 'mpi': more than %d datatypes for one %s",
                          MLC_MPI_MAX_TYPES, mlc_coll_name(op->req->coll));
     }
     int rc = MPI_Type_commit(&type);
@@ -88,7 +88,7 @@ void *mlc_mpi_op_alloc(mlc_mpi_op_t *op, size_t bytes)
 {
     heap_block_t *b = malloc(sizeof *b + (bytes ? bytes : 1));
     if (!b) {
-        mlc_error(MLC_ERR_NO_MEMORY, "backend 'mpi': out of memory for %zu bytes of scratch (%s)", bytes,
+        mlc_core->error(MLC_ERR_NO_MEMORY, "backend 'mpi': out of memory for %zu bytes of scratch (%s)", bytes,
                   mlc_coll_name(op->req->coll));
         return NULL;
     }
@@ -166,11 +166,11 @@ static void op_finish(mlc_mpi_op_t *op)
     msg[0] = '\0'; /* not = "": that clears all 384 bytes on every call */
     mlc_status_t st = MLC_SUCCESS;
     if (op->copy_bytes) memcpy(op->copy_dst, op->copy_src, op->copy_bytes);
-    if (op->avg_count) mlc_reduce_divide(op->avg_buf, op->avg_count, req->args.dtype, req->comm->size);
+    if (op->avg_count) mlc_core->reduce_divide(op->avg_buf, op->avg_count, req->args.dtype, req->comm->size);
     if (op->recv_slot) st = recv_report(op, msg, sizeof msg);
     op_unlink(op);
     op_release(op);
-    mlc_request_complete(req, st, "%s", msg);
+    mlc_core->request_complete(req, st, "%s", msg);
 }
 
 bool mlc_mpi_drop_request(MPI_Request *r)
@@ -209,7 +209,7 @@ static void op_fail(mlc_mpi_op_t *op, int rc, const char *what)
     mlc_request_t *req = op->req;
     mlc_mpi_errtext(rc, text, sizeof text);
     op_abandon(op);
-    mlc_request_complete(req, MLC_ERR_BACKEND, "rank %d: %s (%s): %s", req->comm->rank, what,
+    mlc_core->request_complete(req, MLC_ERR_BACKEND, "rank %d: %s (%s): %s", req->comm->rank, what,
                          mlc_coll_name(req->coll), text);
 }
 
@@ -278,9 +278,9 @@ static void op_advance(mlc_mpi_op_t *op, int *moved)
         if (r < 0) {
             mlc_request_t *req = op->req;
             char msg[384];
-            snprintf(msg, sizeof msg, "%s", mlc_last_error());
+            snprintf(msg, sizeof msg, "%s", mlc_core->last_error());
             op_abandon(op);
-            mlc_request_complete(req, (mlc_status_t)r, "%s", msg);
+            mlc_core->request_complete(req, (mlc_status_t)r, "%s", msg);
         } else if (r == 1) {
             op_finish(op);
         }
@@ -367,7 +367,7 @@ mlc_status_t mlc_mpi_wait_native(mlc_request_t *req)
     while (!atomic_load_explicit(&req->done, memory_order_acquire)) {
         mlc_mpi_flush_abort(c);
         mlc_status_t st = mlc_mpi_check_ctrl(comm);
-        if (st != MLC_SUCCESS) return mlc_comm_check(comm);
+        if (st != MLC_SUCCESS) return mlc_core->comm_check(comm);
         if (atomic_load_explicit(&mlc_mpi_polled_ops, memory_order_relaxed) > 0 || op->polled) {
             /* Algorithm steps, here or on another communicator, advance only
              * when we call: poll everything. */
@@ -387,7 +387,7 @@ mlc_status_t mlc_mpi_wait_native(mlc_request_t *req)
         op->reqs[0] = MPI_REQUEST_NULL;
         if (idx == 0) {
             mlc_mpi_unlock(c);
-            if (mlc_mpi_ctrl_arrived(comm, rc) != MLC_SUCCESS) return mlc_comm_check(comm);
+            if (mlc_mpi_ctrl_arrived(comm, rc) != MLC_SUCCESS) return mlc_core->comm_check(comm);
             continue;
         }
         int moved = 0;

@@ -631,6 +631,7 @@ static const char *const *nccl_algos(mlc_coll_t coll)
 #define MLC_X_START(id, str, env) [id] = mlc_nccl_start,
 #define NCCL_BACKEND(ident, label, avail, acc)                                                  \
     const mlc_backend_t mlc_backend_##ident = {                                                 \
+        MLC_BACKEND_HEADER,                                                                     \
         .name = label,                                                                          \
         .priority = 90,                                                                         \
         .available = avail,                                                                     \

@@ -287,6 +287,7 @@ fail:
 }
 
 const mlc_backend_t mlc_backend_shm = {
+    MLC_BACKEND_HEADER,
     .name = "shm",
     .priority = 20,
     .available = shm_available,

@@ -169,6 +169,7 @@ static mlc_status_t threads_init_all(int n, mlc_comm_t **comms)
 }
 
 const mlc_backend_t mlc_backend_threads = {
+    MLC_BACKEND_HEADER,
     .name = "threads",
     .priority = 10,
     .available = threads_available,

@@ -8,7 +8,7 @@
 
 int mlc_xmpi_applies(mlc_comm_t *comm)
 {
-    return comm && comm->impl && ((const mlc_mpi_comm_t *)comm->impl)->magic == MLC_MPI_COMM_MAGIC;
+    return mlc_mpi_comm_of(comm) != NULL;
 }
 
 static double now_s(void)
@@ -22,7 +22,7 @@ static double now_s(void)
 static mlc_status_t message_failed(mlc_comm_t *comm, int rc, const char *who, int i, int n)
 {
     mlc_status_t st = mlc_mpi_error(rc, "rank %d: %s: message %d of %d", comm->rank, who, i, n);
-    mlc_comm_fail(comm, MLC_ERR_ABORTED, "rank %d: %s failed", comm->rank, who);
+    mlc_core->comm_fail(comm, MLC_ERR_ABORTED, "rank %d: %s failed", comm->rank, who);
     return st;
 }
 
@@ -35,7 +35,7 @@ static mlc_status_t message_failed(mlc_comm_t *comm, int rc, const char *who, in
  */
 mlc_status_t mlc_xmpi_wait(mlc_comm_t *comm, int n, MPI_Request *reqs, const char *who)
 {
-    mlc_status_t st = mlc_comm_check(comm);
+    mlc_status_t st = mlc_core->comm_check(comm);
     if (st) return st;
     MPI_Status status;
     if (!comm->cfg.timeout_set || comm->cfg.timeout_s <= 0) {
@@ -57,9 +57,9 @@ mlc_status_t mlc_xmpi_wait(mlc_comm_t *comm, int n, MPI_Request *reqs, const cha
         }
         if (first == n) return MLC_SUCCESS;
         st = mlc_mpi_check_ctrl(comm);
-        if (st) return mlc_comm_check(comm);
+        if (st) return mlc_core->comm_check(comm);
         if (now_s() > deadline)
-            return mlc_comm_fail(comm, MLC_ERR_TIMEOUT,
+            return mlc_core->comm_fail(comm, MLC_ERR_TIMEOUT,
                                  "rank %d: %s: message %d of %d still not complete after %g s (MLC_TIMEOUT)",
                                  comm->rank, who, first, n, comm->cfg.timeout_s);
     }
@@ -68,15 +68,15 @@ mlc_status_t mlc_xmpi_wait(mlc_comm_t *comm, int n, MPI_Request *reqs, const cha
 mlc_status_t mlc_xmpi_fail_start(mlc_comm_t *comm, mlc_status_t st, const char *who)
 {
     char msg[512];
-    snprintf(msg, sizeof msg, "%s", mlc_last_error());
-    mlc_comm_fail(comm, MLC_ERR_ABORTED, "rank %d: %s failed half way: %s", comm->rank, who, msg);
+    snprintf(msg, sizeof msg, "%s", mlc_core->last_error());
+    mlc_core->comm_fail(comm, MLC_ERR_ABORTED, "rank %d: %s failed half way: %s", comm->rank, who, msg);
     mlc_mpi_abort(comm);
-    return mlc_error(st, "%s: %s", who, msg);
+    return mlc_core->error(st, "%s: %s", who, msg);
 }
 
 extern const mlc_xexec_t mlc_xexec_mpi_subarray_impl, mlc_xexec_mpi_pack_impl;
 
-MLC_MPI_EXPORT const mlc_xexec_mpi_table_t mlc_mpi_xexec_table = {
+const mlc_xexec_mpi_table_t mlc_mpi_xexec_table = {
     .abi = MLC_XEXEC_MPI_ABI,
     .size = sizeof(mlc_xexec_mpi_table_t),
     .exec_bytes = sizeof(mlc_xexec_t),

@@ -16,7 +16,7 @@
 
 /* comm is an mpi-backend communicator (its state is the module's). */
 int mlc_xmpi_applies(mlc_comm_t *comm);
-static inline MPI_Comm mlc_xmpi_comm(mlc_comm_t *comm) { return ((mlc_mpi_comm_t *)comm->impl)->comm; }
+static inline MPI_Comm mlc_xmpi_comm(mlc_comm_t *comm) { return mlc_mpi_comm_of(comm)->comm; }
 
 /*
  * Wait for reqs[0..n). Without a timeout: MPI_Wait on each. With MLC_TIMEOUT set:
