@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The data-moving API: every argument validated once, here; then the request
- * is created, numbered, given its algorithm and handed to the backend slot.
+ * is created, numbered, given its algorithm and handed to the backend table's start entry.
  */
 #include <limits.h>
 #include <stddef.h>
@@ -11,7 +11,6 @@
 #include "dtype.h"
 #include "error.h"
 #include "signature.h"
-#include "gpu/devmem.h"
 #include "log.h"
 
 static const char *const coll_names[] = {
@@ -219,11 +218,11 @@ mlc_status_t mlc_submit_plain(mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_
     return st;
 }
 
-/* Device buffers on a host backend go through the stage layer (src/gpu/devmem.h). */
+/* A decorator takes whole calls (the staged backend: device buffers on a host backend). */
 static mlc_status_t submit(mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_t *args, size_t bytes,
                            mlc_request_t **out)
 {
-    if (comm->dev) return mlc_stage_submit(comm, coll, args, bytes, out);
+    if (comm->be->submit) return comm->be->submit(comm, coll, args, bytes, out);
     return mlc_submit_plain(comm, coll, args, bytes, out);
 }
 

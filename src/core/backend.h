@@ -106,6 +106,19 @@ typedef struct mlc_backend {
     /* Compares call signatures itself before data moves (src/core/signature.h):
      * MLC_CHECK adds nothing. Else MLC_CHECK=1 makes core exchange them first. */
     bool signs_calls;
+    /* Every rank is a process of this host, meeting through shared memory
+     * named after the job (shm): every rank needs the same job id, and
+     * device memory can move between ranks by CUDA/HIP IPC. */
+    bool host_shared;
+
+    /* ---- decoration (src/backends/staged wraps a table with its own) ------------ */
+    /* Optional: take a whole validated call before core makes a request of
+     * it; the decorator passes calls on through mlc_submit_plain. NULL = core
+     * submits it. */
+    mlc_status_t (*submit)(mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_t *args, size_t bytes,
+                           mlc_request_t **out);
+    /* Optional: a request whose `decor` is set is released: free that state. */
+    void (*release)(mlc_request_t *req);
 
     /* ---- device memory ------------------------------------------------------- */
     /* Optional: set a GPU stream. */
@@ -120,6 +133,34 @@ typedef struct mlc_backend {
     bool (*device_capable)(mlc_comm_t *comm);
     bool (*device_direct)(const mlc_request_t *req);
 } mlc_backend_t;
+
+/*
+ * A decorator wraps a new communicator's table with its own (as the staged
+ * backend does for device buffers on a host backend): after the backend's
+ * init and the settings agreement, core offers every communicator to every
+ * decorator in MLC_DECORATOR_LIST; `wrap` decides (collectively) whether
+ * it applies and swaps comm->be. A wrapper's split wraps the child.
+ */
+typedef struct mlc_decorator {
+    const char *name;
+    mlc_status_t (*wrap)(mlc_comm_t *comm);
+    /* mlc_comm_init_all: n ranks of this process at once (no collective). */
+    mlc_status_t (*wrap_local)(int n, mlc_comm_t **comms);
+} mlc_decorator_t;
+
+#define MLC_DECORATOR_LIST(X) X(staged)
+#define MLC_X_DECL(id) extern const mlc_decorator_t mlc_decorator_##id;
+MLC_DECORATOR_LIST(MLC_X_DECL)
+#undef MLC_X_DECL
+
+/* Offer comm (or the n ranks of mlc_comm_init_all) to every decorator. */
+mlc_status_t mlc_decorate(mlc_comm_t *comm);
+mlc_status_t mlc_decorate_local(int n, mlc_comm_t **comms);
+
+/* core's submit: request, sequence number, algorithm, the backend's start;
+ * out == NULL: block until done. For decorators passing calls on. */
+mlc_status_t mlc_submit_plain(mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_t *args, size_t bytes,
+                              mlc_request_t **out);
 
 /* The first fields of every backend table. */
 #define MLC_BACKEND_HEADER .abi = MLC_BACKEND_ABI, .size = sizeof(mlc_backend_t)

@@ -37,7 +37,7 @@ static int mpi_accepts(const mlc_cfg_t *cfg)
     return !mlc_backend_shm.available(why, sizeof why);
 }
 
-/* ---- forwarding slots -------------------------------------------------------- */
+/* ---- forwarding entries -------------------------------------------------------- */
 
 /* Once set up, the communicator calls the module's table itself: no forwarding per call. */
 static mlc_status_t fwd_init(mlc_comm_t *comm, const mlc_boot_t *boot)

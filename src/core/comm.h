@@ -15,8 +15,6 @@
 
 struct mlc_backend;
 struct mlc_profiler;
-struct mlc_devmem;
-struct mlc_stage;
 
 /* Validated arguments of one operation (what each field means depends on coll).
  * A new field also goes into MLC_SET_ARGS (api.c), which names every field. */
@@ -63,7 +61,7 @@ struct mlc_request {
     /* Backend-private state: inline storage to keep the small path malloc-free. */
     _Alignas(16) unsigned char priv[MLC_REQ_PRIV_BYTES];
     void *priv_ext;        /* backend-owned heap state when priv is too small (freed by the backend) */
-    struct mlc_stage *stage; /* device buffers staged through pinned memory (src/gpu/stage.c), else NULL */
+    void *decor;           /* state of a decorating backend (the staged one), freed by its `release` */
 };
 
 #define MLC_COMM_KEYS 4
@@ -82,7 +80,6 @@ struct mlc_comm {
     const char *algo_forced[MLC_COLL_COUNT]; /* from env or mlc_comm_set_algo; NULL = auto */
     bool algo_selects[MLC_COLL_COUNT]; /* the backend offers more than native: auto asks the selector */
     bool no_own_algos;     /* the backend cannot run src/algos schedules here: forced ones run as native */
-    void *stream;          /* GPU stream (cudaStream_t / hipStream_t) */
     struct mlc_profiler *prof;
     mlc_cost_model_t model;  /* the selector's alpha/beta/gamma, identical on every rank */
     int internal_depth;    /* > 0 while mlcomm runs its own collectives on this communicator */
@@ -92,7 +89,6 @@ struct mlc_comm {
     int outstanding;       /* requests handed out and not yet released */
     bool freed;            /* mlc_comm_free ran; the object lives until the last request is released */
     void *layer_values[MLC_COMM_KEYS]; /* layers above core: mlc_comm_key_create */
-    struct mlc_devmem *dev; /* memory kind cuda/rocm/auto on a host backend (src/gpu/devmem.h), else NULL */
 };
 
 /* --- used by backends ---------------------------------------------------- */

@@ -72,6 +72,28 @@ const mlc_backend_t *mlc_backend_find(const char *name)
     return NULL;
 }
 
+static const mlc_decorator_t *const decorators[] = {
+#define MLC_X_ENTRY(id) &mlc_decorator_##id,
+    MLC_DECORATOR_LIST(MLC_X_ENTRY)
+#undef MLC_X_ENTRY
+};
+
+mlc_status_t mlc_decorate(mlc_comm_t *comm)
+{
+    mlc_status_t st = MLC_SUCCESS;
+    for (size_t i = 0; i < sizeof decorators / sizeof decorators[0] && st == MLC_SUCCESS; i++)
+        st = decorators[i]->wrap(comm);
+    return st;
+}
+
+mlc_status_t mlc_decorate_local(int n, mlc_comm_t **comms)
+{
+    mlc_status_t st = MLC_SUCCESS;
+    for (size_t i = 0; i < sizeof decorators / sizeof decorators[0] && st == MLC_SUCCESS; i++)
+        st = decorators[i]->wrap_local(n, comms);
+    return st;
+}
+
 mlc_status_t mlc_backend_select(const mlc_cfg_t *cfg, const mlc_backend_t **out)
 {
     char why[256];

@@ -12,7 +12,6 @@
 #include <string.h>
 #include <time.h>
 #include "backend.h"
-#include "gpu/devmem.h"
 #include "error.h"
 #include "log.h"
 #include "profile.h"
@@ -55,7 +54,7 @@ mlc_request_t *mlc_request_alloc(mlc_comm_t *comm)
     r->next_free = NULL;
     r->in_use = true;
     r->priv_ext = NULL;
-    r->stage = NULL;
+    r->decor = NULL;
     comm->outstanding++;
     return r;
 }
@@ -63,7 +62,7 @@ mlc_request_t *mlc_request_alloc(mlc_comm_t *comm)
 void mlc_request_release(mlc_request_t *req)
 {
     mlc_comm_t *comm = req->comm;
-    if (req->stage) mlc_stage_release(req);
+    if (req->decor) comm->be->release(req);
     req->in_use = false;
     req->next_free = comm->free_reqs;
     comm->free_reqs = req;
@@ -153,11 +152,10 @@ static mlc_status_t fail_pending(mlc_request_t *req, mlc_status_t st)
     return finish(req);
 }
 
-/* One progress step: the backend, then staged device-buffer operations (gpu/devmem.h). */
-static mlc_status_t progress(mlc_comm_t *comm, int *progressed, int *gpu_wait)
+/* One progress step of the backend. */
+static mlc_status_t progress(mlc_comm_t *comm, int *progressed)
 {
     mlc_status_t st = comm->be->progress(comm, progressed);
-    if (comm->dev && st == MLC_SUCCESS) st = mlc_stage_progress(comm, progressed, gpu_wait);
     if (*progressed) comm->progress_epoch++;
     return st;
 }
@@ -168,19 +166,19 @@ static int is_done(const mlc_request_t *req)
 }
 
 /* MPI without a timeout: MPI's own blocking wait (as raw MPI would), which
- * has no deadline. Not while staged operations need our progress calls (devmem.h). */
+ * has no deadline. */
 static bool waits_natively(const mlc_request_t *req)
 {
     const mlc_comm_t *comm = req->comm;
-    return comm->be->wait_native && !comm->cfg.timeout_set && !req->stage && !(comm->dev && comm->dev->active);
+    return comm->be->wait_native && !comm->cfg.timeout_set;
 }
 
 /* req's communicator has failed (st). Peers may have finished this call and
  * failed a later one: a call that can still complete does, else it fails. */
 static void end_failed(mlc_request_t *req, mlc_status_t st)
 {
-    int progressed = 0, gpu_wait = 0;
-    progress(req->comm, &progressed, &gpu_wait);
+    int progressed = 0;
+    progress(req->comm, &progressed);
     if (!is_done(req)) fail_pending(req, st);
 }
 
@@ -252,8 +250,8 @@ mlc_status_t mlc_request_wait_internal(mlc_request_t *req)
     uint64_t idle_epoch = 0;
     int calls = 0;
     for (;;) {
-        int progressed = 0, gpu_wait = 0;
-        mlc_status_t st = progress(comm, &progressed, &gpu_wait);
+        int progressed = 0;
+        mlc_status_t st = progress(comm, &progressed);
         if (is_done(req)) return finish(req);
         if (st != MLC_SUCCESS) {
             failed = atomic_load(&comm->failed);
@@ -274,11 +272,7 @@ mlc_status_t mlc_request_wait_internal(mlc_request_t *req)
         double slice = MLC_IDLE_SLICE_S;
         if (timeout > 0 && timeout - (now - idle_since) < slice)
             slice = timeout - (now - idle_since) + 1e-3;
-        if (gpu_wait) {
-            /* A GPU copy ends without waking anyone: poll it every 20 us. */
-            struct timespec ts = {0, 20000};
-            nanosleep(&ts, NULL);
-        } else if (be->idle) {
+        if (be->idle) {
             be->idle(comm, slice);
         } else {
             struct timespec ts = {0, 200000};
@@ -313,8 +307,8 @@ mlc_status_t mlc_request_test(mlc_request_t **preq, int *done)
     if (!req->in_use) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_request_test: request was already released");
     mlc_comm_t *comm = req->comm;
     if (!is_done(req)) {
-        int progressed = 0, gpu_wait = 0;
-        mlc_status_t st = progress(comm, &progressed, &gpu_wait);
+        int progressed = 0;
+        mlc_status_t st = progress(comm, &progressed);
         int failed = atomic_load(&comm->failed);
         if (is_done(req)) {
             /* completed: report it below */

@@ -15,7 +15,7 @@
 /* One symbol of a list: its name, where its address goes in the table. */
 typedef struct mlc_dynsym {
     const char *name;
-    size_t offset;  /* offsetof(table type, slot) */
+    size_t offset;  /* offsetof(table type, field) */
     bool required;  /* missing required symbol = library unusable */
 } mlc_dynsym_t;
 
@@ -29,7 +29,7 @@ typedef struct mlc_dynlib {
  * Open `what` (e.g. "CUDA runtime"): the path in environment variable
  * `env_var` when set and non-empty, otherwise the first of `candidates`
  * (NULL-terminated sonames) that dlopen accepts. Resolve `syms` into `table`
- * (slots of missing optional symbols stay NULL). On failure: `lib` and
+ * (fields of missing optional symbols stay NULL). On failure: `lib` and
  * `table` are untouched, `why` names the file, the symbol and dlerror, and
  * MLC_ERR_UNAVAILABLE is returned (no thread error is set: callers decide).
  */

@@ -10,7 +10,7 @@
 
 #define REQ MLC_DYNSYM_REQUIRED
 #define OPT MLC_DYNSYM_OPTIONAL
-#define MLC_X_SYM(symbol, slot, req) {#symbol, offsetof(mlc_gpurt_t, slot), req},
+#define MLC_X_SYM(symbol, field, req) {#symbol, offsetof(mlc_gpurt_t, field), req},
 static const mlc_dynsym_t cudart_syms[] = {MLC_CUDART_SYMBOLS(MLC_X_SYM)};
 static const mlc_dynsym_t hiprt_syms[] = {MLC_HIPRT_SYMBOLS(MLC_X_SYM)};
 #undef MLC_X_SYM

@@ -115,7 +115,7 @@ int mlc_mpi_tag_max(mlc_comm_t *comm)
     return c->tag_ub;
 }
 
-/* ---- table slots ---------------------------------------------------------------- */
+/* ---- table entries ---------------------------------------------------------------- */
 
 /*
  * mlc_comm_init_rank on MPI: every MPI process joins (MPI cannot rendezvous

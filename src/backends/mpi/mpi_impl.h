@@ -87,7 +87,7 @@ mlc_status_t mlc_mpi_elem_type(mlc_dtype_t dtype, MPI_Datatype *type, bool *owne
  * calls mlc_reduce_apply (fp16, bf16, records, user ops). avg reduces as sum. */
 /* MPI reduces dtype/op itself (no user op, no division after): it may run on device memory. */
 bool mlc_mpi_reduce_is_native(mlc_dtype_t dtype, mlc_op_t op);
-/* Device buffers (src/gpu/devmem.h): this MPI takes them (CUDA-aware, or MLC_MPI_CUDA_AWARE=1), and
+/* Device buffers (src/backends/staged/staged.h): this MPI takes them (CUDA-aware, or MLC_MPI_CUDA_AWARE=1), and
  * whether one call may take them as they are. */
 bool mlc_mpi_device_capable(mlc_comm_t *comm);
 bool mlc_mpi_device_direct(const mlc_request_t *req);
@@ -259,7 +259,7 @@ static inline bool mlc_mpi_blocking(const mlc_request_t *req)
     return req->coll < MLC_COLL_SEND || atomic_load_explicit(&mlc_mpi_polled_ops, memory_order_relaxed) == 0;
 }
 
-/* ---- the start slots ------------------------------------------------------------- */
+/* ---- the start entries ------------------------------------------------------------- */
 
 /* MPI_<Name>(args) when blk, else MPI_I<name>(args, next request slot of op). */
 #define MLC_MPI_ISSUE(blk, op, Name, IName, ...) \

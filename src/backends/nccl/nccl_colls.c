@@ -323,7 +323,7 @@ static mlc_status_t check_buffer(const nccl_comm_t *impl, const mlc_request_t *r
     return MLC_SUCCESS;
 }
 
-/* ---- the start slot --------------------------------------------------------------- */
+/* ---- the start entry --------------------------------------------------------------- */
 static mlc_status_t prepare(nccl_comm_t *impl, mlc_request_t *req, const op_desc_t *d, issue_t *c)
 {
     mlc_status_t st = MLC_SUCCESS;

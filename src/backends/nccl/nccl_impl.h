@@ -147,7 +147,7 @@ void mlc_nccl_stage_out(nccl_issue_t *c);
 void mlc_nccl_stage_finish(nccl_req_t *nr, bool deliver);
 
 /* ---- nccl_colls.c ---- */
-/* The start slot for every collective kind (one function, dispatching on req->coll). */
+/* The start entry for every collective kind (one function, dispatching on req->coll). */
 mlc_status_t mlc_nccl_start(mlc_request_t *req);
 
 /* ---- nccl_boot.c ---- */

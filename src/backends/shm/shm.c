@@ -293,5 +293,6 @@ const mlc_backend_t mlc_backend_shm = {
     .available = shm_available,
     .accepts = shm_accepts,
     .init = shm_init,
-    ENG_COMMON_SLOTS,
+    .host_shared = true,
+    ENG_COMMON_ENTRIES,
 };

@@ -127,7 +127,7 @@ static mlc_status_t join_unique_id(mlc_comm_t *comm, const mlc_boot_t *boot)
     return attach(comm, seg, boot->rank);
 }
 
-/* ---- table slots ------------------------------------------------------------- */
+/* ---- table entries ------------------------------------------------------------- */
 
 static int threads_available(char *why, size_t len)
 {
@@ -176,5 +176,5 @@ const mlc_backend_t mlc_backend_threads = {
     .accepts = threads_accepts,
     .init = threads_init,
     .init_all = threads_init_all,
-    ENG_COMMON_SLOTS,
+    ENG_COMMON_ENTRIES,
 };
