@@ -236,8 +236,10 @@ static uint64_t launch_tag(const mlc_boot_t *boot)
 static mlc_status_t shm_init(mlc_comm_t *comm, const mlc_boot_t *boot)
 {
     int n = boot->size, me = boot->rank;
+    /* MLC_TIMEOUT means no progress for that long: each init step that
+     * completes is progress, so each step's wait gets its own deadline (the
+     * counted steps restart it whenever a rank gets through). */
     double timeout = comm->cfg.timeout_s > 0 ? comm->cfg.timeout_s : 600;
-    double deadline = mlc_now() + timeout;
     bool use_js = boot->uid == NULL;
     unsigned counter = atomic_fetch_add(&shm_init_counter, 1);
 
@@ -249,15 +251,16 @@ static mlc_status_t shm_init(mlc_comm_t *comm, const mlc_boot_t *boot)
     shm_data_t *d = NULL;
     eng_ep_t *ep = NULL;
     shm_rdv_t rv;
-    mlc_status_t st = shm_rdv_open(&rv, boot->job_id, counter, me, n, launch_tag(boot), use_js, deadline);
+    mlc_status_t st =
+        shm_rdv_open(&rv, boot->job_id, counter, me, n, launch_tag(boot), use_js, mlc_now() + timeout);
     if (st != MLC_SUCCESS) goto fail;
     shm_fault_point(me, "rendezvous");
     if (me == 0) {
         st = create_segment(rv.seg_name, n, &map_bytes, &seg);
         if (st == MLC_SUCCESS) shm_rdv_publish(&rv);
     } else {
-        st = shm_rdv_wait_ready(&rv, deadline);
-        if (st == MLC_SUCCESS) st = open_segment(rv.seg_name, n, deadline, &map_bytes, &seg);
+        st = shm_rdv_wait_ready(&rv, mlc_now() + timeout);
+        if (st == MLC_SUCCESS) st = open_segment(rv.seg_name, n, mlc_now() + timeout, &map_bytes, &seg);
     }
     if (st != MLC_SUCCESS) goto fail;
     d = calloc(1, sizeof *d);
