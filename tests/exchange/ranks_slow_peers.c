@@ -5,9 +5,12 @@
  * after it (MLC_TIMEOUT=3). Rank 0's finish waits 4 s in all, longer than
  * the timeout, but a message arrives every 2 s: it must not time out. On mpi
  * the forced variants run the MPI executors' own wait (mlc_xmpi_wait).
+ * Rank 0 waits mostly asleep: its thread uses under a quarter of the wait's
+ * wall time in CPU (a busy-polling wait uses all of it on an idle machine).
  */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include "harness.h"
 #include "mlcomm_exchange.h"
@@ -43,11 +46,16 @@ static int body(mlc_comm_t *comm)
         CHECK(strcmp(info.executor, forced) == 0, "executor %s, MLC_EXCHANGE_EXEC=%s", info.executor, forced);
 
     usleep((useconds_t)(r * STAGGER_S * 1e6));
+    struct timespec c0, c1;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
     double t0 = mlc_test_now();
     CHECK_OK(mlc_exchange_run(ex));
     double took = mlc_test_now() - t0;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+    double cpu = (double)(c1.tv_sec - c0.tv_sec) + 1e-9 * (double)(c1.tv_nsec - c0.tv_nsec);
     if (r == 0) {
         CHECK(took > 1.5 * STAGGER_S, "rank 0's exchange took %.2f s; the stagger did not hold it", took);
+        CHECK(cpu < 0.25 * took, "rank 0 spent %.2f s of CPU in a %.2f s wait: it did not sleep", cpu, took);
         for (int q = 1; q < NRANKS; q++)
             for (int i = 0; i < BLOCK; i++)
                 CHECK(all[q * BLOCK + i] == 100.0 * q + i, "element %d: %g", q * BLOCK + i, all[q * BLOCK + i]);
