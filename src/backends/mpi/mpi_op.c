@@ -465,8 +465,8 @@ static int idle_done(void *p) { return ((idle_wait_t *)p)->over; }
 void mlc_mpi_idle(mlc_comm_t *comm, double max_s)
 {
     idle_wait_t iw = {.comm = comm};
-    mlc_wait_t w = {.step = idle_step, .done = idle_done, .ctx = &iw, .timeout_s = max_s, .what = "MPI idle",
-                    .spin_s = -1, .yield_s = -1, .sleep_min_s = 2e-6, .sleep_max_s = 1e-3};
+    mlc_wait_t w = {.step = idle_step, .done = idle_done, .ctx = &iw, .timeout_s = max_s > 0 ? max_s : 1e-9,
+                    .what = "MPI idle", .spin_s = -1, .yield_s = -1, .sleep_min_s = 2e-6, .sleep_max_s = 1e-3};
     mlc_wait_run(&w);
 }
 
