@@ -8,6 +8,8 @@
 #include <string.h>
 #include "algos/select.h"
 #include "backend.h"
+#include "base/clock.h"
+#include "base/wait.h"
 #include "dtype.h"
 #include "error.h"
 #include "signature.h"
@@ -650,6 +652,52 @@ mlc_status_t mlc_iprobe(int source, int tag, mlc_comm_t *comm, int *flag, mlc_ms
     return MLC_SUCCESS;
 }
 
+/* mlc_probe as the shared wait loop sees it (base/wait.h). */
+typedef struct probe_wait {
+    mlc_comm_t *comm;
+    int source, tag, flag;
+    bool failed;          /* the communicator failed (mlc_comm_check reports it) */
+    mlc_status_t st;      /* else an iprobe error */
+    mlc_msg_status_t found;
+} probe_wait_t;
+
+static int probe_step(void *p)
+{
+    probe_wait_t *w = p;
+    mlc_status_t st = w->comm->be->iprobe(w->comm, w->source, w->tag, &w->flag, &w->found);
+    if (st != MLC_SUCCESS) {
+        w->st = st;
+        return MLC_WAIT_STOP;
+    }
+    if (w->flag) return MLC_WAIT_MOVED;
+    int progressed = 0;
+    st = w->comm->be->progress(w->comm, &progressed);
+    if (st != MLC_SUCCESS) {
+        w->st = st;
+        w->failed = mlc_comm_check(w->comm) != MLC_SUCCESS;
+        return MLC_WAIT_STOP;
+    }
+    return progressed ? MLC_WAIT_MOVED : MLC_WAIT_NOTHING;
+}
+
+static int probe_done(void *p) { return ((probe_wait_t *)p)->flag; }
+
+static int probe_check(void *p)
+{
+    probe_wait_t *w = p;
+    if (w->comm->be->health(w->comm) == MLC_SUCCESS) return 0;
+    w->failed = true;
+    return 1;
+}
+
+static int probe_block(void *p, double max_s)
+{
+    probe_wait_t *w = p;
+    if (!w->comm->be->idle) return 0;
+    w->comm->be->idle(w->comm, max_s);
+    return 1;
+}
+
 mlc_status_t mlc_probe(int source, int tag, mlc_comm_t *comm, mlc_msg_status_t *status)
 {
     mlc_error_clear();
@@ -658,44 +706,26 @@ mlc_status_t mlc_probe(int source, int tag, mlc_comm_t *comm, mlc_msg_status_t *
     if ((st = check_peer(MLC_COLL_RECV, "source", source, true, comm)) != MLC_SUCCESS) return st;
     if ((st = check_tag(MLC_COLL_RECV, "tag", tag, true, comm)) != MLC_SUCCESS) return st;
     /* Probe polls iprobe under the same rules as every wait: timeout, abort, death. */
-    double start = 0, timeout = comm->cfg.timeout_s;
-    int spins = 0;
-    for (;;) {
-        int flag = 0, progressed = 0;
-        mlc_msg_status_t tmp;
-        st = comm->be->iprobe(comm, source, tag, &flag, &tmp);
-        if (st != MLC_SUCCESS) return st;
-        if (flag) {
-            if (status) *status = tmp;
-            return MLC_SUCCESS;
-        }
-        st = comm->be->progress(comm, &progressed);
-        if (st != MLC_SUCCESS) return mlc_comm_check(comm) ? mlc_comm_check(comm) : st;
-        if (progressed) {
-            start = 0;
-            spins = 0;
-            continue;
-        }
-        if (++spins < 1000) continue;
-        double now = mlc_now();
-        if (start == 0) start = now;
-        st = comm->be->health(comm);
-        if (st != MLC_SUCCESS) return mlc_comm_check(comm);
-        if (timeout > 0 && now - start > timeout) {
-            char peers[160] = "", note[300];
-            if (comm->be->silent_peers) comm->be->silent_peers(comm, source, peers, sizeof peers);
-            snprintf(note, sizeof note, "a probe (source %d, tag %d) on rank %d saw no message for %.0f s "
-                     "(MLC_TIMEOUT); ranks not heard from: %s", source, tag, comm->rank, timeout,
-                     peers[0] ? peers : "unknown");
-            mlc_comm_fail(comm, MLC_ERR_TIMEOUT, "rank %d: probe (source %d, tag %d) saw no message for %.0f s "
-                          "(MLC_TIMEOUT); ranks not heard from: %s", comm->rank, source, tag, timeout,
-                          peers[0] ? peers : "unknown");
-            if (comm->be->post_failure) comm->be->post_failure(comm, MLC_ERR_TIMEOUT, note);
-            return mlc_comm_check(comm);
-        }
-        if (comm->be->idle) comm->be->idle(comm, 0.1);
-        spins = 900;
+    probe_wait_t pw = {.comm = comm, .source = source, .tag = tag, .st = MLC_SUCCESS};
+    mlc_wait_t w = {.step = probe_step, .done = probe_done, .check = probe_check, .block = probe_block,
+                    .ctx = &pw, .timeout_s = comm->cfg.timeout_s, .what = "probe"};
+    mlc_wait_status_t ws = mlc_wait_run(&w);
+    if (ws == MLC_WAIT_DONE) {
+        if (status) *status = pw.found;
+        return MLC_SUCCESS;
     }
+    if (ws == MLC_WAIT_STOPPED) return pw.failed ? mlc_comm_check(comm) : pw.st;
+    double timeout = comm->cfg.timeout_s;
+    char peers[160] = "", note[300];
+    if (comm->be->silent_peers) comm->be->silent_peers(comm, source, peers, sizeof peers);
+    snprintf(note, sizeof note, "a probe (source %d, tag %d) on rank %d saw no message for %.0f s "
+             "(MLC_TIMEOUT); ranks not heard from: %s", source, tag, comm->rank, timeout,
+             peers[0] ? peers : "unknown");
+    mlc_comm_fail(comm, MLC_ERR_TIMEOUT, "rank %d: probe (source %d, tag %d) saw no message for %.0f s "
+                  "(MLC_TIMEOUT); ranks not heard from: %s", comm->rank, source, tag, timeout,
+                  peers[0] ? peers : "unknown");
+    if (comm->be->post_failure) comm->be->post_failure(comm, MLC_ERR_TIMEOUT, note);
+    return mlc_comm_check(comm);
 }
 
 mlc_status_t mlc_comm_get_algo(mlc_comm_t *comm, mlc_coll_t coll, size_t bytes, const char **name)

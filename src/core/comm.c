@@ -8,6 +8,7 @@
 #include <sys/random.h>
 #include "algos/select.h"
 #include "backend.h"
+#include "base/clock.h"
 #include "error.h"
 #include "log.h"
 #include "model.h"

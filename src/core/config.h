@@ -105,6 +105,4 @@ bool mlc_parse_int(const char *s, long long lo, long long hi, long long *out);
 bool mlc_parse_double(const char *s, double lo, double hi, double *out);
 /* Size with optional K/M/G suffix (powers of 1024). */
 bool mlc_parse_size(const char *s, size_t *out);
-/* Monotonic seconds. */
-double mlc_now(void);
 #endif

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "base/wait.h"
 #include "mpi_impl.h"
 
 typedef struct heap_block {
@@ -347,63 +348,76 @@ int mlc_mpi_abandon_all(mlc_comm_t *comm)
 
 /* ---- core's wait slots -------------------------------------------------------- */
 
-static void backoff(int *spins)
+/* A native wait (no MLC_TIMEOUT) as the shared wait loop sees it (base/wait.h). */
+typedef struct native_wait {
+    mlc_request_t *req;
+    bool ctrl_failed; /* the communicator failed (a control message) */
+} native_wait_t;
+
+static int native_step(void *p)
 {
-    if (++*spins < 64) return;
-    if (*spins < 1024) {
-        sched_yield();
-        return;
+    native_wait_t *w = p;
+    mlc_request_t *req = w->req;
+    mlc_comm_t *comm = req->comm;
+    mlc_mpi_comm_t *c = comm->impl;
+    mlc_mpi_op_t *op = mlc_mpi_op_of(req);
+    mlc_mpi_flush_abort(c);
+    if (mlc_mpi_check_ctrl(comm) != MLC_SUCCESS) {
+        w->ctrl_failed = true;
+        return MLC_WAIT_STOP;
     }
-    struct timespec ts = {0, 50000}; /* 50 us: MPI progresses only when called */
-    nanosleep(&ts, NULL);
+    if (atomic_load_explicit(&mlc_mpi_polled_ops, memory_order_relaxed) > 0 || op->polled) {
+        /* Algorithm steps, here or on another communicator, advance only
+         * when we call: poll everything. */
+        int moved = 0;
+        mlc_mpi_progress_all(comm, &moved);
+        return moved ? MLC_WAIT_MOVED : MLC_WAIT_NOTHING;
+    }
+    /* Block in MPI on this operation's requests and the control receive
+     * (holding c: other threads skip it, and it has nothing to poll). */
+    mlc_mpi_lock(c);
+    op->reqs[0] = c->ctrl;
+    int idx = MPI_UNDEFINED;
+    MPI_Status mst;
+    int rc = MPI_Waitany(op->nreq + 1, op->reqs, &idx, &mst);
+    op->reqs[0] = MPI_REQUEST_NULL;
+    if (idx == 0) {
+        mlc_mpi_unlock(c);
+        if (mlc_mpi_ctrl_arrived(comm, rc) != MLC_SUCCESS) {
+            w->ctrl_failed = true;
+            return MLC_WAIT_STOP;
+        }
+        return MLC_WAIT_MOVED;
+    }
+    int moved = 0;
+    bool failed = false;
+    if (idx == MPI_UNDEFINED) {
+        if (rc != MPI_SUCCESS) {
+            op_fail(op, rc, "MPI_Waitany");
+            failed = true;
+        }
+    } else if (!request_done(op, idx, rc, &mst)) {
+        failed = true;
+    }
+    if (!failed) op_advance(op, &moved);
+    mlc_mpi_unlock(c);
+    return failed ? MLC_WAIT_STOP : MLC_WAIT_MOVED;
+}
+
+static int native_done(void *p)
+{
+    return atomic_load_explicit(&((native_wait_t *)p)->req->done, memory_order_acquire);
 }
 
 mlc_status_t mlc_mpi_wait_native(mlc_request_t *req)
 {
-    mlc_comm_t *comm = req->comm;
-    mlc_mpi_comm_t *c = comm->impl;
-    mlc_mpi_op_t *op = mlc_mpi_op_of(req);
-    int spins = 0;
-    while (!atomic_load_explicit(&req->done, memory_order_acquire)) {
-        mlc_mpi_flush_abort(c);
-        mlc_status_t st = mlc_mpi_check_ctrl(comm);
-        if (st != MLC_SUCCESS) return mlc_core->comm_check(comm);
-        if (atomic_load_explicit(&mlc_mpi_polled_ops, memory_order_relaxed) > 0 || op->polled) {
-            /* Algorithm steps, here or on another communicator, advance only
-             * when we call: poll everything. */
-            int moved = 0;
-            mlc_mpi_progress_all(comm, &moved);
-            if (moved) spins = 0;
-            else backoff(&spins);
-            continue;
-        }
-        /* Block in MPI on this operation's requests and the control receive
-         * (holding c: other threads skip it, and it has nothing to poll). */
-        mlc_mpi_lock(c);
-        op->reqs[0] = c->ctrl;
-        int idx = MPI_UNDEFINED;
-        MPI_Status mst;
-        int rc = MPI_Waitany(op->nreq + 1, op->reqs, &idx, &mst);
-        op->reqs[0] = MPI_REQUEST_NULL;
-        if (idx == 0) {
-            mlc_mpi_unlock(c);
-            if (mlc_mpi_ctrl_arrived(comm, rc) != MLC_SUCCESS) return mlc_core->comm_check(comm);
-            continue;
-        }
-        int moved = 0;
-        bool failed = false;
-        if (idx == MPI_UNDEFINED) {
-            if (rc != MPI_SUCCESS) {
-                op_fail(op, rc, "MPI_Waitany");
-                failed = true;
-            }
-        } else if (!request_done(op, idx, rc, &mst)) {
-            failed = true;
-        }
-        if (!failed) op_advance(op, &moved);
-        mlc_mpi_unlock(c);
-        if (failed) break;
-    }
+    /* No deadline (MPI's own blocking wait, as raw MPI would). Polled steps
+     * advance only when called: spin a little, yield, then 50 us naps. */
+    native_wait_t nw = {.req = req};
+    mlc_wait_t w = {.step = native_step, .done = native_done, .ctx = &nw, .what = "MPI wait",
+                    .spin_s = 50e-6, .yield_s = 1e-3, .sleep_min_s = 50e-6, .sleep_max_s = 50e-6,
+                    .spin_check = 8};
+    if (mlc_wait_run(&w) == MLC_WAIT_STOPPED && nw.ctrl_failed) return mlc_core->comm_check(req->comm);
     return MLC_SUCCESS;
 }
 
@@ -422,32 +436,38 @@ mlc_status_t mlc_mpi_progress(mlc_comm_t *comm, int *progressed)
     return MLC_SUCCESS;
 }
 
-static double now_s(void)
+/* mlc_mpi_idle as a wait (base/wait.h): over when something moved, a user
+ * message arrived (for probe) or a control message failed the communicator. */
+typedef struct idle_wait {
+    mlc_comm_t *comm;
+    int over;
+} idle_wait_t;
+
+static int idle_step(void *p)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+    idle_wait_t *w = p;
+    mlc_comm_t *comm = w->comm;
+    mlc_mpi_comm_t *c = comm->impl;
+    int moved = 0, flag = 0;
+    mlc_mpi_flush_abort(c);
+    if (mlc_mpi_check_ctrl(comm) != MLC_SUCCESS) return MLC_WAIT_STOP;
+    mlc_mpi_progress_all(comm, &moved);
+    if (!moved) MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, c->comm, &flag, MPI_STATUS_IGNORE);
+    w->over = moved || flag;
+    return MLC_WAIT_NOTHING;
 }
 
-/* MPI has no timed wait: poll with a growing pause until something moves,
- * a user message arrives (for probe), a control message comes, or max_s. */
+static int idle_done(void *p) { return ((idle_wait_t *)p)->over; }
+
+/* MPI has no timed wait: poll with a growing pause (2 us to 1 ms) until
+ * something moves, a message comes, or max_s (the "timeout" here only ends
+ * the nap: the caller's wait owns MLC_TIMEOUT). */
 void mlc_mpi_idle(mlc_comm_t *comm, double max_s)
 {
-    mlc_mpi_comm_t *c = comm->impl;
-    double end = now_s() + max_s;
-    long pause_ns = 2000;
-    for (;;) {
-        int moved = 0, flag = 0;
-        mlc_mpi_flush_abort(c);
-        if (mlc_mpi_check_ctrl(comm) != MLC_SUCCESS) return;
-        mlc_mpi_progress_all(comm, &moved);
-        if (moved) return;
-        MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, c->comm, &flag, MPI_STATUS_IGNORE);
-        if (flag || now_s() >= end) return;
-        struct timespec ts = {0, pause_ns};
-        nanosleep(&ts, NULL);
-        if (pause_ns < 1000000) pause_ns *= 2;
-    }
+    idle_wait_t iw = {.comm = comm};
+    mlc_wait_t w = {.step = idle_step, .done = idle_done, .ctx = &iw, .timeout_s = max_s > 0 ? max_s : 1e-9,
+                    .what = "MPI idle", .spin_s = -1, .yield_s = -1, .sleep_min_s = 2e-6, .sleep_max_s = 1e-3};
+    mlc_wait_run(&w);
 }
 
 void mlc_mpi_pending_peers(const mlc_request_t *req, char *buf, size_t len)

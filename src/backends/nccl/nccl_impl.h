@@ -100,16 +100,18 @@ _Static_assert(sizeof(nccl_req_t) <= MLC_REQ_PRIV_BYTES, "nccl_req_t must fit in
 static inline nccl_req_t *nccl_req(mlc_request_t *req) { return (nccl_req_t *)(void *)req->priv; }
 
 /* ---- nccl_backend.c ---- */
-/* Deadline for a wait on this communicator (INFINITY when the timeout is 0). */
-double mlc_nccl_deadline(const mlc_comm_t *comm);
+/* MLC_TIMEOUT of this communicator (0: none; comm may be NULL). */
+double mlc_nccl_timeout(const mlc_comm_t *comm);
 /*
  * Poll ncclCommGetAsyncError(nc) until it is no longer ncclInProgress
- * (lock not held by the caller). Fails the wait with TIMEOUT at the
- * deadline, ABORTED when the communicator was aborted, PEER_LOST when the
- * launcher reports a dead rank. `what` names the operation in messages.
+ * (lock not held by the caller), in the shared wait loop (base/wait.h).
+ * Fails the wait with TIMEOUT after timeout_s without progress (0: never;
+ * nothing moves while NCCL is in progress, so the time since the call),
+ * ABORTED when the communicator was aborted, PEER_LOST when the launcher
+ * reports a dead rank. `what` names the operation in messages.
  */
 mlc_status_t mlc_nccl_wait_ready(const mlc_nccl_api_t *api, mlc_ncclComm_t nc, nccl_comm_t *impl,
-                                 const mlc_comm_t *comm, const char *what, double deadline);
+                                 const mlc_comm_t *comm, const char *what, double timeout_s);
 /*
  * Turn an NCCL result into a status + message (lock not held). Results that
  * leave the NCCL communicator unusable abort it and fail `comm`.

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The shm rendezvous: see rendezvous.h and docs/ENGINE.md "Segment". */
+#include "base/clock.h"
 #include "rendezvous.h"
 
 #include <errno.h>

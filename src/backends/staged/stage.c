@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "base/clock.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "gpu/pinned.h"
