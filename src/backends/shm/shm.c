@@ -205,7 +205,7 @@ static uint64_t launch_tag(const mlc_boot_t *boot)
 static mlc_status_t shm_init(mlc_comm_t *comm, const mlc_boot_t *boot)
 {
     int n = boot->size, me = boot->rank;
-    double timeout = comm->cfg.timeout_s > 0 ? comm->cfg.timeout_s : 600;
+    double timeout = comm->cfg.timeout_s > 0 ? comm->cfg.timeout_s : mlc_env_default_seconds(MLC_ENV_TIMEOUT);
     double deadline = mlc_now() + timeout;
     bool use_js = boot->uid == NULL;
     unsigned counter = atomic_fetch_add(&shm_init_counter, 1);
