@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * mlc_config_resolve: caller field > environment variable > default.
- * This file is the only place that reads the environment for a
- * communicator's configuration. Parsing is strict: a malformed value fails
+ * mlc_config_resolve: caller field > environment variable > default, and the
+ * mlc_env_* accessors over the table MLC_ENV_LIST (config.h). This file is
+ * the only place in the library that reads or writes the environment
+ * (.ci/env-reads.sh checks). Parsing is strict: a malformed value fails
  * with MLC_ERR_CONFIG naming the variable and the value, never silently
  * becomes a default. An empty variable counts as unset.
  */
