@@ -338,8 +338,9 @@ static const char *mlc_family_missing(const mlc_rank_env_t *re)
  */
 static mlc_status_t mlc_rank_from_env(mlc_rank_env_t *out)
 {
-    static const char *const mlc_vars[MLC_R_COUNT] = {"MLC_RANK", "MLC_WORLD_SIZE",
-                                                      "MLC_LOCAL_RANK", "MLC_LOCAL_SIZE"};
+    const char *const mlc_vars[MLC_R_COUNT] = {
+        mlc_env_vars[MLC_ENV_RANK].name, mlc_env_vars[MLC_ENV_WORLD_SIZE].name,
+        mlc_env_vars[MLC_ENV_LOCAL_RANK].name, mlc_env_vars[MLC_ENV_LOCAL_SIZE].name};
     mlc_rank_env_t re;
     mlc_status_t st = mlc_read_family("mlcomm-run", mlc_vars, true, &re);
     if (st != MLC_SUCCESS) return st;
