@@ -21,9 +21,11 @@
 #define MLC_GPU_PINNED_H
 #include <stddef.h>
 #include <stdint.h>
+#include "config.h"
 #include "mlcomm.h"
 
-#define MLC_PINNED_DEFAULT_LIMIT ((size_t)1 << 30)
+/* MLC_PINNED_LIMIT's default, from the config table. */
+#define MLC_PINNED_DEFAULT_LIMIT mlc_env_default_size(MLC_ENV_PINNED_LIMIT)
 
 /* How the pool pins: X(enumerator, name). */
 #define MLC_PINNED_MODE_LIST(X)   \

@@ -387,6 +387,7 @@ static mlc_status_t nccl_init(mlc_comm_t *comm, const mlc_boot_t *boot)
 
     mlc_ncclComm_t nc = NULL;
     mlc_ncclConfig_t config = nonblocking_config();
+    mlc_nccl_tuning_config(tuning.nchannels, &config);
     mlc_ncclResult_t r = api->ncclCommInitRankConfig(&nc, comm->size, id, comm->rank, &config);
     if (r == mlc_ncclSuccess || r == mlc_ncclInProgress) {
         st = nc ? mlc_nccl_wait_ready(api, nc, NULL, comm, "ncclCommInitRank", mlc_nccl_timeout(comm))
@@ -405,6 +406,7 @@ static mlc_status_t nccl_init(mlc_comm_t *comm, const mlc_boot_t *boot)
         return st;
     }
     snprintf(impl->algo_applied, sizeof impl->algo_applied, "%s", comm->cfg.algo[MLC_COLL_ALLREDUCE]);
+    impl->nchannels = tuning.nchannels;
     comm->impl = impl;
     char ver[32];
     mlc_nccl_version_text(api->version, ver, sizeof ver);
@@ -432,6 +434,7 @@ static mlc_status_t nccl_split(mlc_comm_t *parent, int color, int key, const int
     if (st != MLC_SUCCESS) return st;
     mlc_ncclComm_t newnc = NULL;
     mlc_ncclConfig_t config = nonblocking_config();
+    mlc_nccl_tuning_config(pi->nchannels, &config);
     pthread_mutex_lock(&pi->lock);
     mlc_ncclComm_t pnc = pi->nc;
     mlc_ncclResult_t r = pnc ? api->ncclCommSplit(pnc, ncolor, key, &newnc, &config) : mlc_ncclSuccess;
@@ -449,6 +452,7 @@ static mlc_status_t nccl_split(mlc_comm_t *parent, int color, int key, const int
         if (st == MLC_SUCCESS) st = impl_create(pi->fl, api, pi->rt, pi->device, newnc, &ci);
         if (st == MLC_SUCCESS) {
             memcpy(ci->algo_applied, pi->algo_applied, sizeof ci->algo_applied);
+            ci->nchannels = pi->nchannels;
             /* Core gives the child the parent's stream: keep using it. */
             if (pi->stream != pi->own_stream) ci->stream = pi->stream;
             child->impl = ci;

@@ -240,7 +240,7 @@ static mlc_status_t shm_init(mlc_comm_t *comm, const mlc_boot_t *boot)
     /* MLC_TIMEOUT means no progress for that long: each init step that
      * completes is progress, so each step's wait gets its own deadline (the
      * counted steps restart it whenever a rank gets through). */
-    double timeout = comm->cfg.timeout_s > 0 ? comm->cfg.timeout_s : 600;
+    double timeout = comm->cfg.timeout_s > 0 ? comm->cfg.timeout_s : mlc_env_default_seconds(MLC_ENV_TIMEOUT);
     bool use_js = boot->uid == NULL;
     unsigned counter = atomic_fetch_add(&shm_init_counter, 1);
 

@@ -23,7 +23,7 @@
 #include "core/backend.h"
 #include "gpu/gpurt.h"
 
-#define MLC_STAGE_CHUNK_DEFAULT ((size_t)4 << 20)
+#define MLC_STAGE_CHUNK_DEFAULT mlc_env_default_size(MLC_ENV_STAGE_CHUNK) /* from the config table */
 
 typedef struct mlc_stage mlc_stage_t;
 typedef struct mlc_ipc_map mlc_ipc_map_t;
