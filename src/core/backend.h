@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "algos/sched.h"
+#include "backend_names.h"
 #include "comm.h"
 
 /* How a new world communicator should be formed (from resolved config). */
@@ -176,13 +177,6 @@ mlc_status_t mlc_backend_validate(const mlc_backend_t *be);
 
 #define MLC_TAG_MAX_DEFAULT ((1 << 30) - 1)
 
-/* X(identifier) - the order is the listing order of mlcomm-info. */
-#define MLC_BACKEND_LIST(X) \
-    X(threads)              \
-    X(shm)                  \
-    X(mpi)                  \
-    X(nccl)                 \
-    X(rccl)
 
 #define MLC_X_DECL(id) extern const mlc_backend_t mlc_backend_##id;
 MLC_BACKEND_LIST(MLC_X_DECL)

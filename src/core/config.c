@@ -16,7 +16,7 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "backend.h" /* MLC_BACKEND_LIST: the backend names */
+#include "backend_names.h" /* MLC_BACKEND_LIST: the backend names */
 #include "config.h"
 #include "error.h"
 #include "jobstate.h"
