@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
 # Includes point down only: every `#include "..."` in src/ names a file of
-# its own folder or of a layer below it (docs/DESIGN.md, "Layers"). Run
-# from anywhere; exits 1 listing each include that points up or sideways,
-# or that names no file.
+# its own folder or of a layer below it (docs/DESIGN.md, "Layers"). Exits 1
+# listing each include that points up or sideways, or that names no file.
+#
+#   .ci/check-includes.sh [ROOT]   ROOT defaults to this repository
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "${1:-"$(dirname "$0")/.."}" && pwd)
+[ -d "$root/src" ] || { echo "check-includes: no src/ under $root" >&2; exit 2; }
 cd "$root/src"
 
 # The layer of a path under src/: its folder, backends and exchange by subfolder.

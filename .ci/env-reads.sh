@@ -12,8 +12,8 @@ root=${1:-"$(dirname "$0")/.."}
 hits=$(grep -rnE '\b(secure_getenv|getenv|setenv|unsetenv|putenv|clearenv)[[:space:]]*\(|\benviron\b' \
            --include='*.c' --include='*.h' "$root/src" | grep -vE '^[^:]*/config\.c:' || true)
 if [ -n "$hits" ]; then
-    echo "env-reads: the environment is read or written outside the config table (src/core/config.c);"
-    echo "add a row to MLC_ENV_LIST (src/core/config.h) and use mlc_env_text/int/size/seconds/export:"
+    echo "env-reads: the environment is read or written outside the config table (src/base/config.c);"
+    echo "add a row to MLC_ENV_LIST (src/base/config.h) and use mlc_env_text/int/size/seconds/export:"
     echo "$hits"
     exit 1
 fi

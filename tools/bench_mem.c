@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "bench_run.h"
-#include "config.h"
-#include "error.h"
+#include "base/config.h"
+#include "base/error.h"
 
 bool mlc_bench_memory_from_name(const char *name, mlc_bench_mem_kind_t *kind)
 {

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Where mlcomm-bench's buffers live (--memory): host memory, or device
- * memory of the GPU runtime mlcomm itself loads (src/gpu/gpurt.h), so the
+ * memory of the GPU runtime mlcomm itself loads (src/devrt/gpurt.h), so the
  * library sees the very allocations the bench makes. Device memory is
  * never touched from the host: data goes in and out through host copies.
  */
@@ -9,7 +9,7 @@
 #define MLC_TOOLS_BENCH_MEM_H
 #include <stdbool.h>
 #include <stddef.h>
-#include "gpu/gpurt.h"
+#include "devrt/gpurt.h"
 #include "mlcomm.h"
 
 /* X(kind, name) in --help order. */

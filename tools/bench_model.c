@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "algos/select.h"
-#include "config.h"
+#include "base/config.h"
 
 #define PROG "mlcomm-bench --model"
 #define MODEL_REPS 5

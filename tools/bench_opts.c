@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "config.h"
+#include "base/config.h"
 
 #define PROG "mlcomm-bench"
 

@@ -20,8 +20,8 @@
 #include <unistd.h>
 
 #include "algos/sched.h"
-#include "config.h"
-#include "error.h"
+#include "base/config.h"
+#include "base/error.h"
 
 typedef enum outcome { OUT_OK, OUT_UNSUPPORTED, OUT_ERROR } outcome_t;
 

@@ -13,7 +13,7 @@
 
 #include "bench_model.h"
 #include "bench_run.h"
-#include "config.h"
+#include "base/config.h"
 #include "tool_version.h"
 
 typedef struct thread_rank {

@@ -14,9 +14,9 @@
 #include <string.h>
 
 #include "algos/sched.h"
-#include "backend.h"
-#include "config.h"
-#include "gpu/gpu_report.h"
+#include "core/backend.h"
+#include "base/config.h"
+#include "info_gpu.h"
 #include "tool_version.h"
 
 /* X(flag, title, printer) in printing order. */

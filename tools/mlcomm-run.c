@@ -6,7 +6,7 @@
  *
  * Each rank gets MLC_RANK, MLC_WORLD_SIZE, MLC_LOCAL_RANK, MLC_LOCAL_SIZE,
  * a shared random MLC_JOB_ID and MLC_JOB_FD (the job state memfd of
- * src/core/jobstate.h). When a rank ends abnormally the launcher flags it
+ * src/base/jobstate.h). When a rank ends abnormally the launcher flags it
  * dead for its peers at once, gives the others a short grace to notice and
  * exit, then stops them (SIGTERM, then SIGKILL) and exits non-zero, naming
  * the rank and how it ended. Whatever happens, /dev/shm entries of the job

@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * mlcomm-run's side of the job state (src/core/jobstate.h): the memfd the
+ * mlcomm-run's side of the job state (src/base/jobstate.h): the memfd the
  * ranks inherit, the peer-death flags, and the sweep of /dev/shm entries a
  * job left behind.
  */
 #ifndef MLC_TOOLS_RUN_JOB_H
 #define MLC_TOOLS_RUN_JOB_H
 #include <stddef.h>
-#include "jobstate.h"
+#include "base/jobstate.h"
 
 typedef struct mlc_run_job {
     int fd;                /* memfd, close-on-exec in the launcher */

@@ -2,7 +2,7 @@
 /* The algorithm registry (driven by the lists in build.h) and the checked build. */
 #include <string.h>
 #include "build.h"
-#include "error.h"
+#include "base/error.h"
 
 /* One NULL-terminated name array per collective. */
 #define MLC_X_NAME(coll, name, fn, ordered) name,

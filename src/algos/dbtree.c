@@ -72,9 +72,9 @@ static int mlc_dbtree_chunks(size_t half_bytes)
     return k > MLC_DBTREE_MAX_CHUNKS ? MLC_DBTREE_MAX_CHUNKS : (int)k;
 }
 
-/* One tree's half: elements [e0, e0+ecount), k chunks; slot0/1 are TMP
+/* One tree's half: elements [e0, e0+ecount), k chunks; part0/1 are TMP
  * offsets for the children's chunks (per half). */
-static void mlc_dbtree_half(mlc_bld_t *b, int t, size_t e0, size_t ecount, int k, size_t slot[2])
+static void mlc_dbtree_half(mlc_bld_t *b, int t, size_t e0, size_t ecount, int k, size_t part[2])
 {
     const mlc_coll_desc_t *d = b->d;
     int p = d->size, v = mlc_dbt_virt(t, p, d->rank), up, dn[2];
@@ -98,8 +98,8 @@ static void mlc_dbtree_half(mlc_bld_t *b, int t, size_t e0, size_t ecount, int k
             int ch = order[i];
             if (dn[ch] < 0) continue;
             uint32_t round = (uint32_t)(hc[ch] + c);
-            mlc_bld_recv(b, round, mlc_dbt_real(t, p, dn[ch]), MLC_BUF_TMP, slot[ch] + rel, len);
-            mlc_bld_reduce(b, round, MLC_BUF_TMP, slot[ch] + rel, acc_init ? MLC_BUF_RECV : in, off,
+            mlc_bld_recv(b, round, mlc_dbt_real(t, p, dn[ch]), MLC_BUF_TMP, part[ch] + rel, len);
+            mlc_bld_reduce(b, round, MLC_BUF_TMP, part[ch] + rel, acc_init ? MLC_BUF_RECV : in, off,
                            MLC_BUF_RECV, off, len, ch == 1 ? MLC_STEP_SRC_HIGHER : 0);
             acc_init = true;
         }
@@ -125,16 +125,16 @@ mlc_status_t mlc_build_allreduce_dbtree(const mlc_coll_desc_t *d, mlc_sched_t *s
     int p = d->size;
     size_t half_max = mlc_blk_len(d->count, 2, 0) * d->esize;
     int k = mlc_dbtree_chunks(half_max);
-    size_t slots = 0, slot[2][2];
+    size_t parts = 0, part[2][2];
     for (int t = 0; t < 2; t++) {
         int up, dn[2];
         mlc_btree(p, mlc_dbt_virt(t, p, d->rank), &up, &dn[0], &dn[1]);
-        for (int ch = 0; ch < 2; ch++) slot[t][ch] = dn[ch] >= 0 ? (slots++) * half_max : 0;
+        for (int ch = 0; ch < 2; ch++) part[t][ch] = dn[ch] >= 0 ? (parts++) * half_max : 0;
     }
     for (int t = 0; t < 2; t++)
         mlc_dbtree_half(&b, t, mlc_blk_start(d->count, 2, t), mlc_blk_len(d->count, 2, t), k,
-                        slot[t]);
-    mlc_bld_tmp(&b, slots * half_max);
+                        part[t]);
+    mlc_bld_tmp(&b, parts * half_max);
     return b.st;
 }
 

@@ -15,8 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "dtype.h"
-#include "error.h"
+#include "base/dtype.h"
+#include "base/error.h"
 
 struct mlc_exec {
     mlc_sched_t s;

@@ -70,8 +70,8 @@ double mlc_cost_alltoallv_pairwise(const mlc_coll_desc_t *d, const mlc_cost_mode
 
 /*
  * Reduce-scatter: in round s send block r+s to rank r+s and receive block r
- * of rank r-s into a TMP slot. At the end the p-1 received blocks and this
- * rank's own are reduced in rank order: lower ranks' into one slot, higher
+ * of rank r-s into a TMP part. At the end the p-1 received blocks and this
+ * rank's own are reduced in rank order: lower ranks' into one part, higher
  * ranks' into another, then lower (op) own (op) higher into recvbuf.
  */
 mlc_status_t mlc_build_reduce_scatter_pairwise(const mlc_coll_desc_t *d, mlc_sched_t *s)
@@ -83,30 +83,30 @@ mlc_status_t mlc_build_reduce_scatter_pairwise(const mlc_coll_desc_t *d, mlc_sch
         if (!d->inplace) mlc_bld_copy(&b, 0, MLC_BUF_SEND, 0, MLC_BUF_RECV, 0, blk);
         return b.st;
     }
-#define MLC_SLOT(j) ((size_t)((j) < r ? (j) : (j) - 1) * blk)
+#define MLC_TMP_PART(j) ((size_t)((j) < r ? (j) : (j) - 1) * blk)
     for (int k = 1; k < p; k++) {
         int to = (r + k) % p, from = mlc_mod(r - k, p);
         uint32_t round = (uint32_t)(k - 1);
         mlc_bld_send(&b, round, to, MLC_BUF_SEND, (size_t)to * blk, blk);
-        mlc_bld_recv(&b, round, from, MLC_BUF_TMP, MLC_SLOT(from), blk);
+        mlc_bld_recv(&b, round, from, MLC_BUF_TMP, MLC_TMP_PART(from), blk);
     }
     uint32_t last = (uint32_t)(p - 2);
     for (int j = 1; j < r; j++) /* lower = x0 (op) ... (op) x(r-1) */
-        mlc_bld_reduce(&b, last, MLC_BUF_TMP, MLC_SLOT(j), MLC_BUF_TMP, MLC_SLOT(0), MLC_BUF_TMP,
-                       MLC_SLOT(0), blk, MLC_STEP_SRC_HIGHER);
+        mlc_bld_reduce(&b, last, MLC_BUF_TMP, MLC_TMP_PART(j), MLC_BUF_TMP, MLC_TMP_PART(0), MLC_BUF_TMP,
+                       MLC_TMP_PART(0), blk, MLC_STEP_SRC_HIGHER);
     for (int j = p - 2; j > r; j--) /* higher = x(r+1) (op) ... (op) x(p-1) */
-        mlc_bld_reduce(&b, last, MLC_BUF_TMP, MLC_SLOT(j), MLC_BUF_TMP, MLC_SLOT(p - 1),
-                       MLC_BUF_TMP, MLC_SLOT(p - 1), blk, 0);
+        mlc_bld_reduce(&b, last, MLC_BUF_TMP, MLC_TMP_PART(j), MLC_BUF_TMP, MLC_TMP_PART(p - 1),
+                       MLC_BUF_TMP, MLC_TMP_PART(p - 1), blk, 0);
     if (r > 0) {
-        mlc_bld_reduce(&b, last, MLC_BUF_TMP, MLC_SLOT(0), MLC_BUF_SEND, own, MLC_BUF_RECV, 0, blk, 0);
+        mlc_bld_reduce(&b, last, MLC_BUF_TMP, MLC_TMP_PART(0), MLC_BUF_SEND, own, MLC_BUF_RECV, 0, blk, 0);
         if (r < p - 1)
-            mlc_bld_reduce(&b, last, MLC_BUF_TMP, MLC_SLOT(p - 1), MLC_BUF_RECV, 0, MLC_BUF_RECV, 0,
+            mlc_bld_reduce(&b, last, MLC_BUF_TMP, MLC_TMP_PART(p - 1), MLC_BUF_RECV, 0, MLC_BUF_RECV, 0,
                            blk, MLC_STEP_SRC_HIGHER);
     } else {
-        mlc_bld_reduce(&b, last, MLC_BUF_TMP, MLC_SLOT(p - 1), MLC_BUF_SEND, own, MLC_BUF_RECV, 0,
+        mlc_bld_reduce(&b, last, MLC_BUF_TMP, MLC_TMP_PART(p - 1), MLC_BUF_SEND, own, MLC_BUF_RECV, 0,
                        blk, MLC_STEP_SRC_HIGHER);
     }
-#undef MLC_SLOT
+#undef MLC_TMP_PART
     mlc_bld_tmp(&b, (size_t)(p - 1) * blk);
     return b.st;
 }

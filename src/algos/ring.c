@@ -48,7 +48,7 @@ double mlc_cost_allreduce_ring(const mlc_coll_desc_t *d, const mlc_cost_model_t 
 /*
  * Reduce-scatter: p blocks of count elements. Round s sends block (r-s-1) and
  * receives block (r-s-2), reducing it with this rank's own block; partial
- * blocks live in two alternating TMP slots, and the last round (block r)
+ * blocks live in two alternating TMP parts, and the last round (block r)
  * reduces straight into recvbuf.
  */
 mlc_status_t mlc_build_reduce_scatter_ring(const mlc_coll_desc_t *d, mlc_sched_t *s)
@@ -63,17 +63,17 @@ mlc_status_t mlc_build_reduce_scatter_ring(const mlc_coll_desc_t *d, mlc_sched_t
     int right = (r + 1) % p, left = (r - 1 + p) % p;
     for (int k = 0; k < p - 1; k++) {
         int sb = mlc_mod(r - k - 1, p), rb = mlc_mod(r - k - 2, p);
-        size_t slot = (size_t)(k % 2) * blk, prev = (size_t)((k + 1) % 2) * blk;
+        size_t part = (size_t)(k % 2) * blk, prev = (size_t)((k + 1) % 2) * blk;
         if (k == 0)
             mlc_bld_send(&b, 0, right, MLC_BUF_SEND, (size_t)sb * blk, blk);
         else
             mlc_bld_send(&b, (uint32_t)k, right, MLC_BUF_TMP, prev, blk);
         if (k == p - 2) /* rb == r: the result */
-            mlc_bld_recv_reduce(&b, (uint32_t)k, left, MLC_BUF_TMP, slot, MLC_BUF_SEND,
+            mlc_bld_recv_reduce(&b, (uint32_t)k, left, MLC_BUF_TMP, part, MLC_BUF_SEND,
                                 (size_t)rb * blk, MLC_BUF_RECV, 0, blk, 0);
         else
-            mlc_bld_recv_reduce(&b, (uint32_t)k, left, MLC_BUF_TMP, slot, MLC_BUF_SEND,
-                                (size_t)rb * blk, MLC_BUF_TMP, slot, blk, 0);
+            mlc_bld_recv_reduce(&b, (uint32_t)k, left, MLC_BUF_TMP, part, MLC_BUF_SEND,
+                                (size_t)rb * blk, MLC_BUF_TMP, part, blk, 0);
     }
     mlc_bld_tmp(&b, (p > 2 ? 2 : 1) * blk);
     return b.st;

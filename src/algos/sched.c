@@ -3,7 +3,7 @@
 #include "sched.h"
 #include <stdlib.h>
 #include <string.h>
-#include "error.h"
+#include "base/error.h"
 
 void mlc_sched_init(mlc_sched_t *s)
 {

@@ -22,10 +22,4 @@ double mlc_algo_predict(const mlc_algo_t *algo, const mlc_coll_desc_t *d, const 
 /* Best algorithm for d under m among those that can run it (order-preserving
  * when the op is not commutative). Never NULL for a supported collective. */
 const mlc_algo_t *mlc_algo_select(const mlc_coll_desc_t *d, const mlc_cost_model_t *m);
-/*
- * For mlcomm-bench --model: a table of every algorithm's predicted time for
- * coll at p = 2, 4, ..., 16384 and a set of sizes, then, per p, the sizes at
- * which the selector's choice changes. m NULL = the default model.
- */
-void mlc_algo_print_model(FILE *f, const mlc_cost_model_t *m, mlc_coll_t coll);
 #endif

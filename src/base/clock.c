@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The monotonic clock (pure: the MPI module compiles its own copy). */
 #include <time.h>
-#include "base/clock.h"
+#include "clock.h"
 
 double mlc_now(void)
 {

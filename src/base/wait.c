@@ -3,8 +3,8 @@
 #include <sched.h>
 #include <stdio.h>
 #include <time.h>
-#include "base/clock.h"
-#include "base/wait.h"
+#include "clock.h"
+#include "wait.h"
 
 #define WAIT_SPIN_S 0.002
 #define WAIT_YIELD_S 0.0005

@@ -10,10 +10,10 @@
 #include "backend.h"
 #include "base/clock.h"
 #include "base/wait.h"
-#include "dtype.h"
-#include "error.h"
+#include "base/dtype.h"
+#include "base/error.h"
 #include "signature.h"
-#include "log.h"
+#include "base/log.h"
 
 static const char *const coll_names[] = {
 #define MLC_X_NAME(name, str, env) str,

@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "algos/sched.h"
-#include "backend_names.h"
+#include "base/backend_names.h"
 #include "comm.h"
 
 /* How a new world communicator should be formed (from resolved config). */

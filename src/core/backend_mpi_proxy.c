@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The `mpi` entry of the backend registry. The MPI backend lives in a module
- * (src/core/mpi_module.h) loaded on first use; every slot of this table
+ * (src/core/mpi_module.h) loaded on first use; every entry of this table
  * forwards to the module's table, and a communicator whose init succeeded
  * calls the module's table directly.
  */
@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "backend.h"
-#include "error.h"
+#include "base/error.h"
 #include "mpi_module.h"
 
 /* The module's table, or NULL with the reason set as the thread's error. */

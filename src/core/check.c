@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include "backend.h"
-#include "error.h"
+#include "base/error.h"
 #include "signature.h"
 
 /* First pair whose shared fields differ, as rank 0 against rank j. */

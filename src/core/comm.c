@@ -9,9 +9,9 @@
 #include "algos/select.h"
 #include "backend.h"
 #include "base/clock.h"
-#include "error.h"
-#include "log.h"
-#include "model.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "cost_model.h"
 #include "profile.h"
 
 void mlc_comm_free_requests(mlc_comm_t *comm); /* request.c */

@@ -10,7 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include "algos/select.h"
-#include "config.h"
+#include "base/config.h"
 #include "mlcomm.h"
 
 struct mlc_backend;

@@ -19,10 +19,10 @@
 #include <stdint.h>
 #include "algos/exec.h"
 #include "backend.h"
-#include "dtype.h"
-#include "error.h"
-#include "gpu/gpudirect.h"
-#include "log.h"
+#include "base/dtype.h"
+#include "base/error.h"
+#include "devrt/gpudirect.h"
+#include "base/log.h"
 
 /* X(field, function): every core function the module calls, as
  * mlc_core->field(...) in the module (src/backends/mpi/mpi_impl.h). */

@@ -15,8 +15,8 @@
 #include <string.h>
 #include <unistd.h>
 #include "backend.h"
-#include "error.h"
-#include "log.h"
+#include "base/error.h"
+#include "base/log.h"
 #include "profile.h"
 #include "tracefile.h"
 

@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "backend.h"
-#include "error.h"
+#include "base/error.h"
 
 const mlc_backend_t *const mlc_backends[] = {
 #define MLC_X_ENTRY(id) &mlc_backend_##id,

@@ -14,8 +14,8 @@
 #include "backend.h"
 #include "base/clock.h"
 #include "base/wait.h"
-#include "error.h"
-#include "log.h"
+#include "base/error.h"
+#include "base/log.h"
 #include "profile.h"
 
 #define MLC_REQ_CHUNK 32

@@ -8,9 +8,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "base/clock.h"
-#include "config.h"
-#include "error.h"
-#include "log.h"
+#include "base/config.h"
+#include "base/error.h"
+#include "base/log.h"
 #include "tracefile.h"
 
 #define CLOSING "\n]\n"

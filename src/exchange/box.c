@@ -3,7 +3,7 @@
 #include "box.h"
 #include <inttypes.h>
 #include <stdio.h>
-#include "core/error.h"
+#include "base/error.h"
 
 /* Largest coordinate magnitude accepted: keeps start+shape and shifts far from overflow. */
 #define MLC_BOX_COORD_MAX ((int64_t)1 << 60)

@@ -3,7 +3,7 @@
 #ifndef MLC_EXCHANGE_IMPL_H
 #define MLC_EXCHANGE_IMPL_H
 #include <stdbool.h>
-#include "exec.h"
+#include "executor.h"
 #include "plan.h"
 
 /* A growable list of views (provides or needs). */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Local copies (provide -> need inside one rank), shared by every executor. */
-#include "exec.h"
+#include "executor.h"
 
 /* Do both sides of a copy name the very same memory? */
 static int same_memory(const mlc_copy_t *c, const unsigned char *src, const unsigned char *dst)

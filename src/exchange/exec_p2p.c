@@ -7,8 +7,8 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include "core/error.h"
-#include "exec.h"
+#include "base/error.h"
+#include "executor.h"
 
 typedef struct p2p_state {
     mlc_comm_t *comm;

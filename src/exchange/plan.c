@@ -4,7 +4,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-#include "core/error.h"
+#include "base/error.h"
 
 /* At most this many periodic images of one need (a need spanning more than
  * a few periods is almost surely a mistake, and each image costs a query). */
@@ -22,11 +22,11 @@ static int cmp_pub(const void *a, const void *b)
     return (x->id > y->id) - (x->id < y->id);
 }
 
-/* The axis along which boxes are spread over the most "slots" of their size. */
+/* The axis along which boxes are spread over the most "cells" of their size. */
 static int choose_axis(const mlc_xpub_t *p, size_t n, int ndim, int64_t *max_extent)
 {
     int best = 0;
-    double best_slots = -1.0;
+    double best_cells = -1.0;
     for (int d = 0; d < ndim; d++) {
         int64_t lo = INT64_MAX, hi = INT64_MIN, ext = 1;
         for (size_t i = 0; i < n; i++) {
@@ -35,9 +35,9 @@ static int choose_axis(const mlc_xpub_t *p, size_t n, int ndim, int64_t *max_ext
             if (b->start[d] + b->shape[d] > hi) hi = b->start[d] + b->shape[d];
             if (b->shape[d] > ext) ext = b->shape[d];
         }
-        double slots = n ? (double)(hi - lo) / (double)ext : 0.0;
-        if (slots > best_slots) {
-            best_slots = slots;
+        double cells = n ? (double)(hi - lo) / (double)ext : 0.0;
+        if (cells > best_cells) {
+            best_cells = cells;
             best = d;
             *max_extent = ext;
         }

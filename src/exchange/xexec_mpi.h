@@ -9,7 +9,7 @@
 #ifndef MLC_EXCHANGE_XEXEC_MPI_H
 #define MLC_EXCHANGE_XEXEC_MPI_H
 #include <stdint.h>
-#include "exec.h"
+#include "executor.h"
 
 #define MLC_XEXEC_MPI_ABI 1u
 

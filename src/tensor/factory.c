@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "core/backend.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "options.h"
 
 static mlc_status_t check_backend(const char *backend)

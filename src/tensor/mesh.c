@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "core/comm.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "mlcomm_tensor.h"
 
 struct mlc_mesh {

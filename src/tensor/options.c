@@ -4,8 +4,8 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
-#include "core/config.h"
-#include "core/error.h"
+#include "base/config.h"
+#include "base/error.h"
 #include "options.h"
 
 typedef enum option_kind {

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "core/comm.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "tensor_internal.h"
 
 /* The tensor layer's per-communicator value: its checks level (absent: full). */

@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "core/comm.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "tensor_internal.h"
 
 const char *mlc_top_name(int kind)

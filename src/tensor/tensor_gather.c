@@ -11,7 +11,7 @@
  */
 #include <stdlib.h>
 #include "core/comm.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "tensor_internal.h"
 
 typedef struct gather_plan {
@@ -114,10 +114,10 @@ static mlc_status_t allgather_start(mlc_tcall_t *c, const mlc_tensor_t *shard, m
     void *target = direct ? out->data : r->staging;
     mlc_status_t st;
     if (even)
-        st = mlc_allgather(shard->data, target, counts[me], shard->dtype, c->comm, mlc_treq_slot(r));
+        st = mlc_allgather(shard->data, target, counts[me], shard->dtype, c->comm, mlc_treq_out(r));
     else
         st = mlc_allgatherv(shard->data, counts[me], target, counts, displs, shard->dtype, c->comm,
-                            mlc_treq_slot(r));
+                            mlc_treq_out(r));
     mlc_treq_note(r, st);
     if (st != MLC_SUCCESS || direct) return st;
 

@@ -113,7 +113,7 @@ mlc_status_t mlc_treq_begin(mlc_tensor_request_t *stack, bool async, const char 
 /* Make room for n inner requests (local phase: may fail with NO_MEMORY). */
 mlc_status_t mlc_treq_reserve(mlc_tensor_request_t *r, int n, const char *fn);
 /* Where the next inner operation's request goes: NULL for a blocking call. */
-mlc_request_t **mlc_treq_slot(mlc_tensor_request_t *r);
+mlc_request_t **mlc_treq_out(mlc_tensor_request_t *r);
 /* Record the result of starting (or, blocking, running) an inner operation. */
 void mlc_treq_note(mlc_tensor_request_t *r, mlc_status_t st);
 /*
@@ -160,7 +160,7 @@ mlc_tmeta_t *mlc_tmeta_table(mlc_tmeta_t *buf, int n_inline, int p, mlc_tmeta_t 
  * The frame every tensor collective runs in:
  *   begin  -> local checks and allocations (their failure is carried, not returned)
  *   agree  -> the cross-rank check; every rank gets the same verdict
- *   start the core operation(s) into mlc_treq_slot(c.r)
+ *   start the core operation(s) into mlc_treq_out(c.r)
  *   end    -> blocking: wait + finish; async: hand the request over.
  */
 typedef struct mlc_tcall {

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "core/comm.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "tensor_internal.h"
 
 void mlc_tmeta_shapes(mlc_tmeta_t *m, const mlc_tensor_t *t, const mlc_tensor_t *o)

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Tensor all-reduce, broadcast and barrier: shape checks, then the core call. */
 #include "core/comm.h"
-#include "core/dtype.h"
-#include "core/error.h"
+#include "base/dtype.h"
+#include "base/error.h"
 #include "tensor_internal.h"
 
 /* Every rank's input shape must equal `ref`'s; the message names both ranks. */
@@ -57,7 +57,7 @@ MLC_API mlc_status_t mlc_tensor_allreduce(const mlc_tensor_t *in, mlc_tensor_t *
     if (st == MLC_SUCCESS && !c.trusted) st = all_shapes_equal(&c, 0, "rank");
     if (st == MLC_SUCCESS) {
         st = mlc_allreduce(in->data, out->data, mlc_tensor_numel(in), in->dtype, op, comm,
-                           mlc_treq_slot(c.r));
+                           mlc_treq_out(c.r));
         mlc_treq_note(c.r, st);
     }
     return mlc_tcall_end(&c, st, req);
@@ -88,7 +88,7 @@ MLC_API mlc_status_t mlc_tensor_broadcast(mlc_tensor_t *t, int root, mlc_comm_t 
     if (st == MLC_SUCCESS && !c.trusted) st = all_shapes_equal(&c, root, "root");
     if (st == MLC_SUCCESS) {
         st = mlc_broadcast(t->data, t->data, mlc_tensor_numel(t), t->dtype, root, comm,
-                           mlc_treq_slot(c.r));
+                           mlc_treq_out(c.r));
         mlc_treq_note(c.r, st);
     }
     return mlc_tcall_end(&c, st, req);
@@ -101,7 +101,7 @@ MLC_API mlc_status_t mlc_tensor_barrier(mlc_comm_t *comm, mlc_tensor_request_t *
     mlc_tensor_request_t stack, *r;
     mlc_status_t st = mlc_treq_begin(&stack, req != NULL, "mlc_tensor_barrier", &r);
     if (st != MLC_SUCCESS) return st;
-    st = mlc_barrier(comm, mlc_treq_slot(r));
+    st = mlc_barrier(comm, mlc_treq_out(r));
     mlc_treq_note(r, st);
     return mlc_treq_end(r, st, req);
 }

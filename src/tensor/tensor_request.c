@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "core/error.h"
+#include "base/error.h"
 #include "tensor_internal.h"
 
 static mlc_request_t **inner_array(mlc_tensor_request_t *r)
@@ -43,11 +43,11 @@ mlc_status_t mlc_treq_reserve(mlc_tensor_request_t *r, int n, const char *fn)
     return MLC_SUCCESS;
 }
 
-mlc_request_t **mlc_treq_slot(mlc_tensor_request_t *r)
+mlc_request_t **mlc_treq_out(mlc_tensor_request_t *r)
 {
     if (!r->async) return NULL;
-    /* A start that fails leaves its slot NULL (outputs are written only on
-     * success), and waiting a NULL slot is a no-op. */
+    /* A start that fails leaves its handle NULL (outputs are written only on
+     * success), and waiting a NULL handle is a no-op. */
     return &inner_array(r)[r->ninner++];
 }
 

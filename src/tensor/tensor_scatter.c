@@ -13,8 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include "core/comm.h"
-#include "core/dtype.h"
-#include "core/error.h"
+#include "base/dtype.h"
+#include "base/error.h"
 #include "tensor_internal.h"
 
 typedef struct scatter_plan {
@@ -127,13 +127,13 @@ static mlc_status_t reduce_scatter_start(mlc_tcall_t *c, const mlc_tensor_t *in,
     mlc_status_t st;
     if (even) {
         st = mlc_reduce_scatter(send, out->data, counts[me], in->dtype, op, c->comm,
-                                mlc_treq_slot(r));
+                                mlc_treq_out(r));
         mlc_treq_note(r, st);
         return st;
     }
     for (int q = 0; q < p; q++) {
         st = mlc_reduce(send + block_off[q], q == c->rank ? out->data : NULL, counts[q], in->dtype,
-                        op, q, c->comm, mlc_treq_slot(r));
+                        op, q, c->comm, mlc_treq_out(r));
         mlc_treq_note(r, st);
         if (st != MLC_SUCCESS) return st;
     }

@@ -2,7 +2,7 @@
 /* Buffers, descriptions and reference results for the algorithm runs (see cases.h). */
 #include "cases.h"
 #include "algos/build.h"
-#include "dtype.h"
+#include "base/dtype.h"
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "error.h"
+#include "base/error.h"
 
 typedef struct sim_op sim_op_t;
 

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include "algos/build.h"
 #include "algos/select.h"
+#include "bench_model.h"
 #include "check.h"
 
 int check_failures;

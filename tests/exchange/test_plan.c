@@ -6,7 +6,7 @@
  * with the value of the global cell it mirrors (periodic images included).
  */
 #include <stdint.h>
-#include "exchange/exec.h"
+#include "exchange/executor.h"
 #include "exchange/plan.h"
 #include "xunit.h"
 

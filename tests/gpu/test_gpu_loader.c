@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * The run-time loaders (src/gpu/dynlib, gpurt; backends/nccl/ncclapi):
+ * The run-time loaders (src/base/dynlib, src/devrt/gpurt; backends/nccl/ncclapi):
  * absent library, missing required symbol, env override, the process-wide
  * load-once cache, and the helpers over a loaded runtime. Runs everywhere:
  * the "device" is the fake runtime of fake_cudart.c.
@@ -15,7 +15,7 @@
 #include <string.h>
 #include "../unit/unit.h"
 #include "backends/nccl/ncclapi.h"
-#include "gpu/gpurt.h"
+#include "devrt/gpurt.h"
 
 static void test_paths(void)
 {

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "../unit/unit.h"
-#include "gpu/gpu_report.h"
+#include "info_gpu.h"
 
 int main(void)
 {

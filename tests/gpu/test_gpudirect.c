@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "../unit/unit.h"
-#include "gpu/gpudirect.h"
+#include "devrt/gpudirect.h"
 
 static char root[256];
 

@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include "../unit/unit.h"
-#include "backend.h"
-#include "dtype.h"
-#include "gpu/gpurt.h"
+#include "core/backend.h"
+#include "base/dtype.h"
+#include "devrt/gpurt.h"
 
 static const mlc_gpurt_t *rt;
 static void *stream; /* for test copies */

@@ -26,9 +26,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "../unit/unit.h"
-#include "backend.h"
-#include "gpu/gpurt.h"
-#include "gpu/pinned.h"
+#include "core/backend.h"
+#include "devrt/gpurt.h"
+#include "devrt/pinned.h"
 #include "backends/nccl/ncclapi.h"
 
 static const mlc_gpurt_t *rt;

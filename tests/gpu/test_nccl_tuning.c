@@ -10,7 +10,7 @@
 #include <string.h>
 #include "../unit/unit.h"
 #include "backends/nccl/nccl_impl.h"
-#include "config.h"
+#include "base/config.h"
 
 static void clear_env(void)
 {

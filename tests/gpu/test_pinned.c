@@ -18,8 +18,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "../unit/unit.h"
-#include "gpu/gpurt.h"
-#include "gpu/pinned.h"
+#include "devrt/gpurt.h"
+#include "devrt/pinned.h"
 
 #define K 1024u
 

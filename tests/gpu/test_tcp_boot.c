@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "../unit/unit.h"
-#include "gpu/tcp_boot.h"
+#include "backends/nccl/tcp_boot.h"
 
 typedef struct peer {
     mlc_tcp_boot_t b;

@@ -10,7 +10,7 @@
 #include <dlfcn.h>
 #include <stdint.h>
 #include <string.h>
-#include "gpu/gpudirect.h"
+#include "devrt/gpudirect.h"
 #include "harness.h"
 
 typedef void (*set_limits_fn)(size_t count, size_t displ, int large_count_calls);

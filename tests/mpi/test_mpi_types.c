@@ -9,7 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
-#include "dtype.h"
+#include "base/dtype.h"
 #include "harness.h"
 
 enum { N = 19 };

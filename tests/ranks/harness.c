@@ -2,8 +2,8 @@
 #include "harness.h"
 #include <pthread.h>
 #include <time.h>
-#include "backend.h"
-#include "comm.h"
+#include "core/backend.h"
+#include "core/comm.h"
 #include "algos/sched.h"
 
 #define GUARD_BYTES 64

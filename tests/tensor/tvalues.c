@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include "tvalues.h"
 #include <stdint.h>
-#include "core/dtype.h"
+#include "base/dtype.h"
 
 void tv_set(mlc_dtype_t dtype, void *buf, size_t i, double v)
 {

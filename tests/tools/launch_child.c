@@ -33,7 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "jobstate.h"
+#include "base/jobstate.h"
 
 static const char *dir;
 static int rank = -1;

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Backend tables are validated before use: version, size, required entries. */
-#include "backend.h"
+#include "core/backend.h"
 #include "unit.h"
 
 static mlc_status_t ok_init(mlc_comm_t *comm, const mlc_boot_t *boot) { return MLC_SUCCESS; }

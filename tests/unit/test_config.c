@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 
-#include "config.h"
+#include "base/config.h"
 #include "unit.h"
 
 static const char *const launcher_vars[] = {

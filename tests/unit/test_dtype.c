@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* dtype sizes, names, parsing, records. */
-#include "dtype.h"
+#include "base/dtype.h"
 #include "unit.h"
 
 static void test_builtin(void)

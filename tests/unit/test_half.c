@@ -11,8 +11,8 @@
 #include <xmmintrin.h>
 #endif
 
-#include "dtype.h"
-#include "reduce_impl.h"
+#include "base/dtype.h"
+#include "base/reduce_impl.h"
 #include "unit.h"
 
 /* Reference decoders from the bit layout. */

@@ -10,7 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "jobstate.h"
+#include "base/jobstate.h"
 #include "unit.h"
 
 static int make_state(size_t size, uint32_t magic, uint32_t nranks)

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "log.h"
+#include "base/log.h"
 #include "unit.h"
 
 static char dir[] = "/tmp/mlc-unit-log-XXXXXX";

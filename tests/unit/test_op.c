@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Op names and parsing, (dtype, op) checks, the user-op table. */
-#include "dtype.h"
+#include "base/dtype.h"
 #include "unit.h"
 
-#define USER_TABLE_CAPACITY 1024 /* MLC_OP_USER_MAX in src/core/op_user.h */
+#define USER_TABLE_CAPACITY 1024 /* MLC_OP_USER_MAX in src/base/reduce_impl.h */
 
 static void noop_fn(const void *in, void *inout, size_t count, mlc_dtype_t dtype, void *ctx)
 {

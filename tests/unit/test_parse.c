@@ -3,7 +3,7 @@
 #include <stdint.h>
 
 #include "base/clock.h"
-#include "config.h"
+#include "base/config.h"
 #include "unit.h"
 
 static void test_int(void)

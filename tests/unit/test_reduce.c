@@ -11,8 +11,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "dtype.h"
-#include "reduce_impl.h"
+#include "base/dtype.h"
+#include "base/reduce_impl.h"
 #include "unit.h"
 
 static const size_t counts[] = {0, 1, 7, 33, 1000, 1025};

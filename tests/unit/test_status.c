@@ -2,7 +2,7 @@
 /* Status names and strings, the thread-local last error, the version. */
 #include <pthread.h>
 
-#include "error.h"
+#include "base/error.h"
 #include "unit.h"
 
 static void test_status_list(void)

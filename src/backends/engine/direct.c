@@ -26,10 +26,10 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include "backend.h"
-#include "dtype.h"
+#include "core/backend.h"
+#include "base/dtype.h"
 #include "engine.h"
-#include "error.h"
+#include "base/error.h"
 
 #define CHUNK_BYTES (128u << 10) /* bounce buffers stay in L2 */
 

@@ -14,8 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 #include "engine.h"
-#include "error.h"
-#include "log.h"
+#include "base/error.h"
+#include "base/log.h"
 
 static void futex_wake_all(atomic_uint *addr)
 {

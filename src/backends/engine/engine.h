@@ -27,8 +27,8 @@
 #include <sys/types.h>
 #include <time.h>
 #include "algos/exec.h"
-#include "comm.h"
-#include "signature.h"
+#include "core/comm.h"
+#include "core/signature.h"
 
 #define ENG_MAGIC 0x4d4c4353u /* "MLCS" */
 #define ENG_LINE 64

@@ -16,7 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "engine.h"
-#include "error.h"
+#include "base/error.h"
 
 static uint64_t word_of(uint32_t pair, mlc_status_t st, int origin)
 {

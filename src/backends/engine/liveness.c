@@ -24,7 +24,7 @@
 #include <string.h>
 #include "base/clock.h"
 #include "engine.h"
-#include "error.h"
+#include "base/error.h"
 
 #define PID_RECHECK_S 0.005 /* ask the backend about a live peer at most this often */
 

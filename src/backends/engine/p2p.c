@@ -11,8 +11,8 @@
 #include <string.h>
 #include <sys/uio.h>
 #include "engine.h"
-#include "error.h"
-#include "log.h"
+#include "base/error.h"
+#include "base/log.h"
 
 /* ---- rings ---------------------------------------------------------------- */
 

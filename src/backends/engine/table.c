@@ -10,11 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include "algos/select.h"
-#include "backend.h"
-#include "dtype.h"
+#include "core/backend.h"
+#include "base/dtype.h"
 #include "engine.h"
-#include "error.h"
-#include "log.h"
+#include "base/error.h"
+#include "base/log.h"
 
 mlc_status_t eng_async_begin(eng_ep_t *ep);          /* endpoint.c */
 void eng_op_cancel(eng_ep_t *ep, eng_op_t *op);      /* p2p.c */

@@ -80,7 +80,8 @@ const mlc_backend_t mlc_mpi_backend_table = {
     .device_direct = mlc_mpi_device_direct,
 };
 
-extern const mlc_xexec_mpi_table_t mlc_mpi_xexec_table;
+/* The exchange executors compiled into this module (src/exchange/mpi). */
+extern const struct mlc_xexec_mpi_table mlc_mpi_xexec_table;
 
 static const mlc_mpi_module_t module = {
     .abi = MLC_MPI_ABI,

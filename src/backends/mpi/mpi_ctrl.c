@@ -28,7 +28,7 @@ static int post_ctrl(mlc_mpi_comm_t *c)
 mlc_status_t mlc_mpi_ctrl_start(mlc_comm_t *comm)
 {
     mlc_mpi_comm_t *c = comm->impl;
-    for (int i = 0; i < MLC_MPI_REPLY_SLOTS; i++) c->reply_req[i] = MPI_REQUEST_NULL;
+    for (int i = 0; i < MLC_MPI_REPLIES; i++) c->reply_req[i] = MPI_REQUEST_NULL;
     int rc = post_ctrl(c);
     if (rc != MPI_SUCCESS) return mlc_mpi_error(rc, "rank %d: MPI_Irecv (control messages)", comm->rank);
     return MLC_SUCCESS;
@@ -44,7 +44,7 @@ void mlc_mpi_ctrl_stop(mlc_mpi_comm_t *c)
         MPI_Wait(&c->ctrl, MPI_STATUS_IGNORE);
     }
     for (int i = 0; i < c->nnotices; i++) finish_send(&c->notices[i]);
-    for (int i = 0; i < MLC_MPI_REPLY_SLOTS; i++) finish_send(&c->reply_req[i]);
+    for (int i = 0; i < MLC_MPI_REPLIES; i++) finish_send(&c->reply_req[i]);
 }
 
 void mlc_mpi_flush_abort(mlc_mpi_comm_t *c)
@@ -74,7 +74,7 @@ void mlc_mpi_flush_abort(mlc_mpi_comm_t *c)
 static void reply(mlc_comm_t *comm, int to)
 {
     mlc_mpi_comm_t *c = comm->impl;
-    for (int i = 0; i < MLC_MPI_REPLY_SLOTS; i++) {
+    for (int i = 0; i < MLC_MPI_REPLIES; i++) {
         int done = 1;
         if (c->reply_req[i] != MPI_REQUEST_NULL) MPI_Test(&c->reply_req[i], &done, MPI_STATUS_IGNORE);
         if (!done) continue;
@@ -85,7 +85,7 @@ static void reply(mlc_comm_t *comm, int to)
                   &c->reply_req[i]);
         return;
     }
-    /* every slot busy: the asker reports this rank as not answering */
+    /* every reply request busy: the asker reports this rank as not answering */
 }
 
 mlc_status_t mlc_mpi_ctrl_arrived(mlc_comm_t *comm, int rc)

@@ -18,7 +18,6 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "core/mpi_module.h"
-#include "exchange/xexec_mpi.h"
 
 /* The core that loaded this module (mpi_backend.c): the module calls core
  * only through it, as mlc_core->error(...), and logs through it (the
@@ -103,7 +102,7 @@ int mlc_mpi_big_type(size_t n, MPI_Datatype elem, size_t es, MPI_Datatype *out);
 /* Control messages: {kind, rank, value} as int64 (mpi_ctrl.c). */
 #define MLC_MPI_CTRL_WORDS 3
 enum { MLC_MPI_CTRL_ABORT = 1, MLC_MPI_CTRL_QUERY, MLC_MPI_CTRL_REPLY };
-#define MLC_MPI_REPLY_SLOTS 8
+#define MLC_MPI_REPLIES 8
 
 typedef struct mlc_mpi_handle mlc_mpi_handle_t;
 typedef struct mlc_mpi_op mlc_mpi_op_t;
@@ -122,8 +121,8 @@ typedef struct mlc_mpi_comm {
     MPI_Request *notices;    /* sends of that notice, one per rank */
     int nnotices;
     uint64_t started;        /* collectives started here (the last one's seq + 1) */
-    int64_t reply_msg[MLC_MPI_REPLY_SLOTS][MLC_MPI_CTRL_WORDS]; /* answers to queries */
-    MPI_Request reply_req[MLC_MPI_REPLY_SLOTS];
+    int64_t reply_msg[MLC_MPI_REPLIES][MLC_MPI_CTRL_WORDS]; /* answers to queries */
+    MPI_Request reply_req[MLC_MPI_REPLIES];
     mlc_mpi_op_t *head, *tail; /* operations in flight, in start order */
     atomic_int npolled;      /* of them, the ones only our polling advances (algorithms) */
     int left_to_mpi;         /* abandoned operations whose collectives MPI still runs */
@@ -138,7 +137,7 @@ enum { MLC_MPI_ABORT_NONE, MLC_MPI_ABORT_PENDING, MLC_MPI_ABORT_SENT };
 
 /* Build the backend state of comm from `base` (duplicated; base stays the caller's). */
 mlc_status_t mlc_mpi_comm_create(mlc_comm_t *comm, MPI_Comm base, bool adopt);
-/* The table's init, split, destroy, abort, health and tag_max slots. */
+/* The table's init, split, destroy, abort, health and tag_max entries. */
 mlc_status_t mlc_mpi_init(mlc_comm_t *comm, const mlc_boot_t *boot);
 mlc_status_t mlc_mpi_split(mlc_comm_t *parent, int color, int key, const int *members, int nmembers,
                            mlc_comm_t *child);
@@ -201,7 +200,7 @@ struct mlc_mpi_op {
     void *avg_buf;
     size_t avg_count;
     /* receive whose status is reported (recv, sendrecv) */
-    int recv_slot;         /* index in reqs, 0 = none */
+    int recv_index;         /* index in reqs, 0 = none */
     size_t recv_cap;       /* bytes */
     MPI_Datatype recv_type;
     MPI_Status recv_status;
@@ -220,8 +219,8 @@ static inline mlc_mpi_op_t *mlc_mpi_op_of(const mlc_request_t *req) { return (ml
 mlc_mpi_op_t *mlc_mpi_op_init(mlc_request_t *req);
 /* Room for n more MPI requests; NO_MEMORY on failure. */
 mlc_status_t mlc_mpi_op_reserve(mlc_mpi_op_t *op, int n);
-/* The next request slot (after op_reserve). */
-MPI_Request *mlc_mpi_op_slot(mlc_mpi_op_t *op);
+/* The next request of op (after op_reserve). */
+MPI_Request *mlc_mpi_op_next_req(mlc_mpi_op_t *op);
 /* Keep a derived type until the operation ends (committed here). */
 mlc_status_t mlc_mpi_op_keep_type(mlc_mpi_op_t *op, MPI_Datatype type);
 /* Scratch memory freed when the operation ends (one block per operation). */
@@ -241,7 +240,7 @@ void mlc_mpi_op_discard(mlc_mpi_op_t *op);
 void mlc_mpi_progress_all(mlc_comm_t *comm, int *moved);
 /* Abandon every pending operation; returns how many collectives MPI still runs. */
 int mlc_mpi_abandon_all(mlc_comm_t *comm);
-/* The table's progress, wait_native, idle and pending_peers slots. */
+/* The table's progress, wait_native, idle and pending_peers entries. */
 mlc_status_t mlc_mpi_progress(mlc_comm_t *comm, int *progressed);
 mlc_status_t mlc_mpi_wait_native(mlc_request_t *req);
 void mlc_mpi_idle(mlc_comm_t *comm, double max_s);
@@ -261,9 +260,9 @@ static inline bool mlc_mpi_blocking(const mlc_request_t *req)
 
 /* ---- the start entries ------------------------------------------------------------- */
 
-/* MPI_<Name>(args) when blk, else MPI_I<name>(args, next request slot of op). */
+/* MPI_<Name>(args) when blk, else MPI_I<name>(args, next request of op). */
 #define MLC_MPI_ISSUE(blk, op, Name, IName, ...) \
-    ((blk) ? Name(__VA_ARGS__) : IName(__VA_ARGS__, mlc_mpi_op_slot(op)))
+    ((blk) ? Name(__VA_ARGS__) : IName(__VA_ARGS__, mlc_mpi_op_next_req(op)))
 /* The same for MPI-4 large-count calls (only chosen when mlc_mpi_use_c()). */
 #if MLC_MPI_HAS_LARGE_COUNT
 #define MLC_MPI_ISSUE_C(blk, op, Name, IName, ...) MLC_MPI_ISSUE(blk, op, Name, IName, __VA_ARGS__)
@@ -295,13 +294,13 @@ mlc_status_t mlc_mpi_start_recv(mlc_request_t *req);
 mlc_status_t mlc_mpi_start_sendrecv(mlc_request_t *req);
 mlc_status_t mlc_mpi_iprobe(mlc_comm_t *comm, int source, int tag, int *flag, mlc_msg_status_t *st);
 /* Post one point-to-point piece of n bytes (above the count limit: one big
- * type, or an MPI-4 large-count call); blocking when slot is NULL. */
+ * type, or an MPI-4 large-count call); blocking when mreq is NULL. */
 int mlc_mpi_isend_bytes(mlc_mpi_op_t *op, const void *buf, size_t n, int peer, int tag, MPI_Comm comm,
-                        MPI_Request *slot);
+                        MPI_Request *mreq);
 int mlc_mpi_irecv_bytes(mlc_mpi_op_t *op, void *buf, size_t n, int peer, int tag, MPI_Comm comm,
-                        MPI_Request *slot, MPI_Datatype *type_used);
+                        MPI_Request *mreq, MPI_Datatype *type_used);
 /* The same receive of a message matched by MPI_(I)mprobe (*msg is consumed). */
-int mlc_mpi_imrecv_bytes(mlc_mpi_op_t *op, void *buf, size_t n, MPI_Message *msg, MPI_Request *slot,
+int mlc_mpi_imrecv_bytes(mlc_mpi_op_t *op, void *buf, size_t n, MPI_Message *msg, MPI_Request *mreq,
                          MPI_Datatype *type_used);
 /* Bytes a completed receive brought (from its status and the type it used). */
 size_t mlc_mpi_received_bytes(const MPI_Status *st, MPI_Datatype type);
@@ -312,12 +311,12 @@ size_t mlc_mpi_received_bytes(const MPI_Status *st, MPI_Datatype type);
 mlc_status_t mlc_mpi_recv_size_start(void);
 /* MPI's status of a truncated receive holds the message's size (Open MPI). */
 bool mlc_mpi_truncation_reported(void);
-/* Receive from src (an MPI value) into cap bytes at buf, blocking when slot is
+/* Receive from src (an MPI value) into cap bytes at buf, blocking when mreq is
  * NULL: a contiguous receive only of a probed message that fits, else a type
  * bounded by the buffer. Sets op->recv_type (and size_known, spilled).
  * `waited`: the caller waits on it at once (probe a little longer first). */
 int mlc_mpi_recv_bounded(mlc_mpi_op_t *op, void *buf, size_t cap, int src, int tag, MPI_Comm comm,
-                         MPI_Request *slot, bool waited);
+                         MPI_Request *mreq, bool waited);
 /* Internal test knob (tests/mpi): how much of the spill area a bounded receive
  * names (0: all of it, 1 GiB), so a message longer than buffer + spill can be
  * tested. Call it with no receive pending. */

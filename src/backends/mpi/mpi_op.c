@@ -40,7 +40,7 @@ mlc_mpi_op_t *mlc_mpi_op_init(mlc_request_t *req)
     op->copy_bytes = 0;
     op->avg_buf = NULL;
     op->avg_count = 0;
-    op->recv_slot = 0;
+    op->recv_index = 0;
     op->recv_cap = 0;
     op->recv_type = MPI_BYTE;
     op->size_known = false;
@@ -65,11 +65,11 @@ mlc_status_t mlc_mpi_op_reserve(mlc_mpi_op_t *op, int n)
     return MLC_SUCCESS;
 }
 
-MPI_Request *mlc_mpi_op_slot(mlc_mpi_op_t *op)
+MPI_Request *mlc_mpi_op_next_req(mlc_mpi_op_t *op)
 {
-    MPI_Request *slot = &op->reqs[++op->nreq];
-    *slot = MPI_REQUEST_NULL; /* stays so if the call that fills it fails */
-    return slot;
+    MPI_Request *mreq = &op->reqs[++op->nreq];
+    *mreq = MPI_REQUEST_NULL; /* stays so if the call that fills it fails */
+    return mreq;
 }
 
 mlc_status_t mlc_mpi_op_keep_type(mlc_mpi_op_t *op, MPI_Datatype type)
@@ -168,7 +168,7 @@ static void op_finish(mlc_mpi_op_t *op)
     mlc_status_t st = MLC_SUCCESS;
     if (op->copy_bytes) memcpy(op->copy_dst, op->copy_src, op->copy_bytes);
     if (op->avg_count) mlc_core->reduce_divide(op->avg_buf, op->avg_count, req->args.dtype, req->comm->size);
-    if (op->recv_slot) st = recv_report(op, msg, sizeof msg);
+    if (op->recv_index) st = recv_report(op, msg, sizeof msg);
     op_unlink(op);
     op_release(op);
     mlc_core->request_complete(req, st, "%s", msg);
@@ -246,7 +246,7 @@ mlc_status_t mlc_mpi_op_submit(mlc_mpi_op_t *op)
 /* One completed (or failed) request: returns false when the operation failed. */
 static bool request_done(mlc_mpi_op_t *op, int i, int rc, const MPI_Status *st)
 {
-    if (i == op->recv_slot) {
+    if (i == op->recv_index) {
         op->recv_status = *st;
         op->recv_status.MPI_ERROR = MPI_SUCCESS; /* single completions leave it unset */
         int cls = rc;
@@ -346,7 +346,7 @@ int mlc_mpi_abandon_all(mlc_comm_t *comm)
     return left;
 }
 
-/* ---- core's wait slots -------------------------------------------------------- */
+/* ---- core's wait entries -------------------------------------------------------- */
 
 /* A native wait (no MLC_TIMEOUT) as the shared wait loop sees it (base/wait.h). */
 typedef struct native_wait {

@@ -12,37 +12,37 @@
 #include <stdio.h>
 #include "mpi_impl.h"
 
-/* Blocking call when slot is NULL, else the nonblocking one. */
-#define MLC_MPI_P2P(slot, Name, IName, ...) ((slot) ? IName(__VA_ARGS__, slot) : Name(__VA_ARGS__))
+/* Blocking call when mreq is NULL, else the nonblocking one. */
+#define MLC_MPI_P2P(mreq, Name, IName, ...) ((mreq) ? IName(__VA_ARGS__, mreq) : Name(__VA_ARGS__))
 
 int mlc_mpi_isend_bytes(mlc_mpi_op_t *op, const void *buf, size_t n, int peer, int tag, MPI_Comm comm,
-                        MPI_Request *slot)
+                        MPI_Request *mreq)
 {
     if (n <= mlc_mpi_limits.count)
-        return MLC_MPI_P2P(slot, MPI_Send, MPI_Isend, buf, (int)n, MPI_BYTE, peer, tag, comm);
+        return MLC_MPI_P2P(mreq, MPI_Send, MPI_Isend, buf, (int)n, MPI_BYTE, peer, tag, comm);
 #if MLC_MPI_HAS_LARGE_COUNT
     if (mlc_mpi_use_c())
-        return MLC_MPI_P2P(slot, MPI_Send_c, MPI_Isend_c, buf, (MPI_Count)n, MPI_BYTE, peer, tag, comm);
+        return MLC_MPI_P2P(mreq, MPI_Send_c, MPI_Isend_c, buf, (MPI_Count)n, MPI_BYTE, peer, tag, comm);
 #endif
     MPI_Datatype big;
     int rc = mlc_mpi_big_type(n, MPI_BYTE, 1, &big);
     if (rc != MPI_SUCCESS) return rc;
     if (mlc_mpi_op_keep_type(op, big) != MLC_SUCCESS) return MPI_ERR_TYPE;
-    return MLC_MPI_P2P(slot, MPI_Send, MPI_Isend, buf, 1, big, peer, tag, comm);
+    return MLC_MPI_P2P(mreq, MPI_Send, MPI_Isend, buf, 1, big, peer, tag, comm);
 }
 
-/* Blocking receives (slot NULL) leave their status in op->recv_status. */
+/* Blocking receives (mreq NULL) leave their status in op->recv_status. */
 int mlc_mpi_irecv_bytes(mlc_mpi_op_t *op, void *buf, size_t n, int peer, int tag, MPI_Comm comm,
-                        MPI_Request *slot, MPI_Datatype *type_used)
+                        MPI_Request *mreq, MPI_Datatype *type_used)
 {
     *type_used = MPI_BYTE;
     MPI_Status *st = &op->recv_status;
     if (n <= mlc_mpi_limits.count)
-        return slot ? MPI_Irecv(buf, (int)n, MPI_BYTE, peer, tag, comm, slot)
+        return mreq ? MPI_Irecv(buf, (int)n, MPI_BYTE, peer, tag, comm, mreq)
                     : MPI_Recv(buf, (int)n, MPI_BYTE, peer, tag, comm, st);
 #if MLC_MPI_HAS_LARGE_COUNT
     if (mlc_mpi_use_c())
-        return slot ? MPI_Irecv_c(buf, (MPI_Count)n, MPI_BYTE, peer, tag, comm, slot)
+        return mreq ? MPI_Irecv_c(buf, (MPI_Count)n, MPI_BYTE, peer, tag, comm, mreq)
                     : MPI_Recv_c(buf, (MPI_Count)n, MPI_BYTE, peer, tag, comm, st);
 #endif
     MPI_Datatype big;
@@ -50,20 +50,20 @@ int mlc_mpi_irecv_bytes(mlc_mpi_op_t *op, void *buf, size_t n, int peer, int tag
     if (rc != MPI_SUCCESS) return rc;
     if (mlc_mpi_op_keep_type(op, big) != MLC_SUCCESS) return MPI_ERR_TYPE;
     *type_used = big;
-    return slot ? MPI_Irecv(buf, 1, big, peer, tag, comm, slot) : MPI_Recv(buf, 1, big, peer, tag, comm, st);
+    return mreq ? MPI_Irecv(buf, 1, big, peer, tag, comm, mreq) : MPI_Recv(buf, 1, big, peer, tag, comm, st);
 }
 
-/* Blocking receives (slot NULL) leave their status in op->recv_status. */
-int mlc_mpi_imrecv_bytes(mlc_mpi_op_t *op, void *buf, size_t n, MPI_Message *msg, MPI_Request *slot,
+/* Blocking receives (mreq NULL) leave their status in op->recv_status. */
+int mlc_mpi_imrecv_bytes(mlc_mpi_op_t *op, void *buf, size_t n, MPI_Message *msg, MPI_Request *mreq,
                          MPI_Datatype *type_used)
 {
     *type_used = MPI_BYTE;
     MPI_Status *st = &op->recv_status;
     if (n <= mlc_mpi_limits.count)
-        return slot ? MPI_Imrecv(buf, (int)n, MPI_BYTE, msg, slot) : MPI_Mrecv(buf, (int)n, MPI_BYTE, msg, st);
+        return mreq ? MPI_Imrecv(buf, (int)n, MPI_BYTE, msg, mreq) : MPI_Mrecv(buf, (int)n, MPI_BYTE, msg, st);
 #if MLC_MPI_HAS_LARGE_COUNT
     if (mlc_mpi_use_c())
-        return slot ? MPI_Imrecv_c(buf, (MPI_Count)n, MPI_BYTE, msg, slot)
+        return mreq ? MPI_Imrecv_c(buf, (MPI_Count)n, MPI_BYTE, msg, mreq)
                     : MPI_Mrecv_c(buf, (MPI_Count)n, MPI_BYTE, msg, st);
 #endif
     MPI_Datatype big;
@@ -71,7 +71,7 @@ int mlc_mpi_imrecv_bytes(mlc_mpi_op_t *op, void *buf, size_t n, MPI_Message *msg
     if (rc != MPI_SUCCESS) return rc;
     if (mlc_mpi_op_keep_type(op, big) != MLC_SUCCESS) return MPI_ERR_TYPE;
     *type_used = big;
-    return slot ? MPI_Imrecv(buf, 1, big, msg, slot) : MPI_Mrecv(buf, 1, big, msg, st);
+    return mreq ? MPI_Imrecv(buf, 1, big, msg, mreq) : MPI_Mrecv(buf, 1, big, msg, st);
 }
 
 size_t mlc_mpi_received_bytes(const MPI_Status *st, MPI_Datatype type)
@@ -90,7 +90,7 @@ static void blocking_recv_done(mlc_mpi_op_t *op, int rc)
     int cls = rc;
     if (rc != MPI_SUCCESS) MPI_Error_class(rc, &cls);
     op->recv_status.MPI_ERROR = cls == MPI_ERR_TRUNCATE ? MPI_ERR_TRUNCATE : MPI_SUCCESS;
-    op->recv_slot = -1; /* reported by op_finish, no request behind it */
+    op->recv_index = -1; /* reported by op_finish, no request behind it */
 }
 
 mlc_status_t mlc_mpi_start_send(mlc_request_t *req)
@@ -100,7 +100,7 @@ mlc_status_t mlc_mpi_start_send(mlc_request_t *req)
     mlc_mpi_op_t *op = mlc_mpi_op_init(req);
     bool blk = mlc_mpi_blocking(req);
     int rc = mlc_mpi_isend_bytes(op, a->sendbuf, a->count * a->esize, a->root, a->tag, c->comm,
-                                 blk ? NULL : mlc_mpi_op_slot(op));
+                                 blk ? NULL : mlc_mpi_op_next_req(op));
     if (rc != MPI_SUCCESS) {
         mlc_mpi_op_discard(op);
         return mlc_mpi_error(rc, "rank %d: send of %zu bytes to rank %d (tag %d)", req->comm->rank,
@@ -118,14 +118,14 @@ static mlc_status_t post_recv(mlc_mpi_op_t *op, void *buf, size_t cap, int peer,
     op->recv_status.MPI_SOURCE = peer; /* what a failed call that writes no status reports */
     op->recv_status.MPI_TAG = tag;
     int rc = mlc_mpi_recv_bounded(op, buf, cap, src_of(peer), tag_of(tag), c->comm,
-                                  blk ? NULL : mlc_mpi_op_slot(op), req->blocking);
+                                  blk ? NULL : mlc_mpi_op_next_req(op), req->blocking);
     int cls = rc;
     if (rc != MPI_SUCCESS) MPI_Error_class(rc, &cls);
     if (rc != MPI_SUCCESS && !(blk && cls == MPI_ERR_TRUNCATE))
         return mlc_mpi_error(rc, "rank %d: %s of up to %zu bytes from rank %d (tag %d)", req->comm->rank,
                              mlc_coll_name(req->coll), cap, peer, tag);
     if (blk) blocking_recv_done(op, rc);
-    else op->recv_slot = op->nreq;
+    else op->recv_index = op->nreq;
     return MLC_SUCCESS;
 }
 
@@ -141,12 +141,12 @@ mlc_status_t mlc_mpi_start_recv(mlc_request_t *req)
     return mlc_mpi_op_submit(op);
 }
 
-static mlc_status_t sendrecv_send(mlc_mpi_op_t *op, size_t sn, MPI_Request *slot)
+static mlc_status_t sendrecv_send(mlc_mpi_op_t *op, size_t sn, MPI_Request *mreq)
 {
     const mlc_request_t *req = op->req;
     const mlc_args_t *a = &req->args;
     const mlc_mpi_comm_t *c = req->comm->impl;
-    int rc = mlc_mpi_isend_bytes(op, a->sendbuf, sn, a->root, a->tag, c->comm, slot);
+    int rc = mlc_mpi_isend_bytes(op, a->sendbuf, sn, a->root, a->tag, c->comm, mreq);
     if (rc != MPI_SUCCESS)
         return mlc_mpi_error(rc, "rank %d: sendrecv: send of %zu bytes to rank %d (tag %d)", req->comm->rank,
                              sn, a->root, a->tag);
@@ -186,9 +186,9 @@ mlc_status_t mlc_mpi_start_sendrecv(mlc_request_t *req)
         st = sendrecv_blocking(op, sn, rn);
     } else {
         st = mlc_mpi_op_reserve(op, 2);
-        if (st == MLC_SUCCESS && req->blocking) st = sendrecv_send(op, sn, mlc_mpi_op_slot(op));
+        if (st == MLC_SUCCESS && req->blocking) st = sendrecv_send(op, sn, mlc_mpi_op_next_req(op));
         if (st == MLC_SUCCESS) st = post_recv(op, a->recvbuf, rn, a->peer2, a->tag2, false);
-        if (st == MLC_SUCCESS && !req->blocking) st = sendrecv_send(op, sn, mlc_mpi_op_slot(op));
+        if (st == MLC_SUCCESS && !req->blocking) st = sendrecv_send(op, sn, mlc_mpi_op_next_req(op));
     }
     if (st != MLC_SUCCESS) {
         mlc_mpi_op_discard(op);

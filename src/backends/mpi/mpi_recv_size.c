@@ -158,7 +158,7 @@ static struct {
 static unsigned cache_used, cache_next;
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static int irecv_cached(mlc_mpi_op_t *op, void *buf, size_t cap, int src, int tag, MPI_Comm comm, MPI_Request *slot)
+static int irecv_cached(mlc_mpi_op_t *op, void *buf, size_t cap, int src, int tag, MPI_Comm comm, MPI_Request *mreq)
 {
     pthread_mutex_lock(&cache_lock);
     unsigned i = 0;
@@ -181,7 +181,7 @@ static int irecv_cached(mlc_mpi_op_t *op, void *buf, size_t cap, int src, int ta
             cache[i].type = t;
         }
     }
-    if (rc == MPI_SUCCESS) rc = MPI_Irecv(MPI_BOTTOM, 1, cache[i].type, src, tag, comm, slot);
+    if (rc == MPI_SUCCESS) rc = MPI_Irecv(MPI_BOTTOM, 1, cache[i].type, src, tag, comm, mreq);
     pthread_mutex_unlock(&cache_lock);
     /* The type may be freed once the receive is posted: its size is read as bytes. */
     op->recv_type = MPI_BYTE;
@@ -191,27 +191,27 @@ static int irecv_cached(mlc_mpi_op_t *op, void *buf, size_t cap, int src, int ta
 
 static bool host_buffer(const mlc_mpi_op_t *op) { return op->req->comm->cfg.memory == MLC_MEMORY_HOST; }
 
-/* Take the message *msg that the probe `probed` describes (blocking when slot is NULL). */
+/* Take the message *msg that the probe `probed` describes (blocking when mreq is NULL). */
 static int take(mlc_mpi_op_t *op, void *buf, size_t cap, MPI_Message *msg, const MPI_Status *probed,
-                MPI_Request *slot)
+                MPI_Request *mreq)
 {
     op->size_known = true;
     op->msg_bytes = mlc_mpi_received_bytes(probed, MPI_BYTE);
-    if (op->msg_bytes <= cap) return mlc_mpi_imrecv_bytes(op, buf, op->msg_bytes, msg, slot, &op->recv_type);
+    if (op->msg_bytes <= cap) return mlc_mpi_imrecv_bytes(op, buf, op->msg_bytes, msg, mreq, &op->recv_type);
     MPI_Datatype t;
     int rc;
     if (host_buffer(op)) {
         pthread_once(&spill_once, spill_map);
         if (spill) {
             if ((rc = op_bounded_type(op, buf, cap, &t)) != MPI_SUCCESS) return rc;
-            return slot ? MPI_Imrecv(MPI_BOTTOM, 1, t, msg, slot)
+            return mreq ? MPI_Imrecv(MPI_BOTTOM, 1, t, msg, mreq)
                         : MPI_Mrecv(MPI_BOTTOM, 1, t, msg, &op->recv_status);
         }
     }
     /* Device memory (or no spill area): the whole message into scratch host memory. */
     void *scratch = mlc_mpi_op_alloc(op, op->msg_bytes);
     if (!scratch) return MPI_ERR_NO_MEM;
-    return mlc_mpi_imrecv_bytes(op, scratch, op->msg_bytes, msg, slot, &op->recv_type);
+    return mlc_mpi_imrecv_bytes(op, scratch, op->msg_bytes, msg, mreq, &op->recv_type);
 }
 
 static double seconds(void)
@@ -222,12 +222,12 @@ static double seconds(void)
 }
 
 int mlc_mpi_recv_bounded(mlc_mpi_op_t *op, void *buf, size_t cap, int src, int tag, MPI_Comm comm,
-                         MPI_Request *slot, bool waited)
+                         MPI_Request *mreq, bool waited)
 {
     MPI_Message msg;
     MPI_Status probed;
     int rc, found = 1;
-    if (!slot) rc = MPI_Mprobe(src, tag, comm, &msg, &probed);
+    if (!mreq) rc = MPI_Mprobe(src, tag, comm, &msg, &probed);
     else rc = MPI_Improbe(src, tag, comm, &found, &msg, &probed);
     /* Waited on at once, into 4 KiB or more: look for the message as long as
      * core's wait would spin before sleeping (it usually comes within that),
@@ -240,11 +240,11 @@ int mlc_mpi_recv_bounded(mlc_mpi_op_t *op, void *buf, size_t cap, int src, int t
         rc = MPI_Improbe(src, tag, comm, &found, &msg, &probed);
     }
     if (rc != MPI_SUCCESS) return rc;
-    if (found) return take(op, buf, cap, &msg, &probed, slot);
+    if (found) return take(op, buf, cap, &msg, &probed, mreq);
     pthread_once(&spill_once, spill_map);
     /* Device memory (MPI's own bounds apply) or no spill area: a plain receive. */
-    if (!spill || !host_buffer(op)) return mlc_mpi_irecv_bytes(op, buf, cap, src, tag, comm, slot, &op->recv_type);
-    return irecv_cached(op, buf, cap, src, tag, comm, slot);
+    if (!spill || !host_buffer(op)) return mlc_mpi_irecv_bytes(op, buf, cap, src, tag, comm, mreq, &op->recv_type);
+    return irecv_cached(op, buf, cap, src, tag, comm, mreq);
 }
 
 void mlc_mpi_spill_done(const mlc_mpi_op_t *op, size_t got)

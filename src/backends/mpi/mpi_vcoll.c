@@ -113,9 +113,9 @@ static int post_pieces(vplan_t *v, bool send, const void *buf, size_t count, int
     size_t bytes = count * v->es, L = mlc_mpi_limits.count;
     for (size_t off = 0; off < bytes; off += L) {
         int n = (int)(bytes - off < L ? bytes - off : L);
-        MPI_Request *slot = mlc_mpi_op_slot(v->op);
-        int rc = send ? MPI_Isend((const char *)buf + off, n, MPI_BYTE, peer, v->tag, v->hidden, slot)
-                      : MPI_Irecv((char *)buf + off, n, MPI_BYTE, peer, v->tag, v->hidden, slot);
+        MPI_Request *mreq = mlc_mpi_op_next_req(v->op);
+        int rc = send ? MPI_Isend((const char *)buf + off, n, MPI_BYTE, peer, v->tag, v->hidden, mreq)
+                      : MPI_Irecv((char *)buf + off, n, MPI_BYTE, peer, v->tag, v->hidden, mreq);
         if (rc != MPI_SUCCESS) return rc;
     }
     return MPI_SUCCESS;

@@ -9,13 +9,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include "backends/nccl/nccl_impl.h"
+#include "nccl_impl.h"
 #include "base/clock.h"
 #include "base/wait.h"
-#include "config.h"
-#include "error.h"
-#include "jobstate.h"
-#include "log.h"
+#include "base/config.h"
+#include "base/error.h"
+#include "base/jobstate.h"
+#include "base/log.h"
 
 const nccl_flavor_t mlc_nccl_flavor_nccl = {MLC_NCCL_FLAVOR_NCCL, MLC_GPU_CUDA, "nccl"};
 const nccl_flavor_t mlc_nccl_flavor_rccl = {MLC_NCCL_FLAVOR_RCCL, MLC_GPU_HIP, "rccl"};

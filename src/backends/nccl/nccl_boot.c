@@ -15,11 +15,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include "backends/nccl/nccl_impl.h"
-#include "config.h"
-#include "error.h"
-#include "gpu/tcp_boot.h"
-#include "log.h"
+#include "nccl_impl.h"
+#include "base/config.h"
+#include "base/error.h"
+#include "tcp_boot.h"
+#include "base/log.h"
 
 static bool has(const char *s, const char *word) { return s && strcasestr(s, word) != NULL; }
 

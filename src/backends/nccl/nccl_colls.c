@@ -9,10 +9,10 @@
  */
 #include <stdio.h>
 #include <string.h>
-#include "backends/nccl/nccl_impl.h"
-#include "dtype.h"
-#include "error.h"
-#include "log.h"
+#include "nccl_impl.h"
+#include "base/dtype.h"
+#include "base/error.h"
+#include "base/log.h"
 
 typedef nccl_issue_t issue_t;
 

@@ -13,10 +13,10 @@
 #define MLC_NCCL_IMPL_H
 #include <pthread.h>
 #include <stdbool.h>
-#include "backend.h"
-#include "backends/nccl/ncclapi.h"
-#include "comm.h"
-#include "gpu/gpurt.h"
+#include "core/backend.h"
+#include "ncclapi.h"
+#include "core/comm.h"
+#include "devrt/gpurt.h"
 
 typedef struct nccl_flavor {
     mlc_nccl_flavor_t lib;  /* NCCL or RCCL */

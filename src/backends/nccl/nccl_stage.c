@@ -11,9 +11,9 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include "backends/nccl/nccl_impl.h"
-#include "error.h"
-#include "gpu/pinned.h"
+#include "nccl_impl.h"
+#include "base/error.h"
+#include "devrt/pinned.h"
 
 #define STAGE_ALIGN ((size_t)256)
 

@@ -21,10 +21,10 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
-#include "backends/nccl/nccl_impl.h"
-#include "config.h"
-#include "error.h"
-#include "log.h"
+#include "nccl_impl.h"
+#include "base/config.h"
+#include "base/error.h"
+#include "base/log.h"
 
 mlc_status_t mlc_nccl_tuning_resolve(const mlc_cfg_t *cfg, int nccl_version, mlc_nccl_tuning_t *t)
 {

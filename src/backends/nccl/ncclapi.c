@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-#include "backends/nccl/ncclapi.h"
+#include "ncclapi.h"
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
-#include "error.h"
-#include "log.h"
+#include "base/error.h"
+#include "base/log.h"
 
 #define REQ MLC_DYNSYM_REQUIRED
 #define OPT MLC_DYNSYM_OPTIONAL

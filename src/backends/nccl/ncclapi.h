@@ -7,7 +7,7 @@
 #ifndef MLC_NCCL_API_H
 #define MLC_NCCL_API_H
 #include <stddef.h>
-#include "gpu/dynlib.h"
+#include "base/dynlib.h"
 #include "mlcomm.h"
 
 typedef struct mlc_ncclComm *mlc_ncclComm_t;

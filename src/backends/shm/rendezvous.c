@@ -15,15 +15,15 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-#include "config.h"
-#include "error.h"
-#include "jobstate.h"
-#include "log.h"
+#include "base/config.h"
+#include "base/error.h"
+#include "base/jobstate.h"
+#include "base/log.h"
 
 #define RDV_MAGIC 0x4d4c4352u /* "MLCR" */
 #define RDV_NAMES 16          /* /mlc-<id>-<n>, then .1 .. .15 */
 #define RDV_STALE_S 0.5       /* an object still unformatted after this long was left by a dead creator */
-#define RDV_GRACE_S 1.5       /* the last rank out waits this long for ranks that never claimed a slot */
+#define RDV_GRACE_S 1.5       /* the last rank out waits this long for ranks that never claimed an entry */
 #define RDV_UNREPLACED_S 1.0  /* a dead rank 0's rendezvous not replaced this long: it was ours */
 
 enum { RDV_WAIT = 0, RDV_READY = 1, RDV_FAILED = 2 };
@@ -393,7 +393,7 @@ static mlc_status_t jobstate_check(const shm_rdv_t *v)
     return mlc_error(MLC_ERR_PEER_LOST, "shm init: rank %d is gone (%s)", culprit, why);
 }
 
-/* Claim this rank's slot in r (mapped, len bytes). */
+/* Claim this rank's entry in r (mapped, len bytes). */
 static mlc_status_t claim(shm_rdv_t *v, shm_rdv_rec_t *r, size_t len, const struct stat *sb)
 {
     v->rec = r;
@@ -407,7 +407,7 @@ static mlc_status_t claim(shm_rdv_t *v, shm_rdv_rec_t *r, size_t len, const stru
                  "jobs with this job id and launcher are starting at once, or a rank was started twice; "
                  "give each job its own MLC_JOB_ID", v->job_id, v->rank, expected < 0 ? -expected : expected, me);
         publish_failure(r, v->rank, MLC_ERR_CONFIG, msg);
-        /* The slot is another process's: leave it as it is. */
+        /* The entry is another process's: leave it as it is. */
         munmap(r, len);
         v->rec = NULL;
         return mlc_error(MLC_ERR_CONFIG, "shm init: %s", msg);
@@ -569,7 +569,7 @@ mlc_status_t shm_rdv_wait_ready(shm_rdv_t *v, double deadline)
     return MLC_SUCCESS;
 }
 
-/* Has every rank that claimed a slot left or died? *unclaimed: slots never
+/* Has every rank that claimed an entry left or died? *unclaimed: entries never
  * claimed by ranks not known dead (they may still come and read the failure). */
 static bool all_out(shm_rdv_t *v, int *unclaimed)
 {
@@ -602,7 +602,7 @@ mlc_status_t shm_rdv_fail(shm_rdv_t *v, mlc_status_t st)
     snprintf(keep, sizeof keep, "%s", mlc_last_error());
     atomic_store(&r->pid[v->rank], -(int)getpid());
     /* The last rank out removes the names; it waits a little for ranks that
-     * never claimed a slot (they would find the failure there). After a
+     * never claimed an entry (they would find the failure there). After a
      * timeout or a death the ranks still in may never come out (stopped,
      * hung): every rank that gives up removes them after the grace. */
     bool stuck = st == MLC_ERR_TIMEOUT || st == MLC_ERR_PEER_LOST;

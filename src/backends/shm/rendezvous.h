@@ -6,10 +6,10 @@
  *
  * Rank 0 creates a small rendezvous object under a predictable name
  * (/mlc-<job id>-<n>, else /mlc-<job id>-<n>.<k> for k = 1..15) holding the
- * job's tag, its own pid and start time, a random nonce and one pid slot per
+ * job's tag, its own pid and start time, a random nonce and one pid entry per
  * rank. The segment itself is /mlc-<job id>-<n>-<nonce>: nobody can predict
  * it. Other ranks open the rendezvous, check owner, size and tag, claim their
- * slot, wait for the segment and read its name from the nonce.
+ * entry, wait for the segment and read its name from the nonce.
  */
 #ifndef MLC_SHM_RENDEZVOUS_H
 #define MLC_SHM_RENDEZVOUS_H
@@ -44,7 +44,7 @@ typedef struct shm_rdv {
 } shm_rdv_t;
 
 /* Rank 0: create the rendezvous (choosing a free name); others: find it and
- * claim their slot. The tag names the launch (mlcomm-run's job state, a
+ * claim their entry. The tag names the launch (mlcomm-run's job state, a
  * unique id); 0: the launch is told by process lineage (docs/ENGINE.md). */
 mlc_status_t shm_rdv_open(shm_rdv_t *v, const char *job_id, unsigned counter, int rank, int n, uint64_t tag,
                           bool use_jobstate, double deadline);

@@ -20,12 +20,12 @@
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
-#include "backend.h"
+#include "core/backend.h"
 #include "backends/engine/engine.h"
 #include "base/clock.h"
-#include "error.h"
-#include "jobstate.h"
-#include "log.h"
+#include "base/error.h"
+#include "base/jobstate.h"
+#include "base/log.h"
 #include "rendezvous.h"
 #include "base/wait.h"
 

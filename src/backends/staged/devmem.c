@@ -6,8 +6,8 @@
  * copies run on. See staged.h.
  */
 #include <stdlib.h>
-#include "core/error.h"
-#include "core/log.h"
+#include "base/error.h"
+#include "base/log.h"
 #include "ipc.h"
 #include "staged.h"
 

@@ -5,7 +5,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include "core/backend.h"
-#include "gpu/gpurt.h"
+#include "devrt/gpurt.h"
 
 struct mlc_devmem;
 

@@ -28,9 +28,9 @@
 #include <string.h>
 #include <time.h>
 #include "base/clock.h"
-#include "core/error.h"
-#include "core/log.h"
-#include "gpu/pinned.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "devrt/pinned.h"
 #include "stage_impl.h"
 
 static shape_t shape_of(mlc_coll_t coll)

@@ -28,10 +28,10 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include "core/dtype.h"
-#include "core/error.h"
-#include "core/log.h"
-#include "gpu/pinned.h"
+#include "base/dtype.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "devrt/pinned.h"
 #include "stage_impl.h"
 
 bool mlc_stage_ipc_wanted(mlc_coll_t coll, const mlc_args_t *a)

@@ -8,7 +8,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <time.h>
-#include "core/error.h"
+#include "base/error.h"
 #include "staged.h"
 
 static void staged_destroy(mlc_comm_t *comm);

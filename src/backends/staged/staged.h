@@ -21,7 +21,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include "core/backend.h"
-#include "gpu/gpurt.h"
+#include "devrt/gpurt.h"
 
 #define MLC_STAGE_CHUNK_DEFAULT mlc_env_default_size(MLC_ENV_STAGE_CHUNK) /* from the config table */
 

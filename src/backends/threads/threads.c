@@ -10,10 +10,10 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
-#include "backend.h"
+#include "core/backend.h"
 #include "backends/engine/engine.h"
 #include "base/wait.h"
-#include "error.h"
+#include "base/error.h"
 
 /* Segments up to this size are committed at creation (as plain heap memory
  * would be); larger ones (many ranks: the rings grow with the square of the

@@ -9,7 +9,7 @@
 #ifndef MLC_XEXEC_MPI_IMPL_H
 #define MLC_XEXEC_MPI_IMPL_H
 #include "backends/mpi/mpi_impl.h"
-#include "exchange/exec.h"
+#include "exchange/executor.h"
 
 /* The tag of exchange messages on the private communicator. */
 #define MLC_XMPI_TAG 0

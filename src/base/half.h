@@ -7,8 +7,8 @@
  * No floating-point input is ever subnormal, so results do not change when
  * a program runs with flush-to-zero / denormals-are-zero set.
  */
-#ifndef MLC_CORE_HALF_H
-#define MLC_CORE_HALF_H
+#ifndef MLC_BASE_HALF_H
+#define MLC_BASE_HALF_H
 #include <stdint.h>
 #include <string.h>
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Private to src/core (op.c, reduce.c) and the unit tests. */
-#ifndef MLC_CORE_REDUCE_IMPL_H
-#define MLC_CORE_REDUCE_IMPL_H
+#ifndef MLC_BASE_REDUCE_IMPL_H
+#define MLC_BASE_REDUCE_IMPL_H
 #include <stdbool.h>
 #include "mlcomm.h"
 

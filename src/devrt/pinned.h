@@ -17,11 +17,11 @@
  *   RLIMIT_MEMLOCK refuses is reported with the limit and the fix.
  * - Thread-safe: every function may be called from any thread.
  */
-#ifndef MLC_GPU_PINNED_H
-#define MLC_GPU_PINNED_H
+#ifndef MLC_DEVRT_PINNED_H
+#define MLC_DEVRT_PINNED_H
 #include <stddef.h>
 #include <stdint.h>
-#include "config.h"
+#include "base/config.h"
 #include "mlcomm.h"
 
 /* MLC_PINNED_LIMIT's default, from the config table. */

@@ -5,8 +5,8 @@
  * memory pool's settings, and every GPU-direct capability with its
  * evidence. Loads the GPU libraries (mlcomm-info may pay for that).
  */
-#ifndef MLC_GPU_REPORT_H
-#define MLC_GPU_REPORT_H
+#ifndef MLC_TOOLS_INFO_GPU_H
+#define MLC_TOOLS_INFO_GPU_H
 #include <stdio.h>
 
 void mlc_gpu_report(FILE *f);

@@ -7,8 +7,8 @@
  * persistent requests, say) adds an entry in front of MLC_XEXEC_LIST whose
  * applies() accepts the communicators it can serve.
  */
-#ifndef MLC_EXCHANGE_EXEC_H
-#define MLC_EXCHANGE_EXEC_H
+#ifndef MLC_EXCHANGE_EXECUTOR_H
+#define MLC_EXCHANGE_EXECUTOR_H
 #include "plan.h"
 
 /* The views a run reads and writes, indexed by provide / need number. */

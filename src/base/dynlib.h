@@ -6,8 +6,8 @@
  * them builds and runs, and the reason a library is unusable is kept as
  * text (which file, which symbol, dlerror) for errors and mlcomm-info.
  */
-#ifndef MLC_GPU_DYNLIB_H
-#define MLC_GPU_DYNLIB_H
+#ifndef MLC_BASE_DYNLIB_H
+#define MLC_BASE_DYNLIB_H
 #include <stdbool.h>
 #include <stddef.h>
 #include "config.h" /* mlc_env_id_t */

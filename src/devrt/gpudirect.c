@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-#include "gpu/gpudirect.h"
+#include "gpudirect.h"
 #include <dirent.h>
 #include <pthread.h>
 #include <stdarg.h>

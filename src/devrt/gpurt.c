@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-#include "gpu/gpurt.h"
+#include "gpurt.h"
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
-#include "error.h"
-#include "gpu/gpurt_syms.h"
-#include "log.h"
+#include "base/error.h"
+#include "gpurt_syms.h"
+#include "base/log.h"
 
 #define REQ MLC_DYNSYM_REQUIRED
 #define OPT MLC_DYNSYM_OPTIONAL

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Thread-local last-error message and the helper that sets it. */
-#ifndef MLC_CORE_ERROR_H
-#define MLC_CORE_ERROR_H
+#ifndef MLC_BASE_ERROR_H
+#define MLC_BASE_ERROR_H
 #include "mlcomm.h"
 
 #if defined(__GNUC__)

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* dtype helpers and the local reduction kernels. */
-#ifndef MLC_CORE_DTYPE_H
-#define MLC_CORE_DTYPE_H
+#ifndef MLC_BASE_DTYPE_H
+#define MLC_BASE_DTYPE_H
 #include <stdbool.h>
 #include "mlcomm.h"
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Logging per MLC_LOG_LEVEL / MLC_LOG_FILE. */
-#ifndef MLC_CORE_LOG_H
-#define MLC_CORE_LOG_H
+#ifndef MLC_BASE_LOG_H
+#define MLC_BASE_LOG_H
 #include "error.h"
 
 /* Process-wide level and sink; set from the first communicator's config

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-#include "gpu/dynlib.h"
+#include "dynlib.h"
 #include <dlfcn.h>
 #include <link.h>
 #include <stdio.h>

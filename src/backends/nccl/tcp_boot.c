@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include "base/clock.h"
-#include "gpu/tcp_boot.h"
+#include "tcp_boot.h"
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -17,9 +17,9 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
-#include "config.h"
-#include "error.h"
-#include "log.h"
+#include "base/config.h"
+#include "base/error.h"
+#include "base/log.h"
 
 #define BOOT_MAGIC 0x4d4c4342u /* "MLCB" */
 #define BOOT_VERSION 1u

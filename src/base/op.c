@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Reduction ops: built-in names (MLC_OP_LIST) and the process-wide table of
- * user ops. User op ids are MLC_OP_BUILTIN_COUNT + slot; the lowest free slot
+ * user ops. User op ids are MLC_OP_BUILTIN_COUNT + index; the lowest free index
  * is taken, so ranks that create and free ops in the same order get the same
  * ids (as MPI_Op_create).
  */
@@ -13,7 +13,7 @@
 #include "reduce_impl.h"
 
 typedef struct mlc_user_op {
-    mlc_user_fn_t fn; /* NULL = free slot */
+    mlc_user_fn_t fn; /* NULL = free entry */
     void *ctx;
     bool commutative;
 } mlc_user_op_t;
@@ -29,8 +29,8 @@ static const char *const mlc_op_names[] = {
 
 static bool mlc_op_is_builtin(mlc_op_t op) { return op >= 0 && op < MLC_OP_BUILTIN_COUNT; }
 
-/* Slot of a user op id, or -1 when the id is outside the user range. */
-static int mlc_op_slot(mlc_op_t op)
+/* Index of a user op id, or -1 when the id is outside the user range. */
+static int mlc_op_index(mlc_op_t op)
 {
     if (op < MLC_OP_BUILTIN_COUNT || op >= MLC_OP_BUILTIN_COUNT + MLC_OP_USER_MAX) return -1;
     return op - MLC_OP_BUILTIN_COUNT;
@@ -38,10 +38,10 @@ static int mlc_op_slot(mlc_op_t op)
 
 bool mlc_op_user_lookup(mlc_op_t op, mlc_user_fn_t *fn, void **ctx)
 {
-    int slot = mlc_op_slot(op);
-    if (slot < 0) return false;
+    int index = mlc_op_index(op);
+    if (index < 0) return false;
     pthread_mutex_lock(&mlc_op_lock);
-    mlc_user_op_t u = mlc_user_ops[slot];
+    mlc_user_op_t u = mlc_user_ops[index];
     pthread_mutex_unlock(&mlc_op_lock);
     if (u.fn == NULL) return false;
     *fn = u.fn;
@@ -54,22 +54,22 @@ mlc_status_t mlc_op_create(mlc_user_fn_t fn, int commutative, void *ctx, mlc_op_
     mlc_error_clear();
     if (fn == NULL) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_op_create: fn is NULL");
     if (op == NULL) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_op_create: op output pointer is NULL");
-    int slot = -1;
+    int index = -1;
     pthread_mutex_lock(&mlc_op_lock);
     for (int i = 0; i < MLC_OP_USER_MAX; i++) {
         if (mlc_user_ops[i].fn == NULL) {
             mlc_user_ops[i] = (mlc_user_op_t){fn, ctx, commutative != 0};
-            slot = i;
+            index = i;
             break;
         }
     }
     pthread_mutex_unlock(&mlc_op_lock);
-    if (slot < 0)
+    if (index < 0)
         return mlc_error(MLC_ERR_NO_MEMORY,
                          "mlc_op_create: the user op table is full (%d ops); free unused ops "
                          "with mlc_op_free",
                          MLC_OP_USER_MAX);
-    *op = MLC_OP_BUILTIN_COUNT + slot;
+    *op = MLC_OP_BUILTIN_COUNT + index;
     return MLC_SUCCESS;
 }
 
@@ -79,12 +79,12 @@ mlc_status_t mlc_op_free(mlc_op_t op)
     if (mlc_op_is_builtin(op))
         return mlc_error(MLC_ERR_INVALID_ARG, "mlc_op_free: op %d ('%s') is built-in", (int)op,
                          mlc_op_names[op]);
-    int slot = mlc_op_slot(op);
+    int index = mlc_op_index(op);
     bool freed = false;
-    if (slot >= 0) {
+    if (index >= 0) {
         pthread_mutex_lock(&mlc_op_lock);
-        freed = mlc_user_ops[slot].fn != NULL;
-        mlc_user_ops[slot] = (mlc_user_op_t){NULL, NULL, false};
+        freed = mlc_user_ops[index].fn != NULL;
+        mlc_user_ops[index] = (mlc_user_op_t){NULL, NULL, false};
         pthread_mutex_unlock(&mlc_op_lock);
     }
     if (!freed)
@@ -102,10 +102,10 @@ bool mlc_op_valid(mlc_op_t op)
 bool mlc_op_commutative(mlc_op_t op)
 {
     if (mlc_op_is_builtin(op)) return true;
-    int slot = mlc_op_slot(op);
-    if (slot < 0) return false;
+    int index = mlc_op_index(op);
+    if (index < 0) return false;
     pthread_mutex_lock(&mlc_op_lock);
-    bool c = mlc_user_ops[slot].fn != NULL && mlc_user_ops[slot].commutative;
+    bool c = mlc_user_ops[index].fn != NULL && mlc_user_ops[index].commutative;
     pthread_mutex_unlock(&mlc_op_lock);
     return c;
 }

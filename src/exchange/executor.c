@@ -2,8 +2,8 @@
 /* Executor registry: the first executor in MLC_XEXEC_LIST that is present and applies serves a plan. */
 #include <string.h>
 #include <strings.h>
-#include "core/error.h"
-#include "exec.h"
+#include "base/error.h"
+#include "executor.h"
 
 typedef const mlc_xexec_t *(*mlc_xexec_lookup_fn)(void);
 

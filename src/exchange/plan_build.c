@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "core/error.h"
+#include "base/error.h"
 #include "exchange_impl.h"
 
 mlc_status_t mlc_xagree(mlc_comm_t *comm, mlc_status_t mine, const char *what)

@@ -5,8 +5,8 @@
  * Optional symbols leave the field NULL; callers test it before use.
  * REQ / OPT are defined by the file that expands a list.
  */
-#ifndef MLC_GPU_GPURT_SYMS_H
-#define MLC_GPU_GPURT_SYMS_H
+#ifndef MLC_DEVRT_GPURT_SYMS_H
+#define MLC_DEVRT_GPURT_SYMS_H
 
 #define MLC_CUDART_SYMBOLS(X)                                       \
     X(cudaGetErrorString, get_error_string, REQ)                    \

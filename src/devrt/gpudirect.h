@@ -12,9 +12,9 @@
  *  - IPC: processes of this host map each other's device memory
  *    (cudaIpcGetMemHandle / cudaIpcOpenMemHandle present and a device).
  */
-#ifndef MLC_GPU_GPUDIRECT_H
-#define MLC_GPU_GPUDIRECT_H
-#include "gpu/gpurt.h"
+#ifndef MLC_DEVRT_GPUDIRECT_H
+#define MLC_DEVRT_GPUDIRECT_H
+#include "gpurt.h"
 #include "mlcomm.h"
 
 #define MLC_GPUDIRECT_EVIDENCE 512

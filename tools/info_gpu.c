@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-#include "gpu/gpu_report.h"
+#include "info_gpu.h"
 #include <stdlib.h>
 #include <sys/resource.h>
 #include "backends/nccl/ncclapi.h"
-#include "config.h"
-#include "error.h"
-#include "gpu/gpudirect.h"
-#include "gpu/gpurt.h"
-#include "gpu/pinned.h"
+#include "base/config.h"
+#include "base/error.h"
+#include "devrt/gpudirect.h"
+#include "devrt/gpurt.h"
+#include "devrt/pinned.h"
 
 static void report_runtime(FILE *f, mlc_gpu_kind_t kind)
 {

@@ -11,9 +11,9 @@
 #include <string.h>
 #include "backend.h"
 #include "base/clock.h"
-#include "dtype.h"
-#include "log.h"
-#include "model.h"
+#include "base/dtype.h"
+#include "base/log.h"
+#include "cost_model.h"
 
 static mlc_cost_model_t host_model;
 static pthread_once_t host_once = PTHREAD_ONCE_INIT;

@@ -12,8 +12,8 @@
  * size, payload length, secret length, secret bytes; reply = magic, status
  * (0 ok, else the reason), then the payload when ok.
  */
-#ifndef MLC_GPU_TCP_BOOT_H
-#define MLC_GPU_TCP_BOOT_H
+#ifndef MLC_NCCL_TCP_BOOT_H
+#define MLC_NCCL_TCP_BOOT_H
 #include <stddef.h>
 #include "mlcomm.h"
 

@@ -5,8 +5,9 @@
  * sizes at which the selector's choice changes (found on a fine geometric
  * grid, then exactly by bisection).
  */
-#include "build.h"
-#include "select.h"
+#include "algos/build.h"
+#include "algos/select.h"
+#include "bench_model.h"
 
 #define MLC_MODEL_PMAX 16384
 #define MLC_MODEL_NMAX ((size_t)1 << 34) /* switch points are searched up to 16 GiB */

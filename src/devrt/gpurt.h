@@ -15,11 +15,11 @@
  * of the default sonames (libcudart.so.13, .12, .11, libcudart.so;
  * libamdhip64.so.6, .5, libamdhip64.so).
  */
-#ifndef MLC_GPU_GPURT_H
-#define MLC_GPU_GPURT_H
+#ifndef MLC_DEVRT_GPURT_H
+#define MLC_DEVRT_GPURT_H
 #include <stdbool.h>
 #include <stddef.h>
-#include "gpu/dynlib.h"
+#include "base/dynlib.h"
 #include "mlcomm.h"
 
 typedef enum mlc_gpu_kind { MLC_GPU_CUDA, MLC_GPU_HIP, MLC_GPU_KIND_COUNT } mlc_gpu_kind_t;

@@ -8,8 +8,8 @@
  * signal) and bumps `epoch`; ranks read it in their slow path (at most every
  * ~100 ms while waiting) and fail with MLC_ERR_PEER_LOST naming the rank.
  */
-#ifndef MLC_CORE_JOBSTATE_H
-#define MLC_CORE_JOBSTATE_H
+#ifndef MLC_BASE_JOBSTATE_H
+#define MLC_BASE_JOBSTATE_H
 #include <stdatomic.h>
 #include <stdint.h>
 

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-#include "gpu/pinned.h"
+#include "pinned.h"
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -10,10 +10,10 @@
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-#include "config.h"
-#include "error.h"
-#include "gpu/gpurt.h"
-#include "log.h"
+#include "base/config.h"
+#include "base/error.h"
+#include "gpurt.h"
+#include "base/log.h"
 
 #define PIN_PAGE ((size_t)4096)
 #define PIN_NCLASS 208

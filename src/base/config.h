@@ -6,8 +6,8 @@
  * mlcomm-info --env prints it, and the mlc_env_* accessors are the only reads
  * of the environment in the library (tests/lint checks that).
  */
-#ifndef MLC_CORE_CONFIG_H
-#define MLC_CORE_CONFIG_H
+#ifndef MLC_BASE_CONFIG_H
+#define MLC_BASE_CONFIG_H
 #include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
