@@ -13,9 +13,10 @@ it there, so two jobs, or two groups of one job, never share one. The
 `timeout` of init_process_group / new_group is the communicator's timeout
 (an operation that makes no progress for that long fails on every rank).
 
-Operations start asynchronously (mlcomm requests) and complete in
-Work.wait(); Work.get_future() waits too (the future it returns is
-complete). CPU tensors; CUDA tensors where the communicator's memory kind
+Collectives run to completion inside the call (blocking mlcomm calls; the
+Work returned is complete) unless MLCOMM_TORCH_ASYNC=1, which starts them as
+mlcomm requests completed by Work.wait(). Point-to-point operations are
+always asynchronous. Work.get_future() waits, and returns a completed future. CPU tensors; CUDA tensors where the communicator's memory kind
 allows (MLC_MEMORY=cuda or auto)."""
 
 import collections
@@ -35,6 +36,11 @@ from ._errors import Error, error
 __all__ = ["ProcessGroupMlcomm", "BACKEND"]
 
 BACKEND = "mlcomm"
+# Collectives run to completion inside the call unless MLCOMM_TORCH_ASYNC=1:
+# mlcomm's asynchronous requests are progressed by a thread per rank, which
+# costs more than the overlap gains where ranks have no spare cores.
+# Point-to-point operations are always asynchronous (isend/irecv pairs).
+_ASYNC = os.environ.get("MLCOMM_TORCH_ASYNC", "0") == "1"
 _Work = getattr(dist, "_Work", None) or getattr(dist, "Work")
 
 _RED = dist.ReduceOp
@@ -244,7 +250,21 @@ class ProcessGroupMlcomm(dist.ProcessGroup):
 
     # Work objects must stay referenced from Python until complete (and a
     # while after: C++ may ask a completed one again).
+    def _coll(self, fn, args, keep):
+        """Start a collective: run to completion here (None), or as a
+        request when MLCOMM_TORCH_ASYNC=1."""
+        if _ASYNC:
+            return _start(fn, args, self._h, keep)
+        st = fn(*args, self._h, None)
+        if st != 0:
+            raise _runtime(error(st))
+        return None
+
     def _work(self, ops, result, finish=None):
+        ops = [o for o in ops if o is not None]
+        if not ops and finish is not None:
+            finish()
+            finish = None
         w = Work(self, ops, result, finish)
         if w._done:
             self._recent.append(w)
@@ -273,7 +293,7 @@ class ProcessGroupMlcomm(dist.ProcessGroup):
             c, back = _contig(t)
             b = _buf(c, "allreduce", True)
             dt, n = _reduce(b, op)
-            ops.append(_start(_lib.allreduce, (b.ptr, b.ptr, n, dt, _core.OP[op]), self._h, b))
+            ops.append(self._coll(_lib.allreduce, (b.ptr, b.ptr, n, dt, _core.OP[op]), b))
             fin.append(back)
         return self._work(ops, tensors, _chain(*fin))
 
@@ -284,7 +304,7 @@ class ProcessGroupMlcomm(dist.ProcessGroup):
         flat = _flat(tensors)
         b = _buf(flat, "allreduce_coalesced", True)
         dt, n = _reduce(b, op)
-        o = _start(_lib.allreduce, (b.ptr, b.ptr, n, dt, _core.OP[op]), self._h, b)
+        o = self._coll(_lib.allreduce, (b.ptr, b.ptr, n, dt, _core.OP[op]), b)
 
         def finish():
             off = 0
@@ -301,7 +321,7 @@ class ProcessGroupMlcomm(dist.ProcessGroup):
             c, back = _contig(t)
             b = _buf(c, "broadcast", True)
             dt = _core.move_dtype(b)
-            ops.append(_start(_lib.broadcast, (b.ptr, b.ptr, b.elems(dt), dt, root), self._h, b))
+            ops.append(self._coll(_lib.broadcast, (b.ptr, b.ptr, b.elems(dt), dt, root), b))
             fin.append(back)
         return self._work(ops, tensors, _chain(*fin))
 
@@ -314,7 +334,7 @@ class ProcessGroupMlcomm(dist.ProcessGroup):
             b = _buf(c, "reduce", True)
             dt, n = _reduce(b, op)
             recv = b.ptr if self._rank == root else None
-            ops.append(_start(_lib.reduce, (b.ptr, recv, n, dt, _core.OP[op], root), self._h, b))
+            ops.append(self._coll(_lib.reduce, (b.ptr, recv, n, dt, _core.OP[op], root), b))
             fin.append(back if self._rank == root else None)
         return self._work(ops, tensors, _chain(*fin))
 
@@ -324,7 +344,7 @@ class ProcessGroupMlcomm(dist.ProcessGroup):
         out = torch.empty((self._size,) + tuple(c.shape), dtype=c.dtype, device=c.device)
         ob = _buf(out, "allgather", True)
         dt = _core.move_dtype(b)
-        o = _start(_lib.allgather, (b.ptr, ob.ptr, b.elems(dt), dt), self._h, (b, ob))
+        o = self._coll(_lib.allgather, (b.ptr, ob.ptr, b.elems(dt), dt), (b, ob))
 
         def finish():
             for r, dst in enumerate(outputs):
@@ -352,7 +372,7 @@ class ProcessGroupMlcomm(dist.ProcessGroup):
         out, back = _contig(output)
         b, ob = _buf(c, "_allgather_base"), _buf(out, "_allgather_base", True)
         dt = _core.move_dtype(b, ob)
-        o = _start(_lib.allgather, (b.ptr, ob.ptr, b.elems(dt), dt), self._h, (b, ob))
+        o = self._coll(_lib.allgather, (b.ptr, ob.ptr, b.elems(dt), dt), (b, ob))
         return self._work([o], [output], back)
 
     def reduce_scatter(self, output_tensors, input_lists, opts=None):
@@ -368,7 +388,7 @@ class ProcessGroupMlcomm(dist.ProcessGroup):
                 raise RuntimeError("mlcomm: reduce_scatter: inputs of %d elements for an output of %d"
                                    % (b.count, ob.count))
             dt, n = _reduce(ob, op)
-            ops.append(_start(_lib.reduce_scatter, (b.ptr, ob.ptr, n, dt, _core.OP[op]), self._h, (b, ob)))
+            ops.append(self._coll(_lib.reduce_scatter, (b.ptr, ob.ptr, n, dt, _core.OP[op]), (b, ob)))
             fin.append(back)
         return self._work(ops, output_tensors, _chain(*fin))
 
@@ -381,7 +401,7 @@ class ProcessGroupMlcomm(dist.ProcessGroup):
         out, back = _contig(output)
         b, ob = _buf(c, "_reduce_scatter_base"), _buf(out, "_reduce_scatter_base", True)
         dt, n = _reduce(ob, op)
-        o = _start(_lib.reduce_scatter, (b.ptr, ob.ptr, n, dt, _core.OP[op]), self._h, (b, ob))
+        o = self._coll(_lib.reduce_scatter, (b.ptr, ob.ptr, n, dt, _core.OP[op]), (b, ob))
         return self._work([o], [output], back)
 
     def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
@@ -394,7 +414,7 @@ class ProcessGroupMlcomm(dist.ProcessGroup):
                 raise RuntimeError("mlcomm: all_to_all_single: %d input and %d output elements for %d ranks"
                                    % (b.count, ob.count, p))
             dt = _core.move_dtype(b, ob)
-            o = _start(_lib.alltoall, (b.ptr, ob.ptr, b.elems(dt) // p, dt), self._h, (b, ob))
+            o = self._coll(_lib.alltoall, (b.ptr, ob.ptr, b.elems(dt) // p, dt), (b, ob))
             return self._work([o], [output], back)
         row_in = c[0].numel() if c.dim() and c.shape[0] else 0
         row_out = out[0].numel() if out.dim() and out.shape[0] else 0
@@ -409,7 +429,7 @@ class ProcessGroupMlcomm(dist.ProcessGroup):
         sd, rd = _core._prefix(sc), _core._prefix(rc)
         args = (b.ptr, _lib.sizes([x * k for x in sc]), _lib.sizes([x * k for x in sd]), ob.ptr,
                 _lib.sizes([x * k for x in rc]), _lib.sizes([x * k for x in rd]), dt)
-        o = _start(_lib.alltoallv, args, self._h, (b, ob, args))
+        o = self._coll(_lib.alltoallv, args, (b, ob, args))
         return self._work([o], result, finish)
 
     def alltoall(self, output_tensors, input_tensors, opts=None):
@@ -437,13 +457,13 @@ class ProcessGroupMlcomm(dist.ProcessGroup):
                 raise RuntimeError("mlcomm: gather needs %d output tensors at the root" % self._size)
             flat = torch.empty((self._size,) + tuple(t.shape), dtype=t.dtype, device=t.device)
             ob = _buf(flat, "gather", True)
-            o = _start(_lib.gather, (b.ptr, ob.ptr, b.elems(dt), dt, root), self._h, (b, ob))
+            o = self._coll(_lib.gather, (b.ptr, ob.ptr, b.elems(dt), dt, root), (b, ob))
 
             def finish():
                 for r, dst in enumerate(outs):
                     dst.copy_(flat[r].view_as(dst))
             return self._work([o], output_tensors, finish)
-        o = _start(_lib.gather, (b.ptr, None, b.elems(dt), dt, root), self._h, b)
+        o = self._coll(_lib.gather, (b.ptr, None, b.elems(dt), dt, root), b)
         return self._work([o], output_tensors)
 
     def scatter(self, output_tensors, input_tensors, opts=None):
@@ -457,11 +477,11 @@ class ProcessGroupMlcomm(dist.ProcessGroup):
                 raise RuntimeError("mlcomm: scatter needs %d input tensors at the root" % self._size)
             b = _buf(_flat(ins), "scatter")
         dt = _core.move_dtype(ob)
-        o = _start(_lib.scatter, (_core.ptr(b), ob.ptr, ob.elems(dt), dt, root), self._h, (b, ob))
+        o = self._coll(_lib.scatter, (_core.ptr(b), ob.ptr, ob.elems(dt), dt, root), (b, ob))
         return self._work([o], output_tensors, back)
 
     def barrier(self, opts=None):
-        return self._work([_start(_lib.barrier, (), self._h, None)], [])
+        return self._work([self._coll(_lib.barrier, (), None)], [])
 
     # ---- point-to-point
     def send(self, tensors, dst, tag=0):
