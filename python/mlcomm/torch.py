@@ -362,7 +362,16 @@ class ProcessGroupMlcomm(dist.ProcessGroup):
         return self._work(ops, output_tensors, _chain(*fin))
 
     def allgather_coalesced(self, output_lists, input_list, opts=None):
-        return self.allgather(output_lists, input_list, opts)
+        # output_lists[r][i] receives rank r's input_list[i]
+        if len(output_lists) != self._size or any(len(o) != len(input_list) for o in output_lists):
+            raise RuntimeError("mlcomm: allgather_coalesced needs %d output lists of %d tensors"
+                               % (self._size, len(input_list)))
+        ops, fin = [], []
+        for i, t in enumerate(input_list):
+            o, f = self._allgather_one([output_lists[r][i] for r in range(self._size)], t)
+            ops.append(o)
+            fin.append(f)
+        return self._work(ops, output_lists, _chain(*fin))
 
     def _allgather_base(self, output, input, opts=None):
         if output.numel() != input.numel() * self._size:

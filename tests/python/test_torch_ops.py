@@ -63,6 +63,11 @@ def ops(r, p, group, ranks):
     dist.all_gather(outs, torch.full((3,), r, dtype=torch.int64), group=g)
     for q in range(p):
         eq(outs[q], torch.full((3,), q, dtype=torch.int64), "all_gather %d" % q)
+    outs = [[torch.zeros(2), torch.zeros(1)] for _ in range(p)]
+    dist.all_gather_coalesced(outs, [torch.full((2,), float(r)), torch.full((1,), float(r))], group=g)
+    for q in range(p):
+        eq(outs[q][0], torch.full((2,), float(q)), "all_gather_coalesced %d.0" % q)
+        eq(outs[q][1], torch.full((1,), float(q)), "all_gather_coalesced %d.1" % q)
     o = torch.zeros(2 * p)
     dist._all_gather_base(o, torch.full((2,), float(r)), group=g)
     eq(o, torch.arange(p).float().repeat_interleave(2), "_all_gather_base")
