@@ -107,7 +107,7 @@ def rank_main(args):
                 print("%d,%s,%d,%.2f,%.2f,%.2f" % rows[-1], flush=True)
     dist.barrier(group=ctl)
     dist.destroy_process_group()
-    if r == 0:
+    if r == 0 and os.path.exists(store):
         os.unlink(store)
 
 
@@ -147,7 +147,8 @@ def overhead_main(args):
         out.append(("torch", nbytes, (time.perf_counter() - t0) / iters))
     dist.destroy_process_group()
     if r == 0:
-        os.unlink(store)
+        if os.path.exists(store):  # the file store may have removed itself
+            os.unlink(store)
         for kind, nbytes, t in out:
             print("%s,%d,%.3f" % (kind, nbytes, t * 1e6), flush=True)
 
@@ -177,6 +178,7 @@ def main():
     ap.add_argument("--brief", action="store_true")
     ap.add_argument("--reps", type=int, default=None, help="interleaved rounds (default 5, 3 with --brief)")
     ap.add_argument("--budget", type=float, default=None, help="seconds per timed loop (default 0.2, 0.05 brief)")
+    ap.add_argument("--overhead-only", action="store_true", help="only the Python layers' cost")
     ap.add_argument("--out", default=".", help="directory of vs-gloo.csv and vs-gloo.png")
     ap.add_argument("--rank-body", choices=["sweep", "overhead"], help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -190,7 +192,7 @@ def main():
     env = dict(os.environ, PYTHONWARNINGS="ignore")
     rows = []
     print("load average: %.2f %.2f %.2f" % os.getloadavg())
-    for p in args.ranks:
+    for p in ([] if args.overhead_only else args.ranks):
         cmd = [RUN, "-n", str(p), "--timeout", "3000", sys.executable, os.path.abspath(__file__), "--rank-body", "sweep",
                "--reps", str(args.reps), "--budget", str(args.budget)] + (["--brief"] if args.brief else [])
         res = subprocess.run(cmd, capture_output=True, text=True, env=env)
@@ -200,6 +202,8 @@ def main():
             f = line.split(",")
             if len(f) == 6:
                 rows.append((int(f[0]), f[1], int(f[2]), float(f[3]), float(f[4]), float(f[5])))
+    if args.overhead_only:
+        rows = []
     print("\n%5s %-15s %10s %12s %12s %8s" % ("ranks", "collective", "bytes", "gloo (us)", "mlcomm (us)", "speedup"))
     for p, coll, nb, g, m, s in rows:
         print("%5d %-15s %10s %12.1f %12.1f %7.1fx" % (p, coll, fmt_bytes(nb), g, m, s))
