@@ -1,0 +1,523 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""The Python binding on 1..4 ranks: every call of mlcomm.h on numpy arrays
+(every dtype, in place and out of place, blocking and async), errors as
+exceptions, the tensor layer and the exchange; torch tensors when torch is
+installed. Run under a launcher (`mlcomm-run -n N python3 test_binding.py`,
+mpirun) or as thread ranks (`python3 test_binding.py --threads N`).
+Exit 77 (skip) without numpy."""
+
+import os
+import sys
+import threading
+import traceback
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+try:
+    import numpy as np
+except ImportError:
+    print("SKIP: numpy is not installed (apt-get install python3-numpy)")
+    sys.exit(77)
+import concurrent.futures
+
+import mlcomm
+
+NP_DTYPES = ["int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "float32", "float64"]
+
+
+def val(rank, n, dtype, salt=0):
+    """Small integers 1..11: exact in every dtype, also summed over 4 ranks."""
+    i = np.arange(n)
+    return ((rank * 5 + i * 3 + salt) % 11 + 1).astype(dtype)
+
+
+class Failed(Exception):
+    pass
+
+
+def expect(cond, what):
+    if not cond:
+        raise Failed(what)
+
+
+def eq(a, b, what):
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape != b.shape or not np.array_equal(a, b):
+        raise Failed("%s: got %s, expected %s" % (what, a, b))
+
+
+def raises(exc, fn, what, text=None):
+    try:
+        fn()
+    except exc as e:
+        if text is not None and text not in str(e):
+            raise Failed("%s: %s raised, but its message %r lacks %r" % (what, exc.__name__, str(e), text))
+        return e
+    raise Failed("%s: %s not raised" % (what, exc.__name__))
+
+
+# ---- the cases (each runs on every rank of comm) ---------------------------------
+def t_basics(c):
+    p, r = c.size, c.rank
+    expect(0 <= r < p, "rank %d of %d" % (r, p))
+    expect(c.backend in ("threads", "shm", "mpi"), "backend %s" % c.backend)
+    expect(c.status is None, "healthy communicator reports %s" % c.status)
+    expect(c.tag_max >= 32767, "tag_max %d" % c.tag_max)
+    expect(mlcomm.version() == mlcomm.__version__, "version")
+    expect(mlcomm.status_name(-5) == "MLC_ERR_TIMEOUT", "status_name")
+    expect(mlcomm.dtype_size("bf16") == 2 and mlcomm.dtype_name("f32") == "float32", "dtype names")
+    expect(mlcomm.as_dtype(np.float64) == mlcomm.DTYPES.index("float64"), "numpy dtype map")
+    for name in NP_DTYPES:  # both ways
+        expect(mlcomm.numpy_dtype(name) == np.dtype(name), "numpy_dtype(%s)" % name)
+    expect(mlcomm.numpy_dtype(mlcomm.record(12)).itemsize == 12, "record dtype")
+    expect(mlcomm.op_name(1) == "prod" and mlcomm.coll_name(2) == "allreduce", "names")
+    expect(isinstance(c.get_algo("allreduce", 8), str), "get_algo")
+
+
+def t_allreduce(c):
+    p, r = c.size, c.rank
+    for dt in NP_DTYPES:
+        for n in (0, 1, 7, 1000):
+            x = val(r, n, dt)
+            want = sum(val(q, n, "float64") for q in range(p)).astype(dt) if n else np.zeros(0, dt)
+            eq(c.allreduce(x), want, "allreduce %s n=%d" % (dt, n))
+            y = x.copy()
+            eq(c.allreduce(y, out=y), want, "allreduce in place %s" % dt)
+            eq(y, want, "allreduce in place %s (buffer)" % dt)
+    for op, f in (("max", np.max), ("min", np.min)):
+        x = val(r, 33, "float32")
+        want = f(np.stack([val(q, 33, "float32") for q in range(p)]), axis=0)
+        eq(c.allreduce(x, op=op), want, "allreduce %s" % op)
+    x = (np.arange(6) % 2 + 1).astype(np.int64)
+    eq(c.allreduce(x, op="prod"), x ** p, "allreduce prod")
+    x = np.full(5, 4 * (r + 1), dtype=np.float64)
+    eq(c.allreduce(x, op="avg"), np.full(5, 4 * (p + 1) / 2), "allreduce avg")
+    m = val(r, 12, "int32").reshape(3, 4)
+    eq(c.allreduce(m).shape, (3, 4), "allreduce keeps the shape")
+
+
+def t_reduce_bcast(c):
+    p, r = c.size, c.rank
+    for root in range(p):
+        for dt in ("int32", "float16", "float64"):
+            x = val(r, 9, dt, root)
+            want = sum(val(q, 9, "float64", root) for q in range(p)).astype(dt)
+            out = c.reduce(x, root=root)
+            if r == root:
+                eq(out, want, "reduce root %d %s" % (root, dt))
+            else:
+                expect(out is None, "reduce off root returns None")
+        b = val(r, 17, "float32", root) if r == root else np.zeros(17, np.float32)
+        eq(c.broadcast(b, root=root), val(root, 17, "float32", root), "broadcast in place")
+        eq(b, val(root, 17, "float32", root), "broadcast in place (buffer)")
+        src = val(r, 5, "int64")
+        out = np.zeros(5, np.int64)
+        eq(c.broadcast(src, root=root, out=out), val(root, 5, "int64"), "broadcast out of place")
+    # a dtype mlcomm lacks moves as bytes
+    cx = (np.arange(4) + 1j * r).astype(np.complex64)
+    eq(c.broadcast(cx, root=0), (np.arange(4) + 0j).astype(np.complex64), "broadcast complex64")
+    # complex sums reduce as pairs of reals
+    eq(c.allreduce(np.full(3, 1 + 2j, np.complex128)), np.full(3, p * (1 + 2j)), "allreduce complex")
+
+
+def t_allgather(c):
+    p, r = c.size, c.rank
+    for dt in NP_DTYPES:
+        x = val(r, 6, dt)
+        eq(c.allgather(x), np.stack([val(q, 6, dt) for q in range(p)]), "allgather %s" % dt)
+    out = np.zeros((p, 3), np.float32)
+    out[r] = val(r, 3, "float32")
+    c.allgather(out[r], out=out)  # in place: x is out's block `rank`
+    eq(out, np.stack([val(q, 3, "float32") for q in range(p)]), "allgather in place")
+    counts = [q + 1 for q in range(p)]
+    x = val(r, counts[r], "int32")
+    eq(c.allgatherv(x, counts), np.concatenate([val(q, q + 1, "int32") for q in range(p)]), "allgatherv")
+    displs = [5 * q for q in range(p)]
+    out = np.full(5 * p, -1, np.int32)
+    c.allgatherv(x, counts, out=out, displs=displs)
+    for q in range(p):
+        eq(out[5 * q:5 * q + q + 1], val(q, q + 1, "int32"), "allgatherv displs, rank %d" % q)
+
+
+def t_reduce_scatter_alltoall(c):
+    p, r = c.size, c.rank
+    for dt in ("int8", "uint32", "float16", "float64"):
+        x = val(r, 4 * p, dt)
+        full = sum(val(q, 4 * p, "float64") for q in range(p)).astype(dt)
+        eq(c.reduce_scatter(x), full[4 * r:4 * r + 4], "reduce_scatter %s" % dt)
+    m = val(r, 2 * p * 3, "float32").reshape(2 * p, 3)
+    eq(c.reduce_scatter(m).shape, (2, 3), "reduce_scatter shape")
+    # in place: out is x's block `rank`
+    x = val(r, 5 * p, "float32")
+    full = sum(val(q, 5 * p, "float64") for q in range(p)).astype("float32")
+    c.reduce_scatter(x, out=x[5 * r:5 * r + 5])
+    eq(x[5 * r:5 * r + 5], full[5 * r:5 * r + 5], "reduce_scatter in place")
+    # alltoall: block j goes to rank j
+    x = np.array([100 * r + j for j in range(p) for _ in range(2)], np.int64)
+    eq(c.alltoall(x), np.array([100 * q + r for q in range(p) for _ in range(2)]), "alltoall")
+    y = x.copy()
+    c.alltoall(y, out=y)
+    eq(y, np.array([100 * q + r for q in range(p) for _ in range(2)]), "alltoall in place")
+    # alltoallv: rank r sends j+1 elements to rank j
+    sc = [j + 1 for j in range(p)]
+    rc = [r + 1] * p
+    x = np.concatenate([np.full(j + 1, 10 * r + j, np.float64) for j in range(p)])
+    want = np.concatenate([np.full(r + 1, 10 * q + r, np.float64) for q in range(p)])
+    eq(c.alltoallv(x, sc, rc), want, "alltoallv")
+
+
+def t_gather_scatter(c):
+    p, r = c.size, c.rank
+    for root in range(p):
+        x = val(r, 4, "uint8", root)
+        g = c.gather(x, root=root)
+        if r == root:
+            eq(g, np.stack([val(q, 4, "uint8", root) for q in range(p)]), "gather")
+        else:
+            expect(g is None, "gather off root")
+        counts = [q + 2 for q in range(p)]
+        gv = c.gatherv(val(r, r + 2, "int64"), counts if r == root else None, root=root)
+        if r == root:
+            eq(gv, np.concatenate([val(q, q + 2, "int64") for q in range(p)]), "gatherv")
+        src = np.arange(3 * p, dtype=np.float32) * (root + 1) if r == root else None
+        out = np.zeros(3, np.float32)
+        eq(c.scatter(src, out, root=root), np.arange(3 * r, 3 * r + 3, dtype=np.float32) * (root + 1),
+           "scatter")
+        src = np.arange(sum(counts), dtype=np.int32) if r == root else None
+        out = np.zeros(r + 2, np.int32)
+        off = sum(counts[:r])
+        eq(c.scatterv(src, counts, out, root=root), np.arange(off, off + r + 2, dtype=np.int32), "scatterv")
+    c.barrier()
+
+
+def t_p2p(c):
+    p, r = c.size, c.rank
+    right, left = (r + 1) % p, (r - 1) % p
+    out = np.zeros(8, np.float64)
+    st = c.sendrecv(val(r, 8, "float64"), right, out, source=left, sendtag=5, recvtag=5)
+    eq(out, val(left, 8, "float64"), "sendrecv")
+    expect(st.source == left and st.tag == 5 and st.bytes == 64, "sendrecv status %s" % (st,))
+    if p >= 2:
+        if r == 0:
+            got = set()
+            for _ in range(p - 1):
+                s = c.probe(tag=7)
+                buf = np.zeros(s.bytes // 4, np.int32)
+                st = c.recv(buf, source=s.source, tag=7)
+                eq(buf, np.full(st.source, st.source, np.int32), "recv from %d" % st.source)
+                got.add(st.source)
+            expect(got == set(range(1, p)), "any-source receives %s" % got)
+            expect(c.iprobe(tag=8) is None, "iprobe finds no message nobody sent")
+        else:
+            c.send(np.full(r, r, np.int32), 0, tag=7)
+        # async ring, both directions
+        rb = np.zeros(3, np.int64)
+        rq = c.recv(rb, source=left, tag=9, async_op=True)
+        sq = c.send(np.full(3, r, np.int64), right, tag=9, async_op=True)
+        st = rq.result()
+        sq.wait()
+        eq(rb, np.full(3, left), "async ring")
+        expect(st == mlcomm.Status(left, 9, 24), "async recv status %s" % (st,))
+    # iprobe finds a message to self
+    sq = c.send(np.arange(2, dtype=np.uint8), r, tag=11, async_op=True)
+    s = None
+    for _ in range(100000):
+        s = c.iprobe(source=r, tag=11)
+        if s is not None:
+            break
+    expect(s is not None and s.bytes == 2, "iprobe to self %s" % (s,))
+    b = np.zeros(2, np.uint8)
+    c.recv(b, source=r, tag=11)
+    sq.wait()
+    eq(b, np.arange(2), "self message")
+    # truncation names both sizes
+    sq = c.send(np.arange(10, dtype=np.int32), r, tag=12, async_op=True)
+    raises(mlcomm.TruncateError, lambda: c.recv(np.zeros(3, np.int32), source=r, tag=12), "truncate")
+    sq.wait()
+
+
+def t_async(c):
+    p, r = c.size, c.rank
+    reqs = [c.allreduce(val(r, 100, "float32", k), async_op=True) for k in range(4)]
+    reqs.append(c.allgather(np.array([r], np.int32), async_op=True))
+    reqs.append(c.barrier(async_op=True))
+    seen = []
+    reqs[0].add_done_callback(lambda f: seen.append(f.result()[0]))
+    res = mlcomm.wait_all(reqs)
+    for k in range(4):
+        eq(res[k], sum(val(q, 100, "float64", k) for q in range(p)).astype("float32"), "async %d" % k)
+    eq(res[4], np.arange(p).reshape(p, 1), "async allgather")
+    expect(res[5] is None and len(seen) == 1, "barrier result / done callback")
+    # as a concurrent.futures.Future
+    f = c.allreduce(np.ones(4), async_op=True)
+    expect(isinstance(f, concurrent.futures.Future), "Request is a Future")
+    while not f.done():
+        pass
+    eq(f.result(timeout=10), np.full(4, float(p)), "future result")
+    expect(f.exception() is None, "future exception")
+    expect(list(concurrent.futures.as_completed([f], timeout=1)) == [f], "as_completed on a done request")
+    if p >= 2:  # a receive nobody sends to is not complete: wait(timeout) says so, test() too
+        rq = c.recv(np.zeros(1), source=(r + 1) % p, tag=21, async_op=True)
+        expect(not rq.test(), "pending test")
+        raises(concurrent.futures.TimeoutError, lambda: rq.wait(timeout=0.05), "wait timeout")
+        c.barrier()
+        c.send(np.full(1, 3.0), (r - 1) % p, tag=21)
+        expect(rq.wait().source == (r + 1) % p, "late message arrives")
+
+
+def t_userop(c):
+    p, r = c.size, c.rank
+
+    def absmax(a, b):
+        np.copyto(b, np.where(np.abs(a) > np.abs(b), a, b))
+
+    op = mlcomm.op_create(absmax, commutative=True)
+    try:
+        x = np.array([(-1) ** r * r, r, -r], np.float64)
+        eq(c.allreduce(x, op=op), np.array([(-1) ** (p - 1) * (p - 1), p - 1, -(p - 1)], np.float64),
+           "user op")
+        a, b = np.array([1, -5], np.int32), np.array([2, 3], np.int32)
+        eq(mlcomm.reduce_local(a, b, op), np.array([2, -5]), "reduce_local user op")
+    finally:
+        op.free()
+
+    def concat(a, b):  # non-commutative: rank order
+        b[:] = a * 10 + b
+
+    op = mlcomm.op_create(concat, commutative=False)
+    try:
+        eq(c.allreduce(np.array([r + 1], np.int64), op=op), np.array([int("".join(str(q + 1) for q in range(p)))]),
+           "non-commutative user op")
+    finally:
+        op.free()
+    a, b = np.ones(3), np.full(3, 2.0)
+    eq(mlcomm.reduce_local(a, b, "sum"), np.full(3, 3.0), "reduce_local sum")
+
+
+def t_errors(c):
+    p, r = c.size, c.rank
+    e = raises(mlcomm.InvalidArgError, lambda: c.allreduce(np.zeros((4, 4))[:, 1]), "non-contiguous",
+               "not C-contiguous")
+    expect(isinstance(e, ValueError) and e.name == "MLC_ERR_INVALID_ARG", "InvalidArgError is a ValueError")
+    raises(mlcomm.InvalidArgError, lambda: c.allreduce(np.zeros(2), op="median"), "unknown op", "median")
+    raises(mlcomm.InvalidArgError, lambda: c.allreduce(np.zeros(2, np.int16)), "int16 reduction", "int16")
+    raises(mlcomm.InvalidArgError, lambda: c.allreduce(np.zeros(3), out=np.zeros(4)), "size mismatch")
+    raises(mlcomm.InvalidArgError, lambda: c.allgather([1, 2]), "list input", "numpy array")
+    raises(mlcomm.InvalidArgError, lambda: c.allreduce(np.zeros(4), out=np.zeros(0)), "empty out")
+    raises(mlcomm.InvalidArgError, lambda: c.send(np.zeros(1), p + 3), "bad peer")
+    raises(mlcomm.InvalidArgError, lambda: c.broadcast(np.zeros(1), root=p), "bad root")
+    if p > 1:
+        raises(mlcomm.InvalidArgError, lambda: c.allgatherv(np.zeros(1), [1]), "counts length", "entries")
+    raises(mlcomm.InvalidArgError, lambda: mlcomm.as_dtype("float128"), "unknown dtype name")
+    # mismatched counts across ranks fail every rank with both sides named
+    if p >= 2:
+        sub = c.split(0, r)
+        e = raises(mlcomm.MismatchError, lambda: sub.allreduce(np.zeros(4 + r, np.float32)), "mismatch",
+                   "allreduce")
+        expect("count=" in e.message, "mismatch message names counts: %s" % e.message)
+        expect(sub.status == "MLC_ERR_MISMATCH", "sticky mismatch: %s" % sub.status)
+        raises(mlcomm.MismatchError, lambda: sub.barrier(), "sticky error")
+        sub.free()
+    # abort on a split communicator: every rank's pending and later calls fail
+    sub = c.split(0, r)
+    if r == 0:
+        sub.abort()
+    else:
+        raises(mlcomm.AbortedError, lambda: sub.allreduce(np.zeros(1)), "abort reaches peers")
+    raises(mlcomm.AbortedError, lambda: sub.barrier(), "after abort")
+    sub.free()
+    sub.free()  # a second free is a no-op
+    raises(mlcomm.InvalidArgError, lambda: sub.rank, "freed communicator", "freed")
+    c.barrier()
+
+
+def t_split(c):
+    p, r = c.size, c.rank
+    with c.split(r % 2, key=-r) as sub:
+        members = [q for q in range(p) if q % 2 == r % 2]
+        expect(sub.size == len(members), "split size")
+        expect(sub.rank == sorted(members, reverse=True).index(r), "split key order")
+        eq(sub.allreduce(np.array([r], np.int64)), np.array([sum(members)]), "split allreduce")
+    none = c.split(None if r == 0 else 1)
+    expect((none is None) == (r == 0), "split UNDEFINED gives None")
+    if none is not None:
+        expect(none.size == p - 1, "split without rank 0")
+        none.free()
+
+
+def t_tensor(c):
+    p, r = c.size, c.rank
+    T = mlcomm.tensor
+    # dim-aware all-gather with uneven shards (rank r has r+1 columns)
+    shard = np.full((2, r + 1, 3), r, np.float32)
+    full = T.allgather(c, shard, dim=1)
+    eq(full.shape, (2, sum(q + 1 for q in range(p)), 3), "tensor allgather shape")
+    eq(full[0, :, 0], np.concatenate([np.full(q + 1, q) for q in range(p)]), "tensor allgather")
+    full = T.allgather(c, np.full((2, 2), r, np.int32), dim=-1, async_op=True).wait()
+    eq(full[1], np.repeat(np.arange(p), 2), "tensor allgather dim -1, async")
+    # reduce-scatter along dim 1 of a (3, 7) tensor: the even split
+    x = np.tile(np.arange(7, dtype=np.float64), (3, 1)) * (r + 1)
+    part = T.reduce_scatter(c, x, dim=1)
+    off, n = T.split(7, p, r)
+    eq(part, np.tile(np.arange(off, off + n), (3, 1)) * (p * (p + 1) / 2), "tensor reduce_scatter")
+    eq(T.allreduce(c, np.full((2, 2), 1, np.int64)), np.full((2, 2), p), "tensor allreduce")
+    b = np.full(3, r, np.float64)
+    T.broadcast(c, b, root=p - 1)
+    eq(b, np.full(3, p - 1.0), "tensor broadcast")
+    T.barrier(c)
+    if p >= 2:  # shapes that do not fit fail on every rank, naming them
+        raises(mlcomm.MismatchError, lambda: T.allreduce(c, np.zeros((2, 2 + r))), "tensor shape mismatch")
+        return  # the communicator failed: later cases make their own
+    expect(T.get_checks(c) == "full", "checks")
+
+
+def t_mesh(c):
+    p, r = c.size, c.rank
+    if p != 4:
+        return
+    T = mlcomm.tensor
+    with T.Mesh(c, [2, -1], ["dp", "tp"]) as mesh:
+        expect(mesh.shape == (2, 2) and mesh.names == ("dp", "tp"), "mesh shape %s" % (mesh.shape,))
+        expect(mesh.coords() == (r // 2, r % 2), "mesh coords")
+        expect(mesh.rank_of(mesh.coords()) == r, "rank_of")
+        tp = mesh.comm("tp")
+        eq(tp.allreduce(np.array([r])), np.array([2 * (r // 2) * 2 + 1]), "tp group sum")
+        dp = mesh.comm(mesh.axis("dp"))
+        eq(dp.allgather(np.array([r]))[:, 0], np.array([r % 2, r % 2 + 2]), "dp group")
+        with mesh.group(["dp", "tp"]) as g:
+            expect(g.size == 4, "group over both axes")
+
+
+def t_exchange(c):
+    p, r = c.size, c.rank
+    X = mlcomm.exchange
+    # a periodic 1-D domain of 4*p cells, 4 per rank, one ghost cell each side
+    n = 4
+    a = np.zeros(n + 2, np.float64)
+    a[1:-1] = r * 100 + np.arange(n)
+    with X.Exchange(c, 1, "float64", domain=((0,), (n * p,)), periodic=[True]) as ex:
+        ex.provide(a, origin=(r * n - 1,), region=((r * n,), (n,)))
+        for start, shape in X.box_halo((r * n,), (n,), (1,)):
+            ex.need(a, origin=(r * n - 1,), region=(start, shape))
+        ex.build()
+        ex.run()
+        left, right = (r - 1) % p, (r + 1) % p
+        expect(a[0] == left * 100 + n - 1 and a[-1] == right * 100, "halo %s" % a)
+        info = ex.info()
+        expect(info["runs"] == 1 and info["executor"], "exchange info %s" % info)
+        a[1:-1] += 1
+        ex.start()
+        ex.finish()
+        expect(a[0] == left * 100 + n, "second exchange")
+    # global combine: a (min, argmin) pair per value, any size
+    vals = np.array([[float(5 - r), r], [float(r), r]])
+
+    def minloc(x, y):
+        if x[0] < y[0] or (x[0] == y[0] and x[1] < y[1]):
+            y[:] = x
+
+    out = X.combine(c, vals, minloc)
+    eq(out, np.array([[5.0 - (p - 1), p - 1], [0.0, 0]]), "combine minloc")
+
+
+def t_create_from(c):
+    if c.rank != 0:
+        return
+    comms = mlcomm.create_from("threads", {"world_size": 1, "timeout": 30})
+    expect(len(comms) == 1 and comms[0].size == 1, "create_from threads")
+    eq(comms[0].allreduce(np.arange(3)), np.arange(3), "1-rank allreduce")
+    comms[0].free()
+    raises(mlcomm.ConfigError, lambda: mlcomm.create_from("threads", {"nope": 1}), "unknown option", "nope")
+
+
+def t_torch(c):
+    try:
+        import torch
+    except ImportError:
+        print("torch not installed: torch tensor cases skipped")
+        return
+    p, r = c.size, c.rank
+    for dt in (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.uint8,
+               torch.int32, torch.int64):
+        x = torch.arange(6).to(dt) + r
+        want = (torch.arange(6).to(torch.float64) * p + sum(range(p))).to(dt)
+        expect(torch.equal(c.allreduce(x), want), "torch allreduce %s" % dt)
+    y = torch.full((2, 3), float(r))
+    c.allreduce(y, op="max", out=y)
+    expect(torch.equal(y, torch.full((2, 3), float(p - 1))), "torch in place max")
+    g = c.allgather(torch.tensor([r, r], dtype=torch.int16))  # int16 moves as bytes
+    expect(torch.equal(g, torch.arange(p, dtype=torch.int16).repeat_interleave(2).reshape(p, 2)),
+           "torch allgather int16")
+    b = torch.tensor([True, False]) if r == 0 else torch.tensor([False, True])
+    expect(torch.equal(c.broadcast(b, root=0), torch.tensor([True, False])), "torch bool broadcast")
+    expect(torch.equal(c.allreduce(torch.tensor([r == 0, False]), op="max"), torch.tensor([True, False])),
+           "torch bool max")
+    raises(mlcomm.InvalidArgError, lambda: c.allreduce(torch.zeros(4, 4)[:, 0]), "torch non-contiguous")
+    full = mlcomm.tensor.allgather(c, torch.full((1, 2), float(r)), dim=0)
+    expect(full.shape == (p, 2) and torch.equal(full[:, 0], torch.arange(p, dtype=torch.float32)),
+           "torch tensor allgather")
+
+
+CASES = [t_basics, t_allreduce, t_reduce_bcast, t_allgather, t_reduce_scatter_alltoall, t_gather_scatter,
+         t_p2p, t_async, t_userop, t_split, t_create_from, t_mesh, t_exchange, t_torch, t_tensor, t_errors]
+
+
+def run_rank(comm, only):
+    """Every case on this rank; a failure aborts the communicator so peers stop too."""
+    for case in CASES:
+        if only and case.__name__ not in only:
+            continue
+        # each case on a communicator of its own (t_tensor and t_errors fail theirs on purpose)
+        sub = comm.split(0, comm.rank)
+        try:
+            case(sub)
+        finally:
+            if sub.status is None:
+                sub.barrier()
+            sub.free()
+    comm.barrier()
+
+
+def main():
+    args = sys.argv[1:]
+    threads = None
+    if args[:1] == ["--threads"]:
+        threads = int(args[1])
+        args = args[2:]
+    only = set(args)
+    failures = []
+    if threads:
+        comms = mlcomm.init_all(threads, timeout=60)
+
+        def body(cm):
+            try:
+                run_rank(cm, only)
+            except BaseException:
+                failures.append("[rank %d] %s" % (cm.rank, traceback.format_exc()))
+                cm.abort()
+
+        ts = [threading.Thread(target=body, args=(cm,)) for cm in comms]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        for cm in comms:
+            cm.free()
+        where = "%d thread ranks" % threads
+    else:
+        comm = mlcomm.init(timeout=float(os.environ.get("MLC_TIMEOUT", 60)))
+        try:
+            run_rank(comm, only)
+        except BaseException:
+            failures.append("[rank %d] %s" % (comm.rank, traceback.format_exc()))
+            comm.abort()
+        where = "rank %d of %d on %s" % (comm.rank, comm.size, comm.backend)
+        comm.free()
+    if failures:
+        sys.stderr.write("".join(failures))
+        print("FAILED (%s)" % where)
+        sys.exit(1)
+    print("ok: %d cases (%s)" % (len([c for c in CASES if not only or c.__name__ in only]), where))
+
+
+if __name__ == "__main__":
+    main()
