@@ -1,0 +1,106 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Public entry points for language bindings (mlcomm.h, "Host memory pool,
+ * GPU-direct capabilities, backend availability"): the pinned pool, the
+ * GPU-direct detection and the backend registry, as public API.
+ */
+#include <string.h>
+#include "core/backend.h"
+#include "core/error.h"
+#include "gpu/gpudirect.h"
+#include "gpu/pinned.h"
+
+MLC_API mlc_status_t mlc_pinned_pool_open(size_t limit, mlc_pinned_pool_t **pool)
+{
+    mlc_error_clear();
+    if (!pool) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_pinned_pool_open: pool is NULL");
+    return mlc_pinned_pool_create(limit, MLC_PINNED_AUTO, pool);
+}
+
+MLC_API mlc_status_t mlc_pinned_pool_close(mlc_pinned_pool_t *pool)
+{
+    mlc_error_clear();
+    mlc_pinned_pool_destroy(pool);
+    return MLC_SUCCESS;
+}
+
+#define NEED_POOL(fn)                                                                     \
+    do {                                                                                  \
+        mlc_error_clear();                                                                \
+        if (!pool) return mlc_error(MLC_ERR_INVALID_ARG, "%s: pool is NULL", fn);         \
+    } while (0)
+
+MLC_API mlc_status_t mlc_pinned_pool_alloc(mlc_pinned_pool_t *pool, size_t bytes, void **ptr)
+{
+    NEED_POOL("mlc_pinned_pool_alloc");
+    if (!ptr) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_pinned_pool_alloc: ptr is NULL");
+    return mlc_pinned_alloc(pool, bytes, ptr);
+}
+
+MLC_API mlc_status_t mlc_pinned_pool_release(mlc_pinned_pool_t *pool, void *ptr)
+{
+    NEED_POOL("mlc_pinned_pool_release");
+    return mlc_pinned_free(pool, ptr);
+}
+
+MLC_API mlc_status_t mlc_pinned_pool_pin(mlc_pinned_pool_t *pool, void *ptr, size_t bytes)
+{
+    NEED_POOL("mlc_pinned_pool_pin");
+    return mlc_pinned_register(pool, ptr, bytes);
+}
+
+MLC_API mlc_status_t mlc_pinned_pool_unpin(mlc_pinned_pool_t *pool, void *ptr)
+{
+    NEED_POOL("mlc_pinned_pool_unpin");
+    return mlc_pinned_unregister(pool, ptr);
+}
+
+MLC_API mlc_status_t mlc_pinned_pool_info(mlc_pinned_pool_t *pool, mlc_pinned_info_t *info)
+{
+    NEED_POOL("mlc_pinned_pool_info");
+    if (!info) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_pinned_pool_info: info is NULL");
+    mlc_pinned_stats_t s;
+    mlc_pinned_get_stats(pool, &s);
+    info->limit = s.limit;
+    info->bytes_pinned = s.bytes_pinned;
+    info->bytes_in_use = s.bytes_in_use;
+    info->bytes_cached = s.bytes_cached;
+    info->hits = s.hits;
+    info->misses = s.misses;
+    info->evictions = s.evictions;
+    info->mode = mlc_pinned_mode_name(mlc_pinned_pool_mode(pool));
+    return MLC_SUCCESS;
+}
+
+MLC_API mlc_status_t mlc_gpudirect_query(mlc_gpudirect_info_t *info)
+{
+    static _Thread_local mlc_gpudirect_t g;
+    mlc_error_clear();
+    if (!info) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_gpudirect_query: info is NULL");
+    const mlc_gpurt_t *rt = NULL;
+    if (mlc_gpurt_get(MLC_GPU_CUDA, &rt) != MLC_SUCCESS && mlc_gpurt_get(MLC_GPU_HIP, &rt) != MLC_SUCCESS)
+        rt = NULL;
+    mlc_error_clear(); /* a missing runtime is an answer (unknown), not an error */
+    mlc_gpudirect_detect(rt, NULL, &g);
+    info->rdma = g.rdma;
+    info->rdma_evidence = g.rdma_evidence;
+    info->peer_access = g.peer_access;
+    info->peer_evidence = g.peer_evidence;
+    info->cuda_aware_mpi = g.cuda_aware_mpi;
+    info->mpi_evidence = g.mpi_evidence;
+    info->ipc = g.ipc;
+    info->ipc_evidence = g.ipc_evidence;
+    return MLC_SUCCESS;
+}
+
+MLC_API mlc_status_t mlc_backend_check(const char *name)
+{
+    mlc_error_clear();
+    if (!name) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_backend_check: name is NULL");
+    const mlc_backend_t *be = mlc_backend_find(name);
+    if (!be) return mlc_error(MLC_ERR_CONFIG, "mlc_backend_check: unknown backend \"%s\"", name);
+    char why[256] = "";
+    if (!be->available(why, sizeof why))
+        return mlc_error(MLC_ERR_UNAVAILABLE, "backend '%s' is not available: %s", name, why);
+    return MLC_SUCCESS;
+}
