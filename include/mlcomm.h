@@ -561,7 +561,8 @@ MLC_API mlc_status_t mlc_profile_stats(const mlc_comm_t *comm, mlc_profile_stat_
  * least recently freed cached blocks are unpinned first (memory in use is
  * never evicted), else the call fails with MLC_ERR_NO_MEMORY naming the
  * request, the limit and the bytes in use. Pins through the GPU runtime
- * loaded in the process (cudaHostAlloc / hipHostMalloc), else mmap + mlock.
+ * loaded in the process when it has a device (cudaHostAlloc / hipHostMalloc),
+ * else mmap + mlock (the choice is made when the pool is opened).
  * Thread-safe.
  */
 typedef struct mlc_pinned_pool mlc_pinned_pool_t;
@@ -592,9 +593,11 @@ MLC_API mlc_status_t mlc_pinned_pool_info(mlc_pinned_pool_t *pool, mlc_pinned_in
 
 /**
  * GPU-direct capabilities of this machine: 1 yes, 0 no, -1 unknown (no
- * runtime to ask), each with the evidence it was decided on. Loads the CUDA
- * (else HIP) runtime when one is installed. The strings are the calling
- * thread's, valid until its next mlc_gpudirect_query.
+ * runtime to ask), each with the evidence it was decided on. Asks the CUDA
+ * (else HIP) runtime the process uses, else a private copy of an installed
+ * one that is closed again (the query changes nothing the process does).
+ * The strings are the calling thread's, valid until its next
+ * mlc_gpudirect_query.
  */
 typedef struct mlc_gpudirect_info {
     int rdma;                   /* a NIC reads/writes GPU memory (peer-memory module + RDMA device) */

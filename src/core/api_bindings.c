@@ -4,17 +4,31 @@
  * GPU-direct capabilities, backend availability"): the pinned pool, the
  * GPU-direct detection and the backend registry, as public API.
  */
+#include <stdbool.h>
 #include <string.h>
 #include "core/backend.h"
 #include "core/error.h"
 #include "gpu/gpudirect.h"
 #include "gpu/pinned.h"
 
+/* A runtime loaded in the process that has a device (one loaded without a
+ * driver or device cannot pin). */
+static bool usable(mlc_gpu_kind_t kind)
+{
+    const mlc_gpurt_t *rt = mlc_gpurt_peek(kind);
+    int n = 0;
+    return rt && mlc_gpurt_device_count(rt, &n) == MLC_SUCCESS && n > 0;
+}
+
 MLC_API mlc_status_t mlc_pinned_pool_open(size_t limit, mlc_pinned_pool_t **pool)
 {
     mlc_error_clear();
     if (!pool) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_pinned_pool_open: pool is NULL");
-    return mlc_pinned_pool_create(limit, MLC_PINNED_AUTO, pool);
+    mlc_pinned_mode_t mode = usable(MLC_GPU_CUDA) ? MLC_PINNED_CUDA
+                             : usable(MLC_GPU_HIP) ? MLC_PINNED_HIP
+                                                   : MLC_PINNED_MLOCK;
+    mlc_error_clear();
+    return mlc_pinned_pool_create(limit, mode, pool);
 }
 
 MLC_API mlc_status_t mlc_pinned_pool_close(mlc_pinned_pool_t *pool)
@@ -77,11 +91,24 @@ MLC_API mlc_status_t mlc_gpudirect_query(mlc_gpudirect_info_t *info)
     static _Thread_local mlc_gpudirect_t g;
     mlc_error_clear();
     if (!info) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_gpudirect_query: info is NULL");
-    const mlc_gpurt_t *rt = NULL;
-    if (mlc_gpurt_get(MLC_GPU_CUDA, &rt) != MLC_SUCCESS && mlc_gpurt_get(MLC_GPU_HIP, &rt) != MLC_SUCCESS)
-        rt = NULL;
+    /* The runtime the process uses; else a private copy, closed again, so
+     * that asking does not change what the process pins or stages with. */
+    const mlc_gpurt_t *rt = mlc_gpurt_peek(MLC_GPU_CUDA);
+    if (!rt) rt = mlc_gpurt_peek(MLC_GPU_HIP);
+    mlc_gpurt_t own;
+    bool opened = false;
+    char why[256];
+    if (!rt) {
+        if (mlc_gpurt_open(MLC_GPU_CUDA, NULL, &own, why, sizeof why) == MLC_SUCCESS ||
+            mlc_gpurt_open(MLC_GPU_HIP, NULL, &own, why, sizeof why) == MLC_SUCCESS) {
+            rt = &own;
+            opened = true;
+        }
+    }
     mlc_error_clear(); /* a missing runtime is an answer (unknown), not an error */
     mlc_gpudirect_detect(rt, NULL, &g);
+    if (opened) mlc_gpurt_close(&own);
+    mlc_error_clear();
     info->rdma = g.rdma;
     info->rdma_evidence = g.rdma_evidence;
     info->peer_access = g.peer_access;

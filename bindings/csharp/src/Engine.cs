@@ -41,9 +41,13 @@ namespace MLFramework.Communication
     /// <summary>One operation: started and tested on the pump thread.</summary>
     internal abstract class PumpOp
     {
-        internal enum Kind { Request, TensorRequest, Immediate }
+        internal enum Kind { Request, TensorRequest, Immediate, Polling }
         internal IntPtr Req;
         internal Kind ReqKind;
+        /// <summary>Kind.Polling: called on every pump pass until it posts a request (sets Req and ReqKind) or fails.</summary>
+        internal Func<IntPtr, PumpOp, int> Poll;
+        internal System.Diagnostics.Stopwatch Since;
+        internal string PollWhat;
         /// <summary>Start the operation (pump thread); returns an mlc status, sets Req/ReqKind.</summary>
         internal abstract int Start(IntPtr comm);
         /// <summary>Called once with the final status and, on error, mlcomm's message.</summary>
@@ -99,9 +103,12 @@ namespace MLFramework.Communication
         private bool _closing, _closed;
         internal readonly int Rank, Size;
         internal readonly string Backend;
+        /// <summary>The communicator's timeout in seconds (0 = never): bounds the binding's own polling.</summary>
+        internal readonly double TimeoutSeconds;
 
-        internal CommEngine(IntPtr comm)
+        internal CommEngine(IntPtr comm, double timeoutSeconds)
         {
+            TimeoutSeconds = timeoutSeconds;
             _comm = comm;
             Rank = Mlc.mlc_comm_rank(comm);
             Size = Mlc.mlc_comm_size(comm);
@@ -165,6 +172,29 @@ namespace MLFramework.Communication
                     {
                         var op = _inflight[i];
                         int flag;
+                        if (op.ReqKind == PumpOp.Kind.Polling)
+                        {
+                            int pst;
+                            try { pst = op.Poll(_comm, op); }
+                            catch (Exception ex)
+                            {
+                                _inflight.RemoveAt(i--);
+                                op.Cancel(ex);
+                                continue;
+                            }
+                            bool late = op.ReqKind == PumpOp.Kind.Polling && TimeoutSeconds > 0 && op.Since.Elapsed.TotalSeconds > TimeoutSeconds;
+                            if (pst != Mlc.Success || late)
+                            {
+                                string msg = pst != Mlc.Success ? Mlc.LastError()
+                                    : op.PollWhat + ": nothing arrived within " + TimeoutSeconds + " s (the communicator's timeout)";
+                                (done ?? (done = new List<PumpOp>())).Add(op);
+                                _inflight.RemoveAt(i--);
+                                op.Finish(pst != Mlc.Success ? pst : Mlc.ErrTimeout, msg);
+                                continue;
+                            }
+                            if (op.ReqKind == PumpOp.Kind.Polling) continue;
+                            progress = true;
+                        }
                         int st = op.ReqKind == PumpOp.Kind.TensorRequest
                             ? Mlc.mlc_tensor_request_test(ref op.Req, out flag)
                             : Mlc.mlc_request_test(ref op.Req, out flag);
@@ -193,7 +223,8 @@ namespace MLFramework.Communication
             try { st = op.Start(_comm); }
             catch (Exception e) { op.Cancel(e); return; }
             if (st != Mlc.Success) { op.Finish(st, Mlc.LastError()); return; }
-            if (op.ReqKind == PumpOp.Kind.Immediate || op.Req == IntPtr.Zero) { op.Finish(Mlc.Success, null); return; }
+            if (op.ReqKind == PumpOp.Kind.Polling) op.Since = System.Diagnostics.Stopwatch.StartNew();
+            else if (op.ReqKind == PumpOp.Kind.Immediate || op.Req == IntPtr.Zero) { op.Finish(Mlc.Success, null); return; }
             lock (_gate) _inflight.Add(op);
         }
 

@@ -128,6 +128,42 @@ namespace MLFramework.Communication.Native
         public IntPtr IpcEvidence;
     }
 
+    /// <summary>Loads the library MLCOMM_LIBRARY names, when set, before the first P/Invoke.</summary>
+    internal static class NativeLoader
+    {
+        [DllImport("libdl.so.2", EntryPoint = "dlopen")]
+        private static extern IntPtr dlopen(string path, int flags);
+        [DllImport("libdl.so.2", EntryPoint = "dlerror")]
+        private static extern IntPtr dlerror();
+
+        /// <summary>
+        /// MLCOMM_LIBRARY names the library to use: it is loaded (RTLD_GLOBAL)
+        /// before any call, so the DllImport of "libmlcomm.so.0" (the dllmap in
+        /// MLFramework.Communication.dll.config) resolves to it by its soname.
+        /// Without it Mono looks next to the assembly, then on the loader path.
+        /// </summary>
+        static NativeLoader()
+        {
+            if (IntPtr.Size != 8)
+                throw new PlatformNotSupportedException("MLFramework.Communication needs a 64-bit process (size_t is marshalled as 8 bytes)");
+            string path = Environment.GetEnvironmentVariable("MLCOMM_LIBRARY");
+            if (!string.IsNullOrEmpty(path))
+            {
+                const int RTLD_NOW = 2, RTLD_GLOBAL = 0x100;
+                if (dlopen(path, RTLD_NOW | RTLD_GLOBAL) == IntPtr.Zero)
+                    throw new DllNotFoundException("MLCOMM_LIBRARY=" + path + ": " + Marshal.PtrToStringAnsi(dlerror()));
+            }
+        }
+
+        /// <summary>
+        /// Runs the preload. Called by every public entry point before it calls
+        /// a method with a P/Invoke (Mono resolves a P/Invoke when it compiles
+        /// the method that calls it, so the entry point itself holds none).
+        /// </summary>
+        internal static void Ensure() { }
+
+    }
+
     internal static class Mlc
     {
         internal const string Lib = "mlcomm";
@@ -142,33 +178,6 @@ namespace MLFramework.Communication.Native
         internal const int AnySource = -1;
         internal const int AnyTag = -1;
         internal const int Undefined = -32766;
-
-        [DllImport("libdl.so.2", EntryPoint = "dlopen")]
-        private static extern IntPtr dlopen(string path, int flags);
-        [DllImport("libdl.so.2", EntryPoint = "dlerror")]
-        private static extern IntPtr dlerror();
-
-        /// <summary>
-        /// MLCOMM_LIBRARY names the library to use: it is loaded (RTLD_GLOBAL)
-        /// before any call, so the DllImport of "libmlcomm.so.0" (the dllmap in
-        /// MLFramework.Communication.dll.config) resolves to it by its soname.
-        /// Without it Mono looks next to the assembly, then on the loader path.
-        /// </summary>
-        static Mlc()
-        {
-            if (IntPtr.Size != 8)
-                throw new PlatformNotSupportedException("MLFramework.Communication needs a 64-bit process (size_t is marshalled as 8 bytes)");
-            string path = Environment.GetEnvironmentVariable("MLCOMM_LIBRARY");
-            if (!string.IsNullOrEmpty(path))
-            {
-                const int RTLD_NOW = 2, RTLD_GLOBAL = 0x100;
-                if (dlopen(path, RTLD_NOW | RTLD_GLOBAL) == IntPtr.Zero)
-                    throw new DllNotFoundException("MLCOMM_LIBRARY=" + path + ": " + Marshal.PtrToStringAnsi(dlerror()));
-            }
-        }
-
-        /// <summary>Forces the static constructor (library preload) to run.</summary>
-        internal static void EnsureLoaded() { }
 
         internal static string Str(IntPtr p) { return p == IntPtr.Zero ? null : Marshal.PtrToStringAnsi(p); }
         internal static string LastError() { return Str(mlc_last_error()); }

@@ -204,7 +204,11 @@ namespace MLFramework.Communication
             return Buffer<Tensor>(e, pins, (IntPtr c, out IntPtr r) => Mlc.mlc_recv(a, n, dt, source, tag, c, IntPtr.Zero, out r), () => into);
         }
 
-        /// <summary>Receive a message of unknown length: probe (blocking, bounded by the timeout) then receive exactly it.</summary>
+        /// <summary>
+        /// Receive a message of unknown length: the pump polls mlc_iprobe (so
+        /// the operations submitted after it keep moving, and the communicator's
+        /// timeout bounds the wait), then receives exactly the probed message.
+        /// </summary>
         internal static Task<Tensor> Receive<T>(CommEngine e, int source, int tag) where T : struct
         {
             DType dt = MLFramework.Tensor.DTypeOf(typeof(T));
@@ -213,20 +217,26 @@ namespace MLFramework.Communication
             var pins = new Pins();
             return e.Submit<Tensor>((comm, op) =>
             {
-                MlcMsgStatus ms;
-                int st = Mlc.mlc_probe(source, tag, comm, out ms);
-                if (st != Mlc.Success) return st;
-                ulong bytes = (ulong)ms.Bytes;
-                if (bytes % (ulong)es != 0)
-                    throw new CommunicationException("Receive<" + typeof(T).Name + ">: message from rank " + ms.Source + " tag " + ms.Tag +
-                                                     " has " + bytes + " bytes, not a whole number of " + es + "-byte elements");
-                into = MLFramework.Tensor<T>.Zeros((long)(bytes / (ulong)es));
-                IntPtr a = pins.Data(into);
-                op.ReqKind = PumpOp.Kind.Request;
-                IntPtr r;
-                st = Mlc.mlc_recv(a, (UIntPtr)(bytes / (ulong)es), (int)dt, ms.Source, ms.Tag, comm, IntPtr.Zero, out r);
-                op.Req = r;
-                return st;
+                op.ReqKind = PumpOp.Kind.Polling;
+                op.PollWhat = "Receive<" + typeof(T).Name + ">(source " + source + ", tag " + tag + ") on rank " + e.Rank;
+                op.Poll = (c, o) =>
+                {
+                    MlcMsgStatus ms;
+                    int flag;
+                    int st = Mlc.mlc_iprobe(source, tag, c, out flag, out ms);
+                    if (st != Mlc.Success || flag == 0) return st;
+                    ulong bytes = (ulong)ms.Bytes;
+                    if (bytes % (ulong)es != 0)
+                        throw new CommunicationException(o.PollWhat + ": the message from rank " + ms.Source + " has " + bytes +
+                                                         " bytes, not a whole number of " + es + "-byte elements");
+                    into = MLFramework.Tensor<T>.Zeros((long)(bytes / (ulong)es));
+                    IntPtr a = pins.Data(into);
+                    IntPtr r;
+                    st = Mlc.mlc_recv(a, (UIntPtr)(bytes / (ulong)es), (int)dt, ms.Source, ms.Tag, c, IntPtr.Zero, out r);
+                    if (st == Mlc.Success) { o.Req = r; o.ReqKind = PumpOp.Kind.Request; }
+                    return st;
+                };
+                return Mlc.Success;
             }, () => into, pins.Release);
         }
 

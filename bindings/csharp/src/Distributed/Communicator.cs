@@ -99,7 +99,7 @@ namespace MLFramework.Distributed.Communication
             {
                 IntPtr sub;
                 CommunicationException.Check(Mlc.mlc_comm_split(comm, color, key, out sub));
-                return sub == IntPtr.Zero ? null : new MlcommCommunicator(new CommEngine(sub));
+                return sub == IntPtr.Zero ? null : new MlcommCommunicator(new CommEngine(sub, Engine.TimeoutSeconds));
             });
         }
 
@@ -131,7 +131,7 @@ namespace MLFramework.Distributed.Communication
         public MockCommunicator(int worldSize, int rank)
             : this(worldSize, rank, null) { }
         public MockCommunicator(int worldSize, int rank, Dictionary<string, object> config)
-            : base(new CommEngine(CommunicatorFactory.JoinThreads(worldSize, rank, config))) { }
+            : base(new CommEngine(CommunicatorFactory.JoinThreads(worldSize, rank, config), CommunicatorFactory.TimeoutOf(config))) { }
         internal MockCommunicator(CommEngine e) : base(e) { }
     }
 
@@ -140,7 +140,7 @@ namespace MLFramework.Distributed.Communication
     {
         public NCCLCommunicator(int worldSize, int rank, int device)
             : base(new CommEngine(CommunicatorFactory.CreateOne("nccl", new Dictionary<string, object> {
-                { "world_size", worldSize }, { "rank", rank }, { "local_rank", device } }))) { }
+                { "world_size", worldSize }, { "rank", rank }, { "local_rank", device } }), CommunicatorFactory.TimeoutOf(null))) { }
     }
 
     public static class CommunicatorFactory
@@ -158,23 +158,41 @@ namespace MLFramework.Distributed.Communication
         /// </summary>
         public static ICommunicator Create(string backend = "mock", Dictionary<string, object> config = null)
         {
+            NativeLoader.Ensure();
             if (backend == null) throw new ArgumentNullException("backend");
             string b = backend.ToLowerInvariant();
             if (b == "mock" || b == "threads")
             {
                 int world = GetInt(config, "world_size", 1), rank = GetInt(config, "rank", 0);
-                return new MockCommunicator(new CommEngine(JoinThreads(world, rank, config)));
+                return new MockCommunicator(new CommEngine(JoinThreads(world, rank, config), TimeoutOf(config)));
             }
-            return new MlcommCommunicator(new CommEngine(CreateOne(b, config)));
+            return new MlcommCommunicator(new CommEngine(CreateOne(b, config), TimeoutOf(config)));
         }
 
         /// <summary>Every rank of a threads communicator at once; element i is rank i (use each from its own thread or tasks).</summary>
         public static ICommunicator[] CreateAll(int worldSize, Dictionary<string, object> config = null)
         {
+            NativeLoader.Ensure();
+            return CreateAllNative(worldSize, config);
+        }
+
+        private static ICommunicator[] CreateAllNative(int worldSize, Dictionary<string, object> config)
+        {
             var opts = Options(config, "world_size", "rank", "group");
             opts["world_size"] = worldSize.ToString();
             IntPtr[] comms = Native(opts, "threads", IntPtr.Zero, worldSize);
-            return comms.Select(c => (ICommunicator)new MockCommunicator(new CommEngine(c))).ToArray();
+            return comms.Select(c => (ICommunicator)new MockCommunicator(new CommEngine(c, TimeoutOf(config)))).ToArray();
+        }
+
+        /// <summary>The timeout a communicator made with `config` has: option "timeout", else MLC_TIMEOUT, else mlcomm's 600 s.</summary>
+        internal static double TimeoutOf(Dictionary<string, object> config)
+        {
+            object v = null;
+            string s = config != null && config.TryGetValue("timeout", out v) && v != null
+                ? Convert.ToString(v, System.Globalization.CultureInfo.InvariantCulture)
+                : Environment.GetEnvironmentVariable("MLC_TIMEOUT");
+            double t;
+            return double.TryParse(s, System.Globalization.NumberStyles.Float, System.Globalization.CultureInfo.InvariantCulture, out t) && t >= 0 ? t : 600.0;
         }
 
         internal static int GetInt(Dictionary<string, object> config, string key, int dflt)
@@ -199,12 +217,12 @@ namespace MLFramework.Distributed.Communication
 
         internal static IntPtr CreateOne(string backend, Dictionary<string, object> config)
         {
+            NativeLoader.Ensure();
             return Native(Options(config), backend, IntPtr.Zero, 1)[0];
         }
 
         private static IntPtr[] Native(Dictionary<string, string> opts, string backend, IntPtr uid, int capacity)
         {
-            Mlc.EnsureLoaded();
             var arr = new MlcOption[opts.Count];
             var strings = new List<IntPtr>();
             try
@@ -231,6 +249,12 @@ namespace MLFramework.Distributed.Communication
 
         /// <summary>Join rank `rank` of a group of worldSize threads of this process.</summary>
         internal static IntPtr JoinThreads(int worldSize, int rank, Dictionary<string, object> config)
+        {
+            NativeLoader.Ensure();
+            return JoinThreadsNative(worldSize, rank, config);
+        }
+
+        private static IntPtr JoinThreadsNative(int worldSize, int rank, Dictionary<string, object> config)
         {
             if (worldSize < 1) throw new ArgumentException("world_size " + worldSize + " < 1");
             if (rank < 0 || rank >= worldSize) throw new ArgumentException("rank " + rank + " is outside 0.." + (worldSize - 1));
