@@ -150,9 +150,12 @@ namespace MLFramework.Communication
             return t.GetAwaiter().GetResult();
         }
 
+        /// <summary>How long the pump keeps polling without sleeping after the last progress.</summary>
+        private static readonly long SpinTicks = System.Diagnostics.Stopwatch.Frequency / 2000; // 500 us
+
         private void Loop()
         {
-            int idle = 0;
+            var idle = new System.Diagnostics.Stopwatch();
             var batch = new List<PumpOp>();
             while (true)
             {
@@ -208,9 +211,11 @@ namespace MLFramework.Communication
                     }
                 }
                 if (done != null) progress = true;
-                if (progress) { idle = 0; continue; }
-                // Nothing moved: back off (yield, then wait up to 1 ms for a submission).
-                if (++idle < 64) Thread.Yield();
+                if (progress) { idle.Reset(); continue; }
+                // Nothing moved: keep polling (yielding the core) for a while,
+                // then wait up to 1 ms at a time (a submission wakes it at once).
+                if (!idle.IsRunning) idle.Start();
+                if (idle.ElapsedTicks < SpinTicks) Thread.Yield();
                 else lock (_gate) { if (_submitted.Count == 0 && !_closing) Monitor.Wait(_gate, 1); }
             }
             if (_comm != IntPtr.Zero) { Mlc.mlc_comm_free(_comm); _comm = IntPtr.Zero; }
