@@ -367,6 +367,37 @@ namespace MLFramework.Tests
                 var e = Assert.Throws<CommunicationException>(() => ex.Build());
                 StringAssert.Contains("overlap", e.Message);
             }
+            // native buffers, and SetData pointing the views at another buffer (double buffering)
+            IntPtr m1 = System.Runtime.InteropServices.Marshal.AllocHGlobal((n + 2) * sizeof(double));
+            IntPtr m2 = System.Runtime.InteropServices.Marshal.AllocHGlobal((n + 2) * sizeof(double));
+            try
+            {
+                using (var ex = new ExchangePlan(c, 1, DType.Float64, domain, new[] { true }))
+                {
+                    int pid = ex.Provide(m1, parent, valid);
+                    int left = ex.Need(m1, parent, new Box(new long[] { n * r - 1 }, new long[] { 1 }));
+                    ex.Build();
+                    foreach (var m in new[] { m1, m2 })
+                    {
+                        double offset = m == m1 ? 0 : 5000;
+                        var vals = Enumerable.Range(0, n + 2).Select(i => offset + i - 1.0 + n * r).ToArray();
+                        vals[0] = -1; // the ghost, until the exchange fills it
+                        System.Runtime.InteropServices.Marshal.Copy(vals, 0, m, n + 2);
+                        ex.SetData(ExchangeSide.Provide, pid, m);
+                        ex.SetData(ExchangeSide.Need, left, m);
+                        ex.Run();
+                        var got = new double[1];
+                        System.Runtime.InteropServices.Marshal.Copy(m, got, 0, 1);
+                        double want = ((long)n * r - 1 + n * p) % (n * p);
+                        Assert.AreEqual(offset + want, got[0], "native left ghost");
+                    }
+                }
+            }
+            finally
+            {
+                System.Runtime.InteropServices.Marshal.FreeHGlobal(m1);
+                System.Runtime.InteropServices.Marshal.FreeHGlobal(m2);
+            }
         }
 
         public static void AlgorithmSelection(ICommunicator c)
