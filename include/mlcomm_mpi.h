@@ -2,9 +2,12 @@
 /*
  * mlcomm_mpi.h - hand a program's own MPI communicator to mlcomm.
  *
- * The only mlcomm header that includes mpi.h. A program using it links the
- * MPI module (CMake target mlcomm::mlcomm-mpi, library libmlcomm-mpi.so)
- * and the shared libmlcomm. The program owns MPI: it calls MPI_Init (or
+ * The only mlcomm header that includes mpi.h. A program using it links
+ * libmlcomm and its own MPI; libmlcomm loads its MPI module
+ * (libmlcomm-mpi.so, built against the same MPI) on first use. The
+ * communicator crosses into the library as its Fortran handle
+ * (MPI_Comm_c2f), the one form every MPI can pass through a library that
+ * does not include mpi.h. The program owns MPI: it calls MPI_Init (or
  * MPI_Init_thread) before mlc_comm_from_mpi and MPI_Finalize at the end,
  * after freeing its mlcomm communicators; mlcomm never finalizes an MPI it
  * did not initialize.
@@ -29,7 +32,7 @@ extern "C" {
  * NULL, MPI not initialized or already finalized), CONFIG, BACKEND (an MPI
  * call failed; the message has MPI's text), MISMATCH.
  */
-MLC_API mlc_status_t mlc_comm_from_mpi(MPI_Comm comm, const mlc_config_t *cfg, mlc_comm_t **out);
+static inline mlc_status_t mlc_comm_from_mpi(MPI_Comm comm, const mlc_config_t *cfg, mlc_comm_t **out);
 
 /**
  * The MPI communicator an mpi-backend communicator runs on (mlcomm's
@@ -38,7 +41,24 @@ MLC_API mlc_status_t mlc_comm_from_mpi(MPI_Comm comm, const mlc_config_t *cfg, m
  * collective on it while mlcomm operations are pending.
  * Errors: INVALID_ARG (comm NULL or not on backend "mpi").
  */
-MLC_API mlc_status_t mlc_comm_get_mpi(const mlc_comm_t *comm, MPI_Comm *out);
+static inline mlc_status_t mlc_comm_get_mpi(const mlc_comm_t *comm, MPI_Comm *out);
+
+/* The same two calls with the communicator as its Fortran handle. */
+MLC_API mlc_status_t mlc_comm_from_mpi_f(long comm_f, const mlc_config_t *cfg, mlc_comm_t **out);
+MLC_API mlc_status_t mlc_comm_get_mpi_f(const mlc_comm_t *comm, long *comm_f);
+
+static inline mlc_status_t mlc_comm_from_mpi(MPI_Comm comm, const mlc_config_t *cfg, mlc_comm_t **out)
+{
+    return mlc_comm_from_mpi_f((long)MPI_Comm_c2f(comm), cfg, out);
+}
+
+static inline mlc_status_t mlc_comm_get_mpi(const mlc_comm_t *comm, MPI_Comm *out)
+{
+    long comm_f = 0;
+    mlc_status_t st = mlc_comm_get_mpi_f(comm, out ? &comm_f : NULL);
+    if (st == MLC_SUCCESS) *out = MPI_Comm_f2c((MPI_Fint)comm_f);
+    return st;
+}
 
 #ifdef __cplusplus
 }

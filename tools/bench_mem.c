@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "bench_run.h"
+#include "config.h"
 #include "error.h"
 
 bool mlc_bench_memory_from_name(const char *name, mlc_bench_mem_kind_t *kind)
@@ -35,7 +36,7 @@ const char *mlc_bench_memory_names(void)
  */
 static int runtime_of_memory_kind(mlc_gpu_kind_t *kind, const char **memory)
 {
-    const char *v = getenv("MLC_MEMORY");
+    const char *v = mlc_env_text(MLC_ENV_MEMORY);
     if (!v || !v[0]) {
         if (setenv("MLC_MEMORY", "cuda", 1) != 0) {
             fprintf(stderr, "mlcomm-bench: --memory device: cannot set MLC_MEMORY=cuda\n");

@@ -9,6 +9,7 @@
  *   gamma  one local float32 sum (mlc_reduce_local) over 256 KiB, per byte.
  * Each is the median of 5 repetitions. Given values override measured ones.
  */
+#include "base/clock.h"
 #include "bench_model.h"
 
 #include <stdio.h>

@@ -11,6 +11,7 @@
  * of the two buffers, copied in before and out after the verified call; for
  * host memory the mirrors are the buffers themselves.
  */
+#include "base/clock.h"
 #include "bench_run.h"
 
 #include <stdio.h>

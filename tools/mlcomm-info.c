@@ -61,7 +61,7 @@ static void print_env(void)
 {
     int wn = 4, wv = 5, wd = 7;
     for (const mlc_env_var_t *v = mlc_env_vars; v->name; v++) {
-        const char *cur = getenv(v->name);
+        const char *cur = mlc_env_text((mlc_env_id_t)(v - mlc_env_vars));
         wn = max_int(wn, (int)strlen(v->name));
         wv = max_int(wv, cur ? (int)strlen(cur) : (int)strlen("(unset)"));
         wd = max_int(wd, (int)strlen(v->default_text[0] ? v->default_text : "-"));
@@ -71,10 +71,17 @@ static void print_env(void)
     if (wd > 12) wd = 12;
     printf("  %-*s  %-*s  %-*s  %s\n", wn, "name", wv, "value", wd, "default", "meaning");
     for (const mlc_env_var_t *v = mlc_env_vars; v->name; v++) {
-        const char *cur = getenv(v->name);
-        printf("  %-*s  %-*s  %-*s  %s\n", wn, v->name, wv, cur ? cur : "(unset)", wd,
+        const char *cur = mlc_env_text((mlc_env_id_t)(v - mlc_env_vars));
+        printf("  %-*s  %-*s  %-*s  %s", wn, v->name, wv, cur ? cur : "(unset)", wd,
                v->default_text[0] ? v->default_text : "-", v->help);
+        if (v->public_field || v->agree)
+            printf(" [%s%s%s%s]", v->public_field ? "mlc_config_t." : "",
+                   v->public_field ? v->public_field : "", v->public_field && v->agree ? "; " : "",
+                   v->agree ? "same on every rank" : "");
+        printf("\n");
     }
+    printf("  [mlc_config_t.<field>]: the field overrides the variable; [same on every rank]: "
+           "comm init fails naming it when ranks differ\n");
 }
 
 /* Per backend that runs algorithms (threads, shm): what MLC_ALGO_<COLL> accepts. */

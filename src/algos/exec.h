@@ -6,7 +6,6 @@
  */
 #ifndef MLC_ALGOS_EXEC_H
 #define MLC_ALGOS_EXEC_H
-#pragma GCC visibility push(default) /* modules (libmlcomm-mpi.so) link these */
 #include "sched.h"
 
 /* The point-to-point operations a backend lends to the executor. Tags are
@@ -56,5 +55,4 @@ void mlc_exec_pending_peers(const mlc_exec_t *x, char *buf, size_t len);
 int mlc_exec_waits_for(const mlc_exec_t *x, int peer);
 /* Cancel outstanding steps and free. */
 void mlc_exec_destroy(mlc_exec_t *x, const mlc_transport_t *t, void *tp);
-#pragma GCC visibility pop
 #endif

@@ -7,7 +7,6 @@
  */
 #ifndef MLC_ALGOS_SCHED_H
 #define MLC_ALGOS_SCHED_H
-#pragma GCC visibility push(default) /* modules (libmlcomm-mpi.so) link these */
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -129,5 +128,4 @@ const char *const *mlc_algo_names(mlc_coll_t coll);
  * On failure s is left initialised and empty.
  */
 mlc_status_t mlc_algo_build(const mlc_algo_t *algo, const mlc_coll_desc_t *d, mlc_sched_t *s);
-#pragma GCC visibility pop
 #endif

@@ -6,7 +6,6 @@
  */
 #ifndef MLC_ALGOS_SELECT_H
 #define MLC_ALGOS_SELECT_H
-#pragma GCC visibility push(default) /* modules (libmlcomm-mpi.so) link these */
 #include <stdio.h>
 #include "sched.h"
 
@@ -29,5 +28,4 @@ const mlc_algo_t *mlc_algo_select(const mlc_coll_desc_t *d, const mlc_cost_model
  * which the selector's choice changes. m NULL = the default model.
  */
 void mlc_algo_print_model(FILE *f, const mlc_cost_model_t *m, mlc_coll_t coll);
-#pragma GCC visibility pop
 #endif

@@ -1,23 +1,19 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The data-moving API: every argument validated once, here; then the request
- * is created, numbered, given its algorithm and handed to the backend slot.
+ * is created, numbered, given its algorithm and handed to the backend table's start entry.
  */
 #include <limits.h>
 #include <stddef.h>
 #include <string.h>
 #include "algos/select.h"
 #include "backend.h"
+#include "base/clock.h"
+#include "base/wait.h"
 #include "dtype.h"
 #include "error.h"
 #include "signature.h"
-#include "gpu/devmem.h"
 #include "log.h"
-
-#define CHECK_ARG(cond, ...) \
-    do {                     \
-        if (!(cond)) return mlc_error(MLC_ERR_INVALID_ARG, __VA_ARGS__); \
-    } while (0)
 
 static const char *const coll_names[] = {
 #define MLC_X_NAME(name, str, env) str,
@@ -38,19 +34,22 @@ static mlc_status_t check_comm(const mlc_comm_t *comm, mlc_coll_t coll)
 
 static mlc_status_t check_dtype(mlc_coll_t coll, mlc_dtype_t dtype)
 {
-    CHECK_ARG(mlc_dtype_size(dtype) > 0, "mlc_%s: unknown dtype %d", coll_names[coll], (int)dtype);
+    if (!(mlc_dtype_size(dtype) > 0))
+        return mlc_error(MLC_ERR_INVALID_ARG, "mlc_%s: unknown dtype %d", coll_names[coll], (int)dtype);
     return MLC_SUCCESS;
 }
 
 static mlc_status_t check_buf(mlc_coll_t coll, const char *what, const void *buf, size_t count)
 {
-    CHECK_ARG(buf || count == 0, "mlc_%s: %s is NULL with count %zu", coll_names[coll], what, count);
+    if (!(buf || count == 0))
+        return mlc_error(MLC_ERR_INVALID_ARG, "mlc_%s: %s is NULL with count %zu", coll_names[coll], what, count);
     return MLC_SUCCESS;
 }
 
 static mlc_status_t check_rank(mlc_coll_t coll, const char *what, int r, const mlc_comm_t *comm)
 {
-    CHECK_ARG(r >= 0 && r < comm->size, "mlc_%s: %s %d is out of range (communicator of %d ranks)",
+    if (!(r >= 0 && r < comm->size))
+        return mlc_error(MLC_ERR_INVALID_ARG, "mlc_%s: %s %d is out of range (communicator of %d ranks)",
               coll_names[coll], what, r, comm->size);
     return MLC_SUCCESS;
 }
@@ -61,8 +60,8 @@ static mlc_status_t check_rank(mlc_coll_t coll, const char *what, int r, const m
 /* Bytes = count * esize, a size some buffer can have (no division: this is on every call's path). */
 static mlc_status_t bytes_of(mlc_coll_t coll, size_t count, size_t esize, size_t *out)
 {
-    CHECK_ARG(!__builtin_mul_overflow(count, esize, out) && *out <= MLC_MAX_BYTES,
-              "mlc_%s: count %zu of %zu-byte elements is larger than any buffer can be (PTRDIFF_MAX bytes)",
+    if (!(!__builtin_mul_overflow(count, esize, out) && *out <= MLC_MAX_BYTES))
+        return mlc_error(MLC_ERR_INVALID_ARG, "mlc_%s: count %zu of %zu-byte elements is larger than any buffer can be (PTRDIFF_MAX bytes)",
               coll_names[coll], count, esize);
     return MLC_SUCCESS;
 }
@@ -71,9 +70,9 @@ static mlc_status_t bytes_of(mlc_coll_t coll, size_t count, size_t esize, size_t
 static mlc_status_t total_of(mlc_coll_t coll, size_t count, int p, size_t esize, size_t *out)
 {
     size_t n;
-    CHECK_ARG(!__builtin_mul_overflow(count, (size_t)p, &n) && !__builtin_mul_overflow(n, esize, out) &&
-                  *out <= MLC_MAX_BYTES,
-              "mlc_%s: count %zu for each of %d ranks (%zu-byte elements) is larger than any buffer can be "
+    if (!(!__builtin_mul_overflow(count, (size_t)p, &n) && !__builtin_mul_overflow(n, esize, out) &&
+                  *out <= MLC_MAX_BYTES))
+        return mlc_error(MLC_ERR_INVALID_ARG, "mlc_%s: count %zu for each of %d ranks (%zu-byte elements) is larger than any buffer can be "
               "(PTRDIFF_MAX bytes)",
               coll_names[coll], count, p, esize);
     return MLC_SUCCESS;
@@ -95,8 +94,8 @@ static mlc_status_t check_overlap(mlc_coll_t coll, const void *s, size_t sbytes,
         *inplace = true;
         return MLC_SUCCESS;
     }
-    CHECK_ARG(!overlap(s, sbytes, r, rbytes),
-              "mlc_%s: send buffer %p (%zu bytes) and receive buffer %p (%zu bytes) overlap "
+    if (!(!overlap(s, sbytes, r, rbytes)))
+        return mlc_error(MLC_ERR_INVALID_ARG, "mlc_%s: send buffer %p (%zu bytes) and receive buffer %p (%zu bytes) overlap "
               "without being the in-place form",
               coll_names[coll], s, sbytes, r, rbytes);
     return MLC_SUCCESS;
@@ -113,14 +112,16 @@ static mlc_status_t check_vlayout(mlc_coll_t coll, const char *cname, const size
                                   const char *dname, const size_t *displs, int p, size_t esize,
                                   size_t *ext)
 {
-    CHECK_ARG(counts, "mlc_%s: %s is NULL", coll_names[coll], cname);
-    CHECK_ARG(displs, "mlc_%s: %s is NULL", coll_names[coll], dname);
+    if (!(counts))
+        return mlc_error(MLC_ERR_INVALID_ARG, "mlc_%s: %s is NULL", coll_names[coll], cname);
+    if (!(displs))
+        return mlc_error(MLC_ERR_INVALID_ARG, "mlc_%s: %s is NULL", coll_names[coll], dname);
     size_t e = 0;
     for (int i = 0; i < p; i++) {
         size_t end, bytes;
-        CHECK_ARG(!__builtin_add_overflow(displs[i], counts[i], &end) &&
-                      !__builtin_mul_overflow(end, esize, &bytes) && bytes <= MLC_MAX_BYTES,
-                  "mlc_%s: %s[%d] = %zu and %s[%d] = %zu (%zu-byte elements) reach past any buffer "
+        if (!(!__builtin_add_overflow(displs[i], counts[i], &end) &&
+                      !__builtin_mul_overflow(end, esize, &bytes) && bytes <= MLC_MAX_BYTES))
+            return mlc_error(MLC_ERR_INVALID_ARG, "mlc_%s: %s[%d] = %zu and %s[%d] = %zu (%zu-byte elements) reach past any buffer "
                   "(the end overflows or exceeds PTRDIFF_MAX bytes)",
                   coll_names[coll], dname, i, displs[i], cname, i, counts[i], esize);
         if (counts[i] && end > e) e = end;
@@ -203,15 +204,9 @@ mlc_status_t mlc_submit_plain(mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_
     if (coll < MLC_COLL_SEND) req->seq = comm->coll_seq++;
     req->algo = mlc_request_algo(req);
     if (comm->prof) req->t_start = mlc_now();
-    mlc_status_t (*start)(mlc_request_t *) = comm->be->start[coll];
-    if (!start) {
-        mlc_request_release(req);
-        return mlc_error(MLC_ERR_UNSUPPORTED, "mlc_%s is not supported by backend '%s'", coll_names[coll],
-                         comm->be->name);
-    }
     MLC_DEBUG("rank %d: %s #%llu %zu bytes algo %s", comm->rank, coll_names[coll],
               (unsigned long long)req->seq, bytes, req->algo ? req->algo : "native");
-    mlc_status_t st = start(req);
+    mlc_status_t st = comm->be->start[coll](req);
     if (st != MLC_SUCCESS) {
         mlc_request_release(req);
         return st;
@@ -225,11 +220,11 @@ mlc_status_t mlc_submit_plain(mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_
     return st;
 }
 
-/* Device buffers on a host backend go through the stage layer (src/gpu/devmem.h). */
+/* A decorator takes whole calls (the staged backend: device buffers on a host backend). */
 static mlc_status_t submit(mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_t *args, size_t bytes,
                            mlc_request_t **out)
 {
-    if (comm->dev) return mlc_stage_submit(comm, coll, args, bytes, out);
+    if (comm->be->submit) return comm->be->submit(comm, coll, args, bytes, out);
     return mlc_submit_plain(comm, coll, args, bytes, out);
 }
 
@@ -251,31 +246,24 @@ static mlc_status_t submit(mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_t *
         _Pragma("GCC diagnostic pop")                                                              \
     } while (0)
 
-#define BEGIN(coll)                                          \
-    mlc_error_clear();                                       \
-    mlc_status_t st_ = check_comm(comm, coll);               \
-    if (st_ != MLC_SUCCESS) return st_;                      \
-    mlc_args_t a; /* each operation fills it whole, once */ \
-    (void)a
-#define TRY(expr)                               \
-    do {                                        \
-        mlc_status_t t_ = (expr);               \
-        if (t_ != MLC_SUCCESS) return t_;       \
-    } while (0)
+/* Validation: every check returns its status, and each call returns the first failure. */
 
 mlc_status_t mlc_broadcast(const void *sendbuf, void *recvbuf, size_t count, mlc_dtype_t dtype,
                            int root, mlc_comm_t *comm, mlc_request_t **req)
 {
-    BEGIN(MLC_COLL_BROADCAST);
-    TRY(check_dtype(MLC_COLL_BROADCAST, dtype));
-    TRY(check_rank(MLC_COLL_BROADCAST, "root", root, comm));
+    mlc_error_clear();
+    mlc_status_t st = check_comm(comm, MLC_COLL_BROADCAST);
+    if (st != MLC_SUCCESS) return st;
+    mlc_args_t a; /* each operation fills it whole, once */
+    if ((st = check_dtype(MLC_COLL_BROADCAST, dtype)) != MLC_SUCCESS) return st;
+    if ((st = check_rank(MLC_COLL_BROADCAST, "root", root, comm)) != MLC_SUCCESS) return st;
     size_t n = 0;
-    TRY(bytes_of(MLC_COLL_BROADCAST, count, mlc_dtype_size(dtype), &n));
-    if (comm->rank == root) TRY(check_buf(MLC_COLL_BROADCAST, "sendbuf (root)", sendbuf, count));
-    TRY(check_buf(MLC_COLL_BROADCAST, "recvbuf", recvbuf, count));
+    if ((st = bytes_of(MLC_COLL_BROADCAST, count, mlc_dtype_size(dtype), &n)) != MLC_SUCCESS) return st;
+    if (comm->rank == root && (st = check_buf(MLC_COLL_BROADCAST, "sendbuf (root)", sendbuf, count)) != MLC_SUCCESS) return st;
+    if ((st = check_buf(MLC_COLL_BROADCAST, "recvbuf", recvbuf, count)) != MLC_SUCCESS) return st;
     bool inplace = false;
     if (comm->rank == root)
-        TRY(check_overlap(MLC_COLL_BROADCAST, sendbuf, n, recvbuf, n, recvbuf, &inplace));
+        if ((st = check_overlap(MLC_COLL_BROADCAST, sendbuf, n, recvbuf, n, recvbuf, &inplace)) != MLC_SUCCESS) return st;
     MLC_SET_ARGS(a, .sendbuf = comm->rank == root ? sendbuf : NULL, .recvbuf = recvbuf, .count = count,
                     .dtype = dtype, .esize = mlc_dtype_size(dtype), .root = root, .inplace = inplace);
     return submit(comm, MLC_COLL_BROADCAST, &a, n, req);
@@ -284,16 +272,19 @@ mlc_status_t mlc_broadcast(const void *sendbuf, void *recvbuf, size_t count, mlc
 mlc_status_t mlc_reduce(const void *sendbuf, void *recvbuf, size_t count, mlc_dtype_t dtype,
                         mlc_op_t op, int root, mlc_comm_t *comm, mlc_request_t **req)
 {
-    BEGIN(MLC_COLL_REDUCE);
-    TRY(check_dtype(MLC_COLL_REDUCE, dtype));
-    TRY(mlc_op_check(dtype, op));
-    TRY(check_rank(MLC_COLL_REDUCE, "root", root, comm));
+    mlc_error_clear();
+    mlc_status_t st = check_comm(comm, MLC_COLL_REDUCE);
+    if (st != MLC_SUCCESS) return st;
+    mlc_args_t a; /* each operation fills it whole, once */
+    if ((st = check_dtype(MLC_COLL_REDUCE, dtype)) != MLC_SUCCESS) return st;
+    if ((st = mlc_op_check(dtype, op)) != MLC_SUCCESS) return st;
+    if ((st = check_rank(MLC_COLL_REDUCE, "root", root, comm)) != MLC_SUCCESS) return st;
     size_t n = 0;
-    TRY(bytes_of(MLC_COLL_REDUCE, count, mlc_dtype_size(dtype), &n));
-    TRY(check_buf(MLC_COLL_REDUCE, "sendbuf", sendbuf, count));
-    if (comm->rank == root) TRY(check_buf(MLC_COLL_REDUCE, "recvbuf (root)", recvbuf, count));
+    if ((st = bytes_of(MLC_COLL_REDUCE, count, mlc_dtype_size(dtype), &n)) != MLC_SUCCESS) return st;
+    if ((st = check_buf(MLC_COLL_REDUCE, "sendbuf", sendbuf, count)) != MLC_SUCCESS) return st;
+    if (comm->rank == root && (st = check_buf(MLC_COLL_REDUCE, "recvbuf (root)", recvbuf, count)) != MLC_SUCCESS) return st;
     bool inplace = false;
-    if (comm->rank == root) TRY(check_overlap(MLC_COLL_REDUCE, sendbuf, n, recvbuf, n, recvbuf, &inplace));
+    if (comm->rank == root && (st = check_overlap(MLC_COLL_REDUCE, sendbuf, n, recvbuf, n, recvbuf, &inplace)) != MLC_SUCCESS) return st;
     MLC_SET_ARGS(a, .sendbuf = sendbuf, .recvbuf = comm->rank == root ? recvbuf : NULL, .count = count,
                     .dtype = dtype, .esize = mlc_dtype_size(dtype), .op = op, .root = root,
                     .inplace = inplace);
@@ -303,15 +294,18 @@ mlc_status_t mlc_reduce(const void *sendbuf, void *recvbuf, size_t count, mlc_dt
 mlc_status_t mlc_allreduce(const void *sendbuf, void *recvbuf, size_t count, mlc_dtype_t dtype,
                            mlc_op_t op, mlc_comm_t *comm, mlc_request_t **req)
 {
-    BEGIN(MLC_COLL_ALLREDUCE);
-    TRY(check_dtype(MLC_COLL_ALLREDUCE, dtype));
-    TRY(mlc_op_check(dtype, op));
+    mlc_error_clear();
+    mlc_status_t st = check_comm(comm, MLC_COLL_ALLREDUCE);
+    if (st != MLC_SUCCESS) return st;
+    mlc_args_t a; /* each operation fills it whole, once */
+    if ((st = check_dtype(MLC_COLL_ALLREDUCE, dtype)) != MLC_SUCCESS) return st;
+    if ((st = mlc_op_check(dtype, op)) != MLC_SUCCESS) return st;
     size_t n = 0;
-    TRY(bytes_of(MLC_COLL_ALLREDUCE, count, mlc_dtype_size(dtype), &n));
-    TRY(check_buf(MLC_COLL_ALLREDUCE, "sendbuf", sendbuf, count));
-    TRY(check_buf(MLC_COLL_ALLREDUCE, "recvbuf", recvbuf, count));
+    if ((st = bytes_of(MLC_COLL_ALLREDUCE, count, mlc_dtype_size(dtype), &n)) != MLC_SUCCESS) return st;
+    if ((st = check_buf(MLC_COLL_ALLREDUCE, "sendbuf", sendbuf, count)) != MLC_SUCCESS) return st;
+    if ((st = check_buf(MLC_COLL_ALLREDUCE, "recvbuf", recvbuf, count)) != MLC_SUCCESS) return st;
     bool inplace;
-    TRY(check_overlap(MLC_COLL_ALLREDUCE, sendbuf, n, recvbuf, n, recvbuf, &inplace));
+    if ((st = check_overlap(MLC_COLL_ALLREDUCE, sendbuf, n, recvbuf, n, recvbuf, &inplace)) != MLC_SUCCESS) return st;
     MLC_SET_ARGS(a, .sendbuf = sendbuf, .recvbuf = recvbuf, .count = count, .dtype = dtype,
                     .esize = mlc_dtype_size(dtype), .op = op, .inplace = inplace);
     return submit(comm, MLC_COLL_ALLREDUCE, &a, n, req);
@@ -320,16 +314,19 @@ mlc_status_t mlc_allreduce(const void *sendbuf, void *recvbuf, size_t count, mlc
 mlc_status_t mlc_allgather(const void *sendbuf, void *recvbuf, size_t count, mlc_dtype_t dtype,
                            mlc_comm_t *comm, mlc_request_t **req)
 {
-    BEGIN(MLC_COLL_ALLGATHER);
-    TRY(check_dtype(MLC_COLL_ALLGATHER, dtype));
+    mlc_error_clear();
+    mlc_status_t st = check_comm(comm, MLC_COLL_ALLGATHER);
+    if (st != MLC_SUCCESS) return st;
+    mlc_args_t a; /* each operation fills it whole, once */
+    if ((st = check_dtype(MLC_COLL_ALLGATHER, dtype)) != MLC_SUCCESS) return st;
     size_t es = mlc_dtype_size(dtype), n = 0, total = 0;
-    TRY(bytes_of(MLC_COLL_ALLGATHER, count, es, &n));
-    TRY(total_of(MLC_COLL_ALLGATHER, count, comm->size, es, &total));
-    TRY(check_buf(MLC_COLL_ALLGATHER, "sendbuf", sendbuf, count));
-    TRY(check_buf(MLC_COLL_ALLGATHER, "recvbuf", recvbuf, count));
+    if ((st = bytes_of(MLC_COLL_ALLGATHER, count, es, &n)) != MLC_SUCCESS) return st;
+    if ((st = total_of(MLC_COLL_ALLGATHER, count, comm->size, es, &total)) != MLC_SUCCESS) return st;
+    if ((st = check_buf(MLC_COLL_ALLGATHER, "sendbuf", sendbuf, count)) != MLC_SUCCESS) return st;
+    if ((st = check_buf(MLC_COLL_ALLGATHER, "recvbuf", recvbuf, count)) != MLC_SUCCESS) return st;
     bool inplace;
     const void *ip = recvbuf ? (const char *)recvbuf + (size_t)comm->rank * n : NULL;
-    TRY(check_overlap(MLC_COLL_ALLGATHER, sendbuf, n, recvbuf, total, ip, &inplace));
+    if ((st = check_overlap(MLC_COLL_ALLGATHER, sendbuf, n, recvbuf, total, ip, &inplace)) != MLC_SUCCESS) return st;
     MLC_SET_ARGS(a, .sendbuf = sendbuf, .recvbuf = recvbuf, .count = count, .dtype = dtype, .esize = es,
                     .inplace = inplace);
     return submit(comm, MLC_COLL_ALLGATHER, &a, n, req);
@@ -339,19 +336,22 @@ mlc_status_t mlc_allgatherv(const void *sendbuf, size_t sendcount, void *recvbuf
                             const size_t *recvcounts, const size_t *displs, mlc_dtype_t dtype,
                             mlc_comm_t *comm, mlc_request_t **req)
 {
-    BEGIN(MLC_COLL_ALLGATHERV);
-    TRY(check_dtype(MLC_COLL_ALLGATHERV, dtype));
+    mlc_error_clear();
+    mlc_status_t st = check_comm(comm, MLC_COLL_ALLGATHERV);
+    if (st != MLC_SUCCESS) return st;
+    mlc_args_t a; /* each operation fills it whole, once */
+    if ((st = check_dtype(MLC_COLL_ALLGATHERV, dtype)) != MLC_SUCCESS) return st;
     size_t es = mlc_dtype_size(dtype), n = 0, ext = 0;
-    TRY(bytes_of(MLC_COLL_ALLGATHERV, sendcount, es, &n));
-    TRY(check_vlayout(MLC_COLL_ALLGATHERV, "recvcounts", recvcounts, "displs", displs, comm->size, es, &ext));
-    CHECK_ARG(recvcounts[comm->rank] == sendcount,
-              "mlc_allgatherv: sendcount %zu differs from recvcounts[%d] = %zu", sendcount, comm->rank,
+    if ((st = bytes_of(MLC_COLL_ALLGATHERV, sendcount, es, &n)) != MLC_SUCCESS) return st;
+    if ((st = check_vlayout(MLC_COLL_ALLGATHERV, "recvcounts", recvcounts, "displs", displs, comm->size, es, &ext)) != MLC_SUCCESS) return st;
+    if (!(recvcounts[comm->rank] == sendcount))
+        return mlc_error(MLC_ERR_INVALID_ARG, "mlc_allgatherv: sendcount %zu differs from recvcounts[%d] = %zu", sendcount, comm->rank,
               recvcounts[comm->rank]);
-    TRY(check_buf(MLC_COLL_ALLGATHERV, "sendbuf", sendbuf, sendcount));
-    TRY(check_buf(MLC_COLL_ALLGATHERV, "recvbuf", recvbuf, ext));
+    if ((st = check_buf(MLC_COLL_ALLGATHERV, "sendbuf", sendbuf, sendcount)) != MLC_SUCCESS) return st;
+    if ((st = check_buf(MLC_COLL_ALLGATHERV, "recvbuf", recvbuf, ext)) != MLC_SUCCESS) return st;
     bool inplace;
     const void *ip = recvbuf ? (const char *)recvbuf + displs[comm->rank] * es : NULL;
-    TRY(check_overlap(MLC_COLL_ALLGATHERV, sendbuf, n, recvbuf, ext * es, ip, &inplace));
+    if ((st = check_overlap(MLC_COLL_ALLGATHERV, sendbuf, n, recvbuf, ext * es, ip, &inplace)) != MLC_SUCCESS) return st;
     MLC_SET_ARGS(a, .sendbuf = sendbuf, .recvbuf = recvbuf, .count = sendcount, .counts = recvcounts,
                     .displs = displs, .dtype = dtype, .esize = es, .inplace = inplace);
     return submit(comm, MLC_COLL_ALLGATHERV, &a, n, req);
@@ -360,21 +360,24 @@ mlc_status_t mlc_allgatherv(const void *sendbuf, size_t sendcount, void *recvbuf
 mlc_status_t mlc_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
                                 mlc_dtype_t dtype, mlc_op_t op, mlc_comm_t *comm, mlc_request_t **req)
 {
-    BEGIN(MLC_COLL_REDUCE_SCATTER);
-    TRY(check_dtype(MLC_COLL_REDUCE_SCATTER, dtype));
-    TRY(mlc_op_check(dtype, op));
+    mlc_error_clear();
+    mlc_status_t st = check_comm(comm, MLC_COLL_REDUCE_SCATTER);
+    if (st != MLC_SUCCESS) return st;
+    mlc_args_t a; /* each operation fills it whole, once */
+    if ((st = check_dtype(MLC_COLL_REDUCE_SCATTER, dtype)) != MLC_SUCCESS) return st;
+    if ((st = mlc_op_check(dtype, op)) != MLC_SUCCESS) return st;
     size_t es = mlc_dtype_size(dtype), n = 0, total = 0;
-    TRY(bytes_of(MLC_COLL_REDUCE_SCATTER, recvcount, es, &n));
-    TRY(total_of(MLC_COLL_REDUCE_SCATTER, recvcount, comm->size, es, &total));
-    TRY(check_buf(MLC_COLL_REDUCE_SCATTER, "sendbuf", sendbuf, recvcount));
-    TRY(check_buf(MLC_COLL_REDUCE_SCATTER, "recvbuf", recvbuf, recvcount));
+    if ((st = bytes_of(MLC_COLL_REDUCE_SCATTER, recvcount, es, &n)) != MLC_SUCCESS) return st;
+    if ((st = total_of(MLC_COLL_REDUCE_SCATTER, recvcount, comm->size, es, &total)) != MLC_SUCCESS) return st;
+    if ((st = check_buf(MLC_COLL_REDUCE_SCATTER, "sendbuf", sendbuf, recvcount)) != MLC_SUCCESS) return st;
+    if ((st = check_buf(MLC_COLL_REDUCE_SCATTER, "recvbuf", recvbuf, recvcount)) != MLC_SUCCESS) return st;
     bool inplace;
     const void *ip_recv = sendbuf ? (const char *)sendbuf + (size_t)comm->rank * n : NULL;
     /* in place: recvbuf == sendbuf + rank*recvcount */
     inplace = recvbuf && recvbuf == ip_recv;
     if (!inplace)
-        CHECK_ARG(!overlap(sendbuf, total, recvbuf, n),
-                  "mlc_reduce_scatter: send buffer %p (%zu bytes) and receive buffer %p (%zu bytes) "
+        if (!(!overlap(sendbuf, total, recvbuf, n)))
+            return mlc_error(MLC_ERR_INVALID_ARG, "mlc_reduce_scatter: send buffer %p (%zu bytes) and receive buffer %p (%zu bytes) "
                   "overlap without being the in-place form (recvbuf == sendbuf + rank*recvcount)",
                   sendbuf, total, recvbuf, n);
     MLC_SET_ARGS(a, .sendbuf = sendbuf, .recvbuf = recvbuf, .count = recvcount, .dtype = dtype,
@@ -385,15 +388,18 @@ mlc_status_t mlc_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvc
 mlc_status_t mlc_alltoall(const void *sendbuf, void *recvbuf, size_t count, mlc_dtype_t dtype,
                           mlc_comm_t *comm, mlc_request_t **req)
 {
-    BEGIN(MLC_COLL_ALLTOALL);
-    TRY(check_dtype(MLC_COLL_ALLTOALL, dtype));
+    mlc_error_clear();
+    mlc_status_t st = check_comm(comm, MLC_COLL_ALLTOALL);
+    if (st != MLC_SUCCESS) return st;
+    mlc_args_t a; /* each operation fills it whole, once */
+    if ((st = check_dtype(MLC_COLL_ALLTOALL, dtype)) != MLC_SUCCESS) return st;
     size_t es = mlc_dtype_size(dtype), n = 0, total = 0;
-    TRY(bytes_of(MLC_COLL_ALLTOALL, count, es, &n));
-    TRY(total_of(MLC_COLL_ALLTOALL, count, comm->size, es, &total));
-    TRY(check_buf(MLC_COLL_ALLTOALL, "sendbuf", sendbuf, count));
-    TRY(check_buf(MLC_COLL_ALLTOALL, "recvbuf", recvbuf, count));
+    if ((st = bytes_of(MLC_COLL_ALLTOALL, count, es, &n)) != MLC_SUCCESS) return st;
+    if ((st = total_of(MLC_COLL_ALLTOALL, count, comm->size, es, &total)) != MLC_SUCCESS) return st;
+    if ((st = check_buf(MLC_COLL_ALLTOALL, "sendbuf", sendbuf, count)) != MLC_SUCCESS) return st;
+    if ((st = check_buf(MLC_COLL_ALLTOALL, "recvbuf", recvbuf, count)) != MLC_SUCCESS) return st;
     bool inplace;
-    TRY(check_overlap(MLC_COLL_ALLTOALL, sendbuf, total, recvbuf, total, recvbuf, &inplace));
+    if ((st = check_overlap(MLC_COLL_ALLTOALL, sendbuf, total, recvbuf, total, recvbuf, &inplace)) != MLC_SUCCESS) return st;
     MLC_SET_ARGS(a, .sendbuf = sendbuf, .recvbuf = recvbuf, .count = count, .dtype = dtype, .esize = es,
                     .inplace = inplace);
     return submit(comm, MLC_COLL_ALLTOALL, &a, total, req);
@@ -403,15 +409,18 @@ mlc_status_t mlc_alltoallv(const void *sendbuf, const size_t *sendcounts, const 
                            void *recvbuf, const size_t *recvcounts, const size_t *rdispls,
                            mlc_dtype_t dtype, mlc_comm_t *comm, mlc_request_t **req)
 {
-    BEGIN(MLC_COLL_ALLTOALLV);
-    TRY(check_dtype(MLC_COLL_ALLTOALLV, dtype));
+    mlc_error_clear();
+    mlc_status_t st = check_comm(comm, MLC_COLL_ALLTOALLV);
+    if (st != MLC_SUCCESS) return st;
+    mlc_args_t a; /* each operation fills it whole, once */
+    if ((st = check_dtype(MLC_COLL_ALLTOALLV, dtype)) != MLC_SUCCESS) return st;
     size_t es = mlc_dtype_size(dtype), sext = 0, rext = 0;
-    TRY(check_vlayout(MLC_COLL_ALLTOALLV, "sendcounts", sendcounts, "sdispls", sdispls, comm->size, es, &sext));
-    TRY(check_vlayout(MLC_COLL_ALLTOALLV, "recvcounts", recvcounts, "rdispls", rdispls, comm->size, es, &rext));
-    TRY(check_buf(MLC_COLL_ALLTOALLV, "sendbuf", sendbuf, sext));
-    TRY(check_buf(MLC_COLL_ALLTOALLV, "recvbuf", recvbuf, rext));
+    if ((st = check_vlayout(MLC_COLL_ALLTOALLV, "sendcounts", sendcounts, "sdispls", sdispls, comm->size, es, &sext)) != MLC_SUCCESS) return st;
+    if ((st = check_vlayout(MLC_COLL_ALLTOALLV, "recvcounts", recvcounts, "rdispls", rdispls, comm->size, es, &rext)) != MLC_SUCCESS) return st;
+    if ((st = check_buf(MLC_COLL_ALLTOALLV, "sendbuf", sendbuf, sext)) != MLC_SUCCESS) return st;
+    if ((st = check_buf(MLC_COLL_ALLTOALLV, "recvbuf", recvbuf, rext)) != MLC_SUCCESS) return st;
     bool inplace;
-    TRY(check_overlap(MLC_COLL_ALLTOALLV, sendbuf, sext * es, recvbuf, rext * es, NULL, &inplace));
+    if ((st = check_overlap(MLC_COLL_ALLTOALLV, sendbuf, sext * es, recvbuf, rext * es, NULL, &inplace)) != MLC_SUCCESS) return st;
     MLC_SET_ARGS(a, .sendbuf = sendbuf, .recvbuf = recvbuf, .counts = sendcounts, .displs = sdispls,
                     .counts2 = recvcounts, .displs2 = rdispls, .dtype = dtype, .esize = es);
     return submit(comm, MLC_COLL_ALLTOALLV, &a, sext * es, req);
@@ -420,18 +429,21 @@ mlc_status_t mlc_alltoallv(const void *sendbuf, const size_t *sendcounts, const 
 mlc_status_t mlc_gather(const void *sendbuf, void *recvbuf, size_t count, mlc_dtype_t dtype, int root,
                         mlc_comm_t *comm, mlc_request_t **req)
 {
-    BEGIN(MLC_COLL_GATHER);
-    TRY(check_dtype(MLC_COLL_GATHER, dtype));
-    TRY(check_rank(MLC_COLL_GATHER, "root", root, comm));
+    mlc_error_clear();
+    mlc_status_t st = check_comm(comm, MLC_COLL_GATHER);
+    if (st != MLC_SUCCESS) return st;
+    mlc_args_t a; /* each operation fills it whole, once */
+    if ((st = check_dtype(MLC_COLL_GATHER, dtype)) != MLC_SUCCESS) return st;
+    if ((st = check_rank(MLC_COLL_GATHER, "root", root, comm)) != MLC_SUCCESS) return st;
     size_t es = mlc_dtype_size(dtype), n = 0, total = 0;
-    TRY(bytes_of(MLC_COLL_GATHER, count, es, &n));
-    TRY(total_of(MLC_COLL_GATHER, count, comm->size, es, &total));
-    TRY(check_buf(MLC_COLL_GATHER, "sendbuf", sendbuf, count));
+    if ((st = bytes_of(MLC_COLL_GATHER, count, es, &n)) != MLC_SUCCESS) return st;
+    if ((st = total_of(MLC_COLL_GATHER, count, comm->size, es, &total)) != MLC_SUCCESS) return st;
+    if ((st = check_buf(MLC_COLL_GATHER, "sendbuf", sendbuf, count)) != MLC_SUCCESS) return st;
     bool inplace = false, am_root = comm->rank == root;
     if (am_root) {
-        TRY(check_buf(MLC_COLL_GATHER, "recvbuf (root)", recvbuf, count));
+        if ((st = check_buf(MLC_COLL_GATHER, "recvbuf (root)", recvbuf, count)) != MLC_SUCCESS) return st;
         const void *ip = recvbuf ? (const char *)recvbuf + (size_t)root * n : NULL;
-        TRY(check_overlap(MLC_COLL_GATHER, sendbuf, n, recvbuf, total, ip, &inplace));
+        if ((st = check_overlap(MLC_COLL_GATHER, sendbuf, n, recvbuf, total, ip, &inplace)) != MLC_SUCCESS) return st;
     }
     MLC_SET_ARGS(a, .sendbuf = sendbuf, .recvbuf = am_root ? recvbuf : NULL, .count = count,
                     .dtype = dtype, .esize = es, .root = root, .inplace = inplace);
@@ -442,21 +454,25 @@ mlc_status_t mlc_gatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
                          const size_t *recvcounts, const size_t *displs, mlc_dtype_t dtype, int root,
                          mlc_comm_t *comm, mlc_request_t **req)
 {
-    BEGIN(MLC_COLL_GATHERV);
-    TRY(check_dtype(MLC_COLL_GATHERV, dtype));
-    TRY(check_rank(MLC_COLL_GATHERV, "root", root, comm));
+    mlc_error_clear();
+    mlc_status_t st = check_comm(comm, MLC_COLL_GATHERV);
+    if (st != MLC_SUCCESS) return st;
+    mlc_args_t a; /* each operation fills it whole, once */
+    if ((st = check_dtype(MLC_COLL_GATHERV, dtype)) != MLC_SUCCESS) return st;
+    if ((st = check_rank(MLC_COLL_GATHERV, "root", root, comm)) != MLC_SUCCESS) return st;
     size_t es = mlc_dtype_size(dtype), n = 0;
-    TRY(bytes_of(MLC_COLL_GATHERV, sendcount, es, &n));
-    TRY(check_buf(MLC_COLL_GATHERV, "sendbuf", sendbuf, sendcount));
+    if ((st = bytes_of(MLC_COLL_GATHERV, sendcount, es, &n)) != MLC_SUCCESS) return st;
+    if ((st = check_buf(MLC_COLL_GATHERV, "sendbuf", sendbuf, sendcount)) != MLC_SUCCESS) return st;
     bool inplace = false, am_root = comm->rank == root;
     if (am_root) {
         size_t ext = 0;
-        TRY(check_vlayout(MLC_COLL_GATHERV, "recvcounts", recvcounts, "displs", displs, comm->size, es, &ext));
-        CHECK_ARG(recvcounts[root] == sendcount, "mlc_gatherv: root's sendcount %zu differs from recvcounts[%d] = %zu",
+        if ((st = check_vlayout(MLC_COLL_GATHERV, "recvcounts", recvcounts, "displs", displs, comm->size, es, &ext)) != MLC_SUCCESS) return st;
+        if (!(recvcounts[root] == sendcount))
+            return mlc_error(MLC_ERR_INVALID_ARG, "mlc_gatherv: root's sendcount %zu differs from recvcounts[%d] = %zu",
                   sendcount, root, recvcounts[root]);
-        TRY(check_buf(MLC_COLL_GATHERV, "recvbuf (root)", recvbuf, ext));
+        if ((st = check_buf(MLC_COLL_GATHERV, "recvbuf (root)", recvbuf, ext)) != MLC_SUCCESS) return st;
         const void *ip = recvbuf ? (const char *)recvbuf + displs[root] * es : NULL;
-        TRY(check_overlap(MLC_COLL_GATHERV, sendbuf, n, recvbuf, ext * es, ip, &inplace));
+        if ((st = check_overlap(MLC_COLL_GATHERV, sendbuf, n, recvbuf, ext * es, ip, &inplace)) != MLC_SUCCESS) return st;
     }
     MLC_SET_ARGS(a, .sendbuf = sendbuf, .recvbuf = am_root ? recvbuf : NULL, .count = sendcount,
                     .counts = am_root ? recvcounts : NULL, .displs = am_root ? displs : NULL,
@@ -467,22 +483,25 @@ mlc_status_t mlc_gatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
 mlc_status_t mlc_scatter(const void *sendbuf, void *recvbuf, size_t count, mlc_dtype_t dtype, int root,
                          mlc_comm_t *comm, mlc_request_t **req)
 {
-    BEGIN(MLC_COLL_SCATTER);
-    TRY(check_dtype(MLC_COLL_SCATTER, dtype));
-    TRY(check_rank(MLC_COLL_SCATTER, "root", root, comm));
+    mlc_error_clear();
+    mlc_status_t st = check_comm(comm, MLC_COLL_SCATTER);
+    if (st != MLC_SUCCESS) return st;
+    mlc_args_t a; /* each operation fills it whole, once */
+    if ((st = check_dtype(MLC_COLL_SCATTER, dtype)) != MLC_SUCCESS) return st;
+    if ((st = check_rank(MLC_COLL_SCATTER, "root", root, comm)) != MLC_SUCCESS) return st;
     size_t es = mlc_dtype_size(dtype), n = 0, total = 0;
-    TRY(bytes_of(MLC_COLL_SCATTER, count, es, &n));
-    TRY(total_of(MLC_COLL_SCATTER, count, comm->size, es, &total));
-    TRY(check_buf(MLC_COLL_SCATTER, "recvbuf", recvbuf, count));
+    if ((st = bytes_of(MLC_COLL_SCATTER, count, es, &n)) != MLC_SUCCESS) return st;
+    if ((st = total_of(MLC_COLL_SCATTER, count, comm->size, es, &total)) != MLC_SUCCESS) return st;
+    if ((st = check_buf(MLC_COLL_SCATTER, "recvbuf", recvbuf, count)) != MLC_SUCCESS) return st;
     bool inplace = false, am_root = comm->rank == root;
     if (am_root) {
-        TRY(check_buf(MLC_COLL_SCATTER, "sendbuf (root)", sendbuf, count));
+        if ((st = check_buf(MLC_COLL_SCATTER, "sendbuf (root)", sendbuf, count)) != MLC_SUCCESS) return st;
         /* in place: recvbuf == sendbuf + root*count */
         const void *ip = sendbuf ? (const char *)sendbuf + (size_t)root * n : NULL;
         inplace = recvbuf && recvbuf == ip;
         if (!inplace)
-            CHECK_ARG(!overlap(sendbuf, total, recvbuf, n),
-                      "mlc_scatter: send buffer and receive buffer overlap without being the in-place form");
+            if (!(!overlap(sendbuf, total, recvbuf, n)))
+                return mlc_error(MLC_ERR_INVALID_ARG, "mlc_scatter: send buffer and receive buffer overlap without being the in-place form");
     }
     MLC_SET_ARGS(a, .sendbuf = am_root ? sendbuf : NULL, .recvbuf = recvbuf, .count = count, .dtype = dtype,
                     .esize = es, .root = root, .inplace = inplace);
@@ -493,24 +512,28 @@ mlc_status_t mlc_scatterv(const void *sendbuf, const size_t *sendcounts, const s
                           void *recvbuf, size_t recvcount, mlc_dtype_t dtype, int root,
                           mlc_comm_t *comm, mlc_request_t **req)
 {
-    BEGIN(MLC_COLL_SCATTERV);
-    TRY(check_dtype(MLC_COLL_SCATTERV, dtype));
-    TRY(check_rank(MLC_COLL_SCATTERV, "root", root, comm));
+    mlc_error_clear();
+    mlc_status_t st = check_comm(comm, MLC_COLL_SCATTERV);
+    if (st != MLC_SUCCESS) return st;
+    mlc_args_t a; /* each operation fills it whole, once */
+    if ((st = check_dtype(MLC_COLL_SCATTERV, dtype)) != MLC_SUCCESS) return st;
+    if ((st = check_rank(MLC_COLL_SCATTERV, "root", root, comm)) != MLC_SUCCESS) return st;
     size_t es = mlc_dtype_size(dtype), n = 0;
-    TRY(bytes_of(MLC_COLL_SCATTERV, recvcount, es, &n));
-    TRY(check_buf(MLC_COLL_SCATTERV, "recvbuf", recvbuf, recvcount));
+    if ((st = bytes_of(MLC_COLL_SCATTERV, recvcount, es, &n)) != MLC_SUCCESS) return st;
+    if ((st = check_buf(MLC_COLL_SCATTERV, "recvbuf", recvbuf, recvcount)) != MLC_SUCCESS) return st;
     bool inplace = false, am_root = comm->rank == root;
     if (am_root) {
         size_t ext = 0;
-        TRY(check_vlayout(MLC_COLL_SCATTERV, "sendcounts", sendcounts, "displs", displs, comm->size, es, &ext));
-        CHECK_ARG(sendcounts[root] == recvcount, "mlc_scatterv: root's recvcount %zu differs from sendcounts[%d] = %zu",
+        if ((st = check_vlayout(MLC_COLL_SCATTERV, "sendcounts", sendcounts, "displs", displs, comm->size, es, &ext)) != MLC_SUCCESS) return st;
+        if (!(sendcounts[root] == recvcount))
+            return mlc_error(MLC_ERR_INVALID_ARG, "mlc_scatterv: root's recvcount %zu differs from sendcounts[%d] = %zu",
                   recvcount, root, sendcounts[root]);
-        TRY(check_buf(MLC_COLL_SCATTERV, "sendbuf (root)", sendbuf, ext));
+        if ((st = check_buf(MLC_COLL_SCATTERV, "sendbuf (root)", sendbuf, ext)) != MLC_SUCCESS) return st;
         const void *ip = sendbuf ? (const char *)sendbuf + displs[root] * es : NULL;
         inplace = recvbuf && recvbuf == ip;
         if (!inplace)
-            CHECK_ARG(!overlap(sendbuf, ext * es, recvbuf, n),
-                      "mlc_scatterv: send buffer and receive buffer overlap without being the in-place form");
+            if (!(!overlap(sendbuf, ext * es, recvbuf, n)))
+                return mlc_error(MLC_ERR_INVALID_ARG, "mlc_scatterv: send buffer and receive buffer overlap without being the in-place form");
     }
     MLC_SET_ARGS(a, .sendbuf = am_root ? sendbuf : NULL, .recvbuf = recvbuf, .count = recvcount,
                     .counts = am_root ? sendcounts : NULL, .displs = am_root ? displs : NULL,
@@ -520,7 +543,10 @@ mlc_status_t mlc_scatterv(const void *sendbuf, const size_t *sendcounts, const s
 
 mlc_status_t mlc_barrier(mlc_comm_t *comm, mlc_request_t **req)
 {
-    BEGIN(MLC_COLL_BARRIER);
+    mlc_error_clear();
+    mlc_status_t st = check_comm(comm, MLC_COLL_BARRIER);
+    if (st != MLC_SUCCESS) return st;
+    mlc_args_t a; /* each operation fills it whole, once */
     MLC_SET_ARGS(a, .dtype = MLC_UINT8, .esize = 1);
     return submit(comm, MLC_COLL_BARRIER, &a, 0, req);
 }
@@ -531,7 +557,8 @@ static mlc_status_t check_tag(mlc_coll_t coll, const char *what, int tag, bool a
 {
     if (any_ok && tag == MLC_ANY_TAG) return MLC_SUCCESS;
     int tmax = mlc_comm_tag_max(comm);
-    CHECK_ARG(tag >= 0 && tag <= tmax, "mlc_%s: %s %d is out of range [0, %d]%s", coll_names[coll], what, tag,
+    if (!(tag >= 0 && tag <= tmax))
+        return mlc_error(MLC_ERR_INVALID_ARG, "mlc_%s: %s %d is out of range [0, %d]%s", coll_names[coll], what, tag,
               tmax, any_ok ? " (or MLC_ANY_TAG)" : "");
     return MLC_SUCCESS;
 }
@@ -539,7 +566,8 @@ static mlc_status_t check_tag(mlc_coll_t coll, const char *what, int tag, bool a
 static mlc_status_t check_peer(mlc_coll_t coll, const char *what, int peer, bool any_ok, const mlc_comm_t *comm)
 {
     if (any_ok && peer == MLC_ANY_SOURCE) return MLC_SUCCESS;
-    CHECK_ARG(peer >= 0 && peer < comm->size, "mlc_%s: %s %d is out of range (communicator of %d ranks%s)",
+    if (!(peer >= 0 && peer < comm->size))
+        return mlc_error(MLC_ERR_INVALID_ARG, "mlc_%s: %s %d is out of range (communicator of %d ranks%s)",
               coll_names[coll], what, peer, comm->size, any_ok ? ", or MLC_ANY_SOURCE" : "");
     return MLC_SUCCESS;
 }
@@ -547,13 +575,16 @@ static mlc_status_t check_peer(mlc_coll_t coll, const char *what, int peer, bool
 mlc_status_t mlc_send(const void *buf, size_t count, mlc_dtype_t dtype, int peer, int tag, mlc_comm_t *comm,
                       mlc_request_t **req)
 {
-    BEGIN(MLC_COLL_SEND);
-    TRY(check_dtype(MLC_COLL_SEND, dtype));
-    TRY(check_peer(MLC_COLL_SEND, "peer", peer, false, comm));
-    TRY(check_tag(MLC_COLL_SEND, "tag", tag, false, comm));
+    mlc_error_clear();
+    mlc_status_t st = check_comm(comm, MLC_COLL_SEND);
+    if (st != MLC_SUCCESS) return st;
+    mlc_args_t a; /* each operation fills it whole, once */
+    if ((st = check_dtype(MLC_COLL_SEND, dtype)) != MLC_SUCCESS) return st;
+    if ((st = check_peer(MLC_COLL_SEND, "peer", peer, false, comm)) != MLC_SUCCESS) return st;
+    if ((st = check_tag(MLC_COLL_SEND, "tag", tag, false, comm)) != MLC_SUCCESS) return st;
     size_t n = 0;
-    TRY(bytes_of(MLC_COLL_SEND, count, mlc_dtype_size(dtype), &n));
-    TRY(check_buf(MLC_COLL_SEND, "buf", buf, count));
+    if ((st = bytes_of(MLC_COLL_SEND, count, mlc_dtype_size(dtype), &n)) != MLC_SUCCESS) return st;
+    if ((st = check_buf(MLC_COLL_SEND, "buf", buf, count)) != MLC_SUCCESS) return st;
     MLC_SET_ARGS(a, .sendbuf = buf, .count = count, .dtype = dtype, .esize = mlc_dtype_size(dtype),
                     .root = peer, .tag = tag);
     return submit(comm, MLC_COLL_SEND, &a, n, req);
@@ -562,13 +593,16 @@ mlc_status_t mlc_send(const void *buf, size_t count, mlc_dtype_t dtype, int peer
 mlc_status_t mlc_recv(void *buf, size_t count, mlc_dtype_t dtype, int peer, int tag, mlc_comm_t *comm,
                       mlc_msg_status_t *status, mlc_request_t **req)
 {
-    BEGIN(MLC_COLL_RECV);
-    TRY(check_dtype(MLC_COLL_RECV, dtype));
-    TRY(check_peer(MLC_COLL_RECV, "peer", peer, true, comm));
-    TRY(check_tag(MLC_COLL_RECV, "tag", tag, true, comm));
+    mlc_error_clear();
+    mlc_status_t st = check_comm(comm, MLC_COLL_RECV);
+    if (st != MLC_SUCCESS) return st;
+    mlc_args_t a; /* each operation fills it whole, once */
+    if ((st = check_dtype(MLC_COLL_RECV, dtype)) != MLC_SUCCESS) return st;
+    if ((st = check_peer(MLC_COLL_RECV, "peer", peer, true, comm)) != MLC_SUCCESS) return st;
+    if ((st = check_tag(MLC_COLL_RECV, "tag", tag, true, comm)) != MLC_SUCCESS) return st;
     size_t n = 0;
-    TRY(bytes_of(MLC_COLL_RECV, count, mlc_dtype_size(dtype), &n));
-    TRY(check_buf(MLC_COLL_RECV, "buf", buf, count));
+    if ((st = bytes_of(MLC_COLL_RECV, count, mlc_dtype_size(dtype), &n)) != MLC_SUCCESS) return st;
+    if ((st = check_buf(MLC_COLL_RECV, "buf", buf, count)) != MLC_SUCCESS) return st;
     MLC_SET_ARGS(a, .recvbuf = buf, .count = count, .dtype = dtype, .esize = mlc_dtype_size(dtype),
                     .root = peer, .tag = tag, .msg_status = status);
     return submit(comm, MLC_COLL_RECV, &a, n, req);
@@ -578,18 +612,22 @@ mlc_status_t mlc_sendrecv(const void *sendbuf, size_t sendcount, int dest, int s
                           size_t recvcount, int source, int recvtag, mlc_dtype_t dtype, mlc_comm_t *comm,
                           mlc_msg_status_t *status, mlc_request_t **req)
 {
-    BEGIN(MLC_COLL_SENDRECV);
-    TRY(check_dtype(MLC_COLL_SENDRECV, dtype));
-    TRY(check_peer(MLC_COLL_SENDRECV, "dest", dest, false, comm));
-    TRY(check_peer(MLC_COLL_SENDRECV, "source", source, true, comm));
-    TRY(check_tag(MLC_COLL_SENDRECV, "sendtag", sendtag, false, comm));
-    TRY(check_tag(MLC_COLL_SENDRECV, "recvtag", recvtag, true, comm));
+    mlc_error_clear();
+    mlc_status_t st = check_comm(comm, MLC_COLL_SENDRECV);
+    if (st != MLC_SUCCESS) return st;
+    mlc_args_t a; /* each operation fills it whole, once */
+    if ((st = check_dtype(MLC_COLL_SENDRECV, dtype)) != MLC_SUCCESS) return st;
+    if ((st = check_peer(MLC_COLL_SENDRECV, "dest", dest, false, comm)) != MLC_SUCCESS) return st;
+    if ((st = check_peer(MLC_COLL_SENDRECV, "source", source, true, comm)) != MLC_SUCCESS) return st;
+    if ((st = check_tag(MLC_COLL_SENDRECV, "sendtag", sendtag, false, comm)) != MLC_SUCCESS) return st;
+    if ((st = check_tag(MLC_COLL_SENDRECV, "recvtag", recvtag, true, comm)) != MLC_SUCCESS) return st;
     size_t es = mlc_dtype_size(dtype), sn = 0, rn = 0;
-    TRY(bytes_of(MLC_COLL_SENDRECV, sendcount, es, &sn));
-    TRY(bytes_of(MLC_COLL_SENDRECV, recvcount, es, &rn));
-    TRY(check_buf(MLC_COLL_SENDRECV, "sendbuf", sendbuf, sendcount));
-    TRY(check_buf(MLC_COLL_SENDRECV, "recvbuf", recvbuf, recvcount));
-    CHECK_ARG(!overlap(sendbuf, sn, recvbuf, rn), "mlc_sendrecv: send and receive buffers overlap");
+    if ((st = bytes_of(MLC_COLL_SENDRECV, sendcount, es, &sn)) != MLC_SUCCESS) return st;
+    if ((st = bytes_of(MLC_COLL_SENDRECV, recvcount, es, &rn)) != MLC_SUCCESS) return st;
+    if ((st = check_buf(MLC_COLL_SENDRECV, "sendbuf", sendbuf, sendcount)) != MLC_SUCCESS) return st;
+    if ((st = check_buf(MLC_COLL_SENDRECV, "recvbuf", recvbuf, recvcount)) != MLC_SUCCESS) return st;
+    if (!(!overlap(sendbuf, sn, recvbuf, rn)))
+        return mlc_error(MLC_ERR_INVALID_ARG, "mlc_sendrecv: send and receive buffers overlap");
     MLC_SET_ARGS(a, .sendbuf = sendbuf, .recvbuf = recvbuf, .count = sendcount, .count2 = recvcount,
                     .dtype = dtype, .esize = es, .root = dest, .peer2 = source, .tag = sendtag,
                     .tag2 = recvtag, .msg_status = status);
@@ -598,67 +636,96 @@ mlc_status_t mlc_sendrecv(const void *sendbuf, size_t sendcount, int dest, int s
 
 mlc_status_t mlc_iprobe(int source, int tag, mlc_comm_t *comm, int *flag, mlc_msg_status_t *status)
 {
-    BEGIN(MLC_COLL_RECV);
-    CHECK_ARG(flag, "mlc_iprobe: flag is NULL");
-    TRY(check_peer(MLC_COLL_RECV, "source", source, true, comm));
-    TRY(check_tag(MLC_COLL_RECV, "tag", tag, true, comm));
-    if (!comm->be->iprobe)
-        return mlc_error(MLC_ERR_UNSUPPORTED, "mlc_iprobe is not supported by backend '%s'", comm->be->name);
+    mlc_error_clear();
+    mlc_status_t st = check_comm(comm, MLC_COLL_RECV);
+    if (st != MLC_SUCCESS) return st;
+    if (!(flag))
+        return mlc_error(MLC_ERR_INVALID_ARG, "mlc_iprobe: flag is NULL");
+    if ((st = check_peer(MLC_COLL_RECV, "source", source, true, comm)) != MLC_SUCCESS) return st;
+    if ((st = check_tag(MLC_COLL_RECV, "tag", tag, true, comm)) != MLC_SUCCESS) return st;
     mlc_msg_status_t tmp;
     int f = 0;
-    mlc_status_t st = comm->be->iprobe(comm, source, tag, &f, &tmp);
+    st = comm->be->iprobe(comm, source, tag, &f, &tmp);
     if (st != MLC_SUCCESS) return st;
     *flag = f;
     if (f && status) *status = tmp;
     return MLC_SUCCESS;
 }
 
+/* mlc_probe as the shared wait loop sees it (base/wait.h). */
+typedef struct probe_wait {
+    mlc_comm_t *comm;
+    int source, tag, flag;
+    bool failed;          /* the communicator failed (mlc_comm_check reports it) */
+    mlc_status_t st;      /* else an iprobe error */
+    mlc_msg_status_t found;
+} probe_wait_t;
+
+static int probe_step(void *p)
+{
+    probe_wait_t *w = p;
+    mlc_status_t st = w->comm->be->iprobe(w->comm, w->source, w->tag, &w->flag, &w->found);
+    if (st != MLC_SUCCESS) {
+        w->st = st;
+        return MLC_WAIT_STOP;
+    }
+    if (w->flag) return MLC_WAIT_MOVED;
+    int progressed = 0;
+    st = w->comm->be->progress(w->comm, &progressed);
+    if (st != MLC_SUCCESS) {
+        w->st = st;
+        w->failed = mlc_comm_check(w->comm) != MLC_SUCCESS;
+        return MLC_WAIT_STOP;
+    }
+    return progressed ? MLC_WAIT_MOVED : MLC_WAIT_NOTHING;
+}
+
+static int probe_done(void *p) { return ((probe_wait_t *)p)->flag; }
+
+static int probe_check(void *p)
+{
+    probe_wait_t *w = p;
+    if (w->comm->be->health(w->comm) == MLC_SUCCESS) return 0;
+    w->failed = true;
+    return 1;
+}
+
+static int probe_block(void *p, double max_s)
+{
+    probe_wait_t *w = p;
+    if (!w->comm->be->idle) return 0;
+    w->comm->be->idle(w->comm, max_s);
+    return 1;
+}
+
 mlc_status_t mlc_probe(int source, int tag, mlc_comm_t *comm, mlc_msg_status_t *status)
 {
-    BEGIN(MLC_COLL_RECV);
-    TRY(check_peer(MLC_COLL_RECV, "source", source, true, comm));
-    TRY(check_tag(MLC_COLL_RECV, "tag", tag, true, comm));
-    if (!comm->be->iprobe)
-        return mlc_error(MLC_ERR_UNSUPPORTED, "mlc_probe is not supported by backend '%s'", comm->be->name);
+    mlc_error_clear();
+    mlc_status_t st = check_comm(comm, MLC_COLL_RECV);
+    if (st != MLC_SUCCESS) return st;
+    if ((st = check_peer(MLC_COLL_RECV, "source", source, true, comm)) != MLC_SUCCESS) return st;
+    if ((st = check_tag(MLC_COLL_RECV, "tag", tag, true, comm)) != MLC_SUCCESS) return st;
     /* Probe polls iprobe under the same rules as every wait: timeout, abort, death. */
-    double start = 0, timeout = comm->cfg.timeout_s;
-    int spins = 0;
-    for (;;) {
-        int flag = 0, progressed = 0;
-        mlc_msg_status_t tmp;
-        mlc_status_t st = comm->be->iprobe(comm, source, tag, &flag, &tmp);
-        if (st != MLC_SUCCESS) return st;
-        if (flag) {
-            if (status) *status = tmp;
-            return MLC_SUCCESS;
-        }
-        st = comm->be->progress(comm, &progressed);
-        if (st != MLC_SUCCESS) return mlc_comm_check(comm) ? mlc_comm_check(comm) : st;
-        if (progressed) {
-            start = 0;
-            spins = 0;
-            continue;
-        }
-        if (++spins < 1000) continue;
-        double now = mlc_now();
-        if (start == 0) start = now;
-        st = comm->be->health(comm);
-        if (st != MLC_SUCCESS) return mlc_comm_check(comm);
-        if (timeout > 0 && now - start > timeout) {
-            char peers[160] = "", note[300];
-            if (comm->be->silent_peers) comm->be->silent_peers(comm, source, peers, sizeof peers);
-            snprintf(note, sizeof note, "a probe (source %d, tag %d) on rank %d saw no message for %.0f s "
-                     "(MLC_TIMEOUT); ranks not heard from: %s", source, tag, comm->rank, timeout,
-                     peers[0] ? peers : "unknown");
-            mlc_comm_fail(comm, MLC_ERR_TIMEOUT, "rank %d: probe (source %d, tag %d) saw no message for %.0f s "
-                          "(MLC_TIMEOUT); ranks not heard from: %s", comm->rank, source, tag, timeout,
-                          peers[0] ? peers : "unknown");
-            if (comm->be->post_failure) comm->be->post_failure(comm, MLC_ERR_TIMEOUT, note);
-            return mlc_comm_check(comm);
-        }
-        if (comm->be->idle) comm->be->idle(comm, 0.1);
-        spins = 900;
+    probe_wait_t pw = {.comm = comm, .source = source, .tag = tag, .st = MLC_SUCCESS};
+    mlc_wait_t w = {.step = probe_step, .done = probe_done, .check = probe_check, .block = probe_block,
+                    .ctx = &pw, .timeout_s = comm->cfg.timeout_s, .what = "probe"};
+    mlc_wait_status_t ws = mlc_wait_run(&w);
+    if (ws == MLC_WAIT_DONE) {
+        if (status) *status = pw.found;
+        return MLC_SUCCESS;
     }
+    if (ws == MLC_WAIT_STOPPED) return pw.failed ? mlc_comm_check(comm) : pw.st;
+    double timeout = comm->cfg.timeout_s;
+    char peers[160] = "", note[300];
+    if (comm->be->silent_peers) comm->be->silent_peers(comm, source, peers, sizeof peers);
+    snprintf(note, sizeof note, "a probe (source %d, tag %d) on rank %d saw no message for %.0f s "
+             "(MLC_TIMEOUT); ranks not heard from: %s", source, tag, comm->rank, timeout,
+             peers[0] ? peers : "unknown");
+    mlc_comm_fail(comm, MLC_ERR_TIMEOUT, "rank %d: probe (source %d, tag %d) saw no message for %.0f s "
+                  "(MLC_TIMEOUT); ranks not heard from: %s", comm->rank, source, tag, timeout,
+                  peers[0] ? peers : "unknown");
+    if (comm->be->post_failure) comm->be->post_failure(comm, MLC_ERR_TIMEOUT, note);
+    return mlc_comm_check(comm);
 }
 
 mlc_status_t mlc_comm_get_algo(mlc_comm_t *comm, mlc_coll_t coll, size_t bytes, const char **name)

@@ -8,7 +8,7 @@
 #include <sys/random.h>
 #include "algos/select.h"
 #include "backend.h"
-#include "gpu/devmem.h"
+#include "base/clock.h"
 #include "error.h"
 #include "log.h"
 #include "model.h"
@@ -25,12 +25,35 @@ mlc_comm_t *mlc_comm_alloc(void)
     return c;
 }
 
+static void (*key_release[MLC_COMM_KEYS])(void *);
+static atomic_int keys_used;
+
+int mlc_comm_key_create(void (*release)(void *value))
+{
+    int key = atomic_fetch_add(&keys_used, 1);
+    if (key >= MLC_COMM_KEYS) return -1;
+    key_release[key] = release;
+    return key;
+}
+
+void *mlc_comm_value(const mlc_comm_t *comm, int key)
+{
+    return key >= 0 && key < MLC_COMM_KEYS ? comm->layer_values[key] : NULL;
+}
+
+void mlc_comm_set_value(mlc_comm_t *comm, int key, void *value)
+{
+    if (key >= 0 && key < MLC_COMM_KEYS) comm->layer_values[key] = value;
+}
+
 void mlc_comm_release(mlc_comm_t *comm)
 {
     if (!comm) return;
-    mlc_devmem_free(comm);
     mlc_prof_close(comm);
     mlc_comm_free_requests(comm);
+    /* Last: a decorator's value may hold the table comm->be points to. */
+    for (int k = 0; k < MLC_COMM_KEYS; k++)
+        if (comm->layer_values[k] && key_release[k]) key_release[k](comm->layer_values[k]);
     free(comm);
 }
 
@@ -200,13 +223,13 @@ static mlc_status_t create(const mlc_cfg_t *cfg, const mlc_boot_t *boot, const m
     st = check_agreement(c);
     if (st == MLC_SUCCESS) st = force_algos(c);
     if (st == MLC_SUCCESS) st = mlc_model_agree(c);
-    if (st == MLC_SUCCESS) st = mlc_devmem_setup(c);
+    if (st == MLC_SUCCESS) st = mlc_decorate(c);
     c->internal_depth--;
     c->seq_base += c->coll_seq; /* signatures keep counting (src/core/signature.h) */
     c->coll_seq = 0; /* init's own collectives are complete: the user's first is #0 */
     if (st == MLC_SUCCESS) st = mlc_prof_open(c, NULL, 0);
     if (st != MLC_SUCCESS) {
-        be->destroy(c);
+        c->be->destroy(c);
         goto fail;
     }
     MLC_INFO("rank %d/%d: communicator ready on backend '%s' (job %s, timeout %g s); %s",
@@ -233,7 +256,7 @@ mlc_status_t mlc_comm_init(const mlc_config_t *cfg_in, mlc_comm_t **out)
     if (!cfg.job_id[0]) {
         /* Only shm names shared objects after the job; MPI (e.g. MPICH's Hydra,
          * which sets no job id) and the others need none agreed across ranks. */
-        if (cfg.world_size > 1 && be == &mlc_backend_shm)
+        if (cfg.world_size > 1 && be->host_shared)
             return mlc_error(MLC_ERR_CONFIG, "rank %d of %d: no job id: set MLC_JOB_ID to the same value "
                              "on every rank (mlcomm-run does this)", cfg.rank, cfg.world_size);
         random_hex(cfg.job_id, 8);
@@ -355,7 +378,7 @@ mlc_status_t mlc_comm_init_all(int n, const mlc_config_t *cfg_in, mlc_comm_t **c
     comms[0]->size = n;
     if (st != MLC_SUCCESS) goto fail;
     for (int i = 1; i < n; i++) comms[i]->model = comms[0]->model;
-    st = mlc_devmem_setup_local(n, comms);
+    st = mlc_decorate_local(n, comms);
     if (st != MLC_SUCCESS) {
         for (int i = 0; i < n; i++) be->destroy(comms[i]);
         goto fail;
@@ -431,14 +454,12 @@ mlc_status_t mlc_comm_split(mlc_comm_t *comm, int color, int key, mlc_comm_t **o
         memcpy(child->algo_selects, comm->algo_selects, sizeof child->algo_selects);
         for (int k = 0; k < MLC_COLL_COUNT; k++)
             if (child->algo_forced[k]) child->algo_forced[k] = child->cfg.algo[k];
-        child->stream = comm->stream;
         child->model = comm->model;
     }
     comm->internal_depth++;
     st = comm->be->split(comm, color, key, members, n, child);
     comm->internal_depth--;
     if (st == MLC_SUCCESS && child) st = mlc_prof_open(child, comm, color);
-    if (st == MLC_SUCCESS && child) st = mlc_devmem_inherit(child, comm);
     if (st != MLC_SUCCESS) {
         if (child && child->impl) comm->be->destroy(child);
         mlc_comm_release(child);
@@ -455,7 +476,6 @@ mlc_status_t mlc_comm_free(mlc_comm_t *comm)
 {
     mlc_error_clear();
     if (!comm) return MLC_SUCCESS;
-    mlc_devmem_free(comm); /* staged operations still in flight hold backend requests */
     comm->be->destroy(comm);
     /* Handles the user still holds stay valid (they end ABORTED); the object
      * goes with the last of them (mlc_request_release). */
@@ -496,18 +516,11 @@ mlc_status_t mlc_comm_set_stream(mlc_comm_t *comm, void *stream)
 {
     mlc_error_clear();
     if (!comm) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_comm_set_stream: comm is NULL");
-    if (!comm->be->set_stream && comm->dev) {
-        /* A host backend with device buffers: staging copies run on it. */
-        comm->stream = stream;
-        return MLC_SUCCESS;
-    }
     if (!comm->be->set_stream)
         return mlc_error(MLC_ERR_UNSUPPORTED, "mlc_comm_set_stream: backend '%s' has no streams (on a "
                          "communicator of memory kind cuda/rocm/auto it orders the staging copies)",
                          comm->be->name);
-    mlc_status_t st = comm->be->set_stream(comm, stream);
-    if (st == MLC_SUCCESS) comm->stream = stream;
-    return st;
+    return comm->be->set_stream(comm, stream);
 }
 
 int mlc_comm_tag_max(const mlc_comm_t *comm)

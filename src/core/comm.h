@@ -6,7 +6,6 @@
  */
 #ifndef MLC_CORE_COMM_H
 #define MLC_CORE_COMM_H
-#pragma GCC visibility push(default) /* modules (libmlcomm-mpi.so) link these */
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -16,8 +15,6 @@
 
 struct mlc_backend;
 struct mlc_profiler;
-struct mlc_devmem;
-struct mlc_stage;
 
 /* Validated arguments of one operation (what each field means depends on coll).
  * A new field also goes into MLC_SET_ARGS (api.c), which names every field. */
@@ -64,8 +61,10 @@ struct mlc_request {
     /* Backend-private state: inline storage to keep the small path malloc-free. */
     _Alignas(16) unsigned char priv[MLC_REQ_PRIV_BYTES];
     void *priv_ext;        /* backend-owned heap state when priv is too small (freed by the backend) */
-    struct mlc_stage *stage; /* device buffers staged through pinned memory (src/gpu/stage.c), else NULL */
+    void *decor;           /* state of a decorating backend (the staged one), freed by its `release` */
 };
+
+#define MLC_COMM_KEYS 4
 
 struct mlc_comm {
     const struct mlc_backend *be;
@@ -81,7 +80,6 @@ struct mlc_comm {
     const char *algo_forced[MLC_COLL_COUNT]; /* from env or mlc_comm_set_algo; NULL = auto */
     bool algo_selects[MLC_COLL_COUNT]; /* the backend offers more than native: auto asks the selector */
     bool no_own_algos;     /* the backend cannot run src/algos schedules here: forced ones run as native */
-    void *stream;          /* GPU stream (cudaStream_t / hipStream_t) */
     struct mlc_profiler *prof;
     mlc_cost_model_t model;  /* the selector's alpha/beta/gamma, identical on every rank */
     int internal_depth;    /* > 0 while mlcomm runs its own collectives on this communicator */
@@ -90,8 +88,7 @@ struct mlc_comm {
     struct mlc_req_chunk *req_chunks;
     int outstanding;       /* requests handed out and not yet released */
     bool freed;            /* mlc_comm_free ran; the object lives until the last request is released */
-    int tensor_checks;     /* src/tensor: mlc_tensor_set_checks level (0 = full) */
-    struct mlc_devmem *dev; /* memory kind cuda/rocm/auto on a host backend (src/gpu/devmem.h), else NULL */
+    void *layer_values[MLC_COMM_KEYS]; /* layers above core: mlc_comm_key_create */
 };
 
 /* --- used by backends ---------------------------------------------------- */
@@ -132,5 +129,15 @@ mlc_status_t mlc_comm_agree_settings(mlc_comm_t *comm);
 /* Allocate a bare communicator object (fields zeroed, pool empty). */
 mlc_comm_t *mlc_comm_alloc(void);
 void mlc_comm_release(mlc_comm_t *comm);
-#pragma GCC visibility pop
+
+/*
+ * Per-communicator values of the layers above core (src/tensor keeps its
+ * checks level this way): a key from mlc_comm_key_create (once per process;
+ * -1 when all MLC_COMM_KEYS are taken), then get and set. Core only stores
+ * them; `release` (may be NULL) is called on a value still set when the
+ * communicator is released. A split's child starts with none.
+ */
+int mlc_comm_key_create(void (*release)(void *value));
+void *mlc_comm_value(const mlc_comm_t *comm, int key);
+void mlc_comm_set_value(mlc_comm_t *comm, int key, void *value);
 #endif

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * mlc_config_resolve: caller field > environment variable > default.
- * This file is the only place that reads the environment for a
- * communicator's configuration. Parsing is strict: a malformed value fails
+ * mlc_config_resolve: caller field > environment variable > default, and the
+ * mlc_env_* accessors over the table MLC_ENV_LIST (config.h). This file is
+ * the only place in the library that reads or writes the environment
+ * (.ci/env-reads.sh checks). Parsing is strict: a malformed value fails
  * with MLC_ERR_CONFIG naming the variable and the value, never silently
  * becomes a default. An empty variable counts as unset.
  */
@@ -15,16 +16,10 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "backend.h" /* MLC_BACKEND_LIST: the backend names */
+#include "backend_names.h" /* MLC_BACKEND_LIST: the backend names */
 #include "config.h"
 #include "error.h"
 #include "jobstate.h"
-
-const mlc_env_var_t mlc_env_vars[] = {
-#define MLC_X_ROW(name, def, help) {#name, def, help},
-    MLC_ENV_LIST(MLC_X_ROW)
-#undef MLC_X_ROW
-    {NULL, NULL, NULL}};
 
 /* ---- names ------------------------------------------------------------------ */
 #define MLC_X_STR(id) #id,
@@ -40,13 +35,26 @@ static const char *const mlc_memory_names[] = {MLC_MEMORY_LIST(MLC_X_STR) NULL};
 #define MLC_THREAD_LEVEL_LIST(X) X(0, "single") X(1, "funneled") X(2, "serialized") X(3, "multiple")
 static const char *const mlc_thread_level_names[] = {MLC_THREAD_LEVEL_LIST(MLC_X_STR) NULL};
 #undef MLC_X_STR
+static const char *const mlc_cuda_aware_names[] = {"auto", "0", "1", NULL};
 
-/* MLC_ALGO_<COLL> for every collective kind. */
-static const char *const mlc_algo_vars[MLC_COLL_COUNT] = {
-#define MLC_X_VAR(id, str, env) [id] = "MLC_ALGO_" env,
-    MLC_COLL_LIST(MLC_X_VAR)
-#undef MLC_X_VAR
-};
+/* ---- the table ------------------------------------------------------------- */
+#define MLC_PUB(field) #field, offsetof(mlc_config_t, field)
+#define MLC_NOPUB NULL, 0
+#define MLC_AGREE(field) true, offsetof(mlc_cfg_t, field), sizeof(((mlc_cfg_t *)0)->field)
+#define MLC_LOCAL false, 0, 0
+const mlc_env_var_t mlc_env_vars[] = {
+#define MLC_X_ROW(id, name, type, def, lo, hi, choices, pub, agree, help) \
+    [MLC_ENV_##id] = {name, def, help, MLC_ENV_TYPE_##type, lo, hi, choices, pub, agree},
+    MLC_ENV_LIST(MLC_X_ROW)
+#undef MLC_X_ROW
+    [MLC_ENV_COUNT] = {NULL, NULL, NULL, MLC_ENV_TYPE_STR, 0, 0, NULL, NULL, 0, false, 0, 0}};
+#undef MLC_PUB
+#undef MLC_NOPUB
+#undef MLC_AGREE
+#undef MLC_LOCAL
+
+/* The MLC_ALGO_<COLL> row of a collective kind (the table lists them in kind order). */
+static mlc_env_id_t mlc_algo_var(int coll) { return (mlc_env_id_t)(MLC_ENV_ALGO_BROADCAST + coll); }
 
 /*
  * Launcher variable families after mlcomm-run's own MLC_* set, in the order
@@ -116,8 +124,124 @@ static uint64_t mlc_fnv1a(uint64_t h, const void *data, size_t len)
 }
 #define MLC_FNV_OFFSET 0xcbf29ce484222325ull
 
+/* ---- typed access to one row ---------------------------------------------- */
+
+_Static_assert(MLC_ENV_ALGO_SENDRECV - MLC_ENV_ALGO_BROADCAST == MLC_COLL_COUNT - 1,
+               "one MLC_ALGO_<COLL> row per collective kind, in kind order");
+
+const char *mlc_env_text(mlc_env_id_t id)
+{
+    if ((int)id < 0 || id >= MLC_ENV_COUNT) return NULL;
+    return mlc_env(mlc_env_vars[id].name);
+}
+
+/* "64", "4K", "1G": a byte count as the variables accept it. */
+static const char *mlc_size_text(long long n, char *buf, size_t len)
+{
+    static const char suffix[] = "KMGT";
+    int k = -1;
+    while (n >= 1024 && n % 1024 == 0 && k < 3) n /= 1024, k++;
+    if (k < 0) snprintf(buf, len, "%lld", n);
+    else snprintf(buf, len, "%lld%c", n, suffix[k]);
+    return buf;
+}
+
+/* MLC_ERR_CONFIG naming the variable, its value and what the row accepts. */
+static mlc_status_t mlc_env_bad(const mlc_env_var_t *v, const char *text)
+{
+    char lo[32], hi[32], names[256];
+    switch (v->type) {
+    case MLC_ENV_TYPE_INT:
+        return mlc_error(MLC_ERR_CONFIG, "%s='%s' is not an integer in [%lld, %lld]", v->name, text, v->lo, v->hi);
+    case MLC_ENV_TYPE_BOOL:
+        return mlc_error(MLC_ERR_CONFIG, "%s='%s' is not 0 or 1", v->name, text);
+    case MLC_ENV_TYPE_SIZE:
+        return mlc_error(MLC_ERR_CONFIG, "%s='%s' is not a size from %s to %s bytes (K/M/G suffixes allowed)",
+                         v->name, text, mlc_size_text(v->lo, lo, sizeof lo), mlc_size_text(v->hi, hi, sizeof hi));
+    case MLC_ENV_TYPE_SECONDS:
+        return mlc_error(MLC_ERR_CONFIG, "%s='%s' is not a number of seconds in [%lld, %g] (0 = never)", v->name,
+                         text, v->lo, (double)v->hi);
+    case MLC_ENV_TYPE_CHOICE:
+        return mlc_error(MLC_ERR_CONFIG, "%s='%s' is not one of: %s", v->name, text,
+                         v->choices ? mlc_choices_text(v->choices, names, sizeof names) : "?");
+    default:
+        return mlc_error(MLC_ERR_CONFIG, "%s='%s' is malformed", v->name, text);
+    }
+}
+
+/* Parse `text` (the value, or the row's default when NULL) by the row's type. */
+static mlc_status_t mlc_env_parse(mlc_env_id_t id, mlc_env_type_t want, long long *i, size_t *z, double *d,
+                                  bool *set)
+{
+    if ((int)id < 0 || id >= MLC_ENV_COUNT)
+        return mlc_error(MLC_ERR_INTERNAL, "environment variable #%d is not in the table", (int)id);
+    const mlc_env_var_t *v = &mlc_env_vars[id];
+    bool is_int = v->type == MLC_ENV_TYPE_INT || v->type == MLC_ENV_TYPE_BOOL;
+    if (want == MLC_ENV_TYPE_INT ? !is_int : v->type != want)
+        return mlc_error(MLC_ERR_INTERNAL, "%s is not read as that type", v->name);
+    const char *text = mlc_env(v->name);
+    if (set) *set = text != NULL;
+    if (text == NULL) text = v->default_text;
+    if (text[0] == '\0') { /* unset, no default */
+        if (i) *i = 0;
+        if (z) *z = 0;
+        if (d) *d = 0;
+        return MLC_SUCCESS;
+    }
+    switch (want) {
+    case MLC_ENV_TYPE_INT:
+        if (!mlc_parse_int(text, v->lo, v->hi, i)) return mlc_env_bad(v, text);
+        return MLC_SUCCESS;
+    case MLC_ENV_TYPE_SIZE:
+        if (!mlc_parse_size(text, z) || *z < (size_t)v->lo || *z > (size_t)v->hi) return mlc_env_bad(v, text);
+        return MLC_SUCCESS;
+    default:
+        if (!mlc_parse_double(text, (double)v->lo, (double)v->hi, d)) return mlc_env_bad(v, text);
+        return MLC_SUCCESS;
+    }
+}
+
+mlc_status_t mlc_env_int(mlc_env_id_t id, long long *out, bool *set)
+{
+    return mlc_env_parse(id, MLC_ENV_TYPE_INT, out, NULL, NULL, set);
+}
+
+mlc_status_t mlc_env_size(mlc_env_id_t id, size_t *out, bool *set)
+{
+    return mlc_env_parse(id, MLC_ENV_TYPE_SIZE, NULL, out, NULL, set);
+}
+
+mlc_status_t mlc_env_seconds(mlc_env_id_t id, double *out, bool *set)
+{
+    return mlc_env_parse(id, MLC_ENV_TYPE_SECONDS, NULL, NULL, out, set);
+}
+
+size_t mlc_env_default_size(mlc_env_id_t id)
+{
+    size_t z = 0;
+    if (id < MLC_ENV_COUNT && mlc_env_vars[id].type == MLC_ENV_TYPE_SIZE) mlc_parse_size(mlc_env_vars[id].default_text, &z);
+    return z;
+}
+
+double mlc_env_default_seconds(mlc_env_id_t id)
+{
+    double d = 0;
+    if (id < MLC_ENV_COUNT && mlc_env_vars[id].type == MLC_ENV_TYPE_SECONDS)
+        mlc_parse_double(mlc_env_vars[id].default_text, 0.0, 1e18, &d);
+    return d;
+}
+
+mlc_status_t mlc_env_export(mlc_env_id_t id, const char *value)
+{
+    if ((int)id < 0 || id >= MLC_ENV_COUNT || value == NULL)
+        return mlc_error(MLC_ERR_INTERNAL, "mlc_env_export: bad variable #%d", (int)id);
+    if (setenv(mlc_env_vars[id].name, value, 0) != 0)
+        return mlc_error(MLC_ERR_SYSTEM, "setenv(%s): out of memory", mlc_env_vars[id].name);
+    return MLC_SUCCESS;
+}
+
 /* An integer variable in [lo, INT_MAX]; *found = false when unset. */
-static mlc_status_t mlc_env_int(const char *name, long long lo, int *out, bool *found)
+static mlc_status_t mlc_launcher_int(const char *name, long long lo, int *out, bool *found)
 {
     const char *v = mlc_env(name);
     *found = v != NULL;
@@ -147,7 +271,7 @@ typedef struct mlc_rank_env {
 static mlc_status_t mlc_slurm_local_size(mlc_rank_env_t *re)
 {
     bool found;
-    mlc_status_t st = mlc_env_int("SLURM_NTASKS_PER_NODE", 1, &re->value[MLC_R_LSIZE], &found);
+    mlc_status_t st = mlc_launcher_int("SLURM_NTASKS_PER_NODE", 1, &re->value[MLC_R_LSIZE], &found);
     if (st != MLC_SUCCESS || found) {
         re->found[MLC_R_LSIZE] = found;
         re->var[MLC_R_LSIZE] = "SLURM_NTASKS_PER_NODE";
@@ -191,7 +315,7 @@ static mlc_status_t mlc_read_family(const char *source, const char *const var[ML
     for (int i = 0; i < MLC_R_COUNT; i++) {
         re->var[i] = var[i];
         if (var[i] == NULL) continue;
-        mlc_status_t st = mlc_env_int(var[i], mlc_rank_lo[i], &re->value[i], &re->found[i]);
+        mlc_status_t st = mlc_launcher_int(var[i], mlc_rank_lo[i], &re->value[i], &re->found[i]);
         if (st != MLC_SUCCESS) return st;
     }
     if (var[MLC_R_LSIZE] == NULL) return mlc_slurm_local_size(re);
@@ -214,8 +338,9 @@ static const char *mlc_family_missing(const mlc_rank_env_t *re)
  */
 static mlc_status_t mlc_rank_from_env(mlc_rank_env_t *out)
 {
-    static const char *const mlc_vars[MLC_R_COUNT] = {"MLC_RANK", "MLC_WORLD_SIZE",
-                                                      "MLC_LOCAL_RANK", "MLC_LOCAL_SIZE"};
+    const char *const mlc_vars[MLC_R_COUNT] = {
+        mlc_env_vars[MLC_ENV_RANK].name, mlc_env_vars[MLC_ENV_WORLD_SIZE].name,
+        mlc_env_vars[MLC_ENV_LOCAL_RANK].name, mlc_env_vars[MLC_ENV_LOCAL_SIZE].name};
     mlc_rank_env_t re;
     mlc_status_t st = mlc_read_family("mlcomm-run", mlc_vars, true, &re);
     if (st != MLC_SUCCESS) return st;
@@ -385,13 +510,13 @@ static void mlc_job_id_from_env(char *buf, size_t len)
 {
     const char *v;
     buf[0] = '\0';
-    if ((v = mlc_env("MLC_JOB_ID")) != NULL) {
+    if ((v = mlc_env_text(MLC_ENV_JOB_ID)) != NULL) {
         snprintf(buf, len, "%s", v);
     } else if ((v = mlc_env("TORCHELASTIC_RUN_ID")) != NULL && strcmp(v, "none") != 0) {
         /* torchrun's default run id is "none": shared by unrelated jobs */
         snprintf(buf, len, "%s", v);
-    } else if (mlc_env("MASTER_ADDR") != NULL && mlc_env("MASTER_PORT") != NULL) {
-        snprintf(buf, len, "%s:%s", mlc_env("MASTER_ADDR"), mlc_env("MASTER_PORT"));
+    } else if (mlc_env_text(MLC_ENV_MASTER_ADDR) != NULL && mlc_env_text(MLC_ENV_MASTER_PORT) != NULL) {
+        snprintf(buf, len, "%s:%s", mlc_env_text(MLC_ENV_MASTER_ADDR), mlc_env_text(MLC_ENV_MASTER_PORT));
     } else if ((v = mlc_env("PMIX_NAMESPACE")) != NULL) {
         snprintf(buf, len, "%s", v);
     } else if ((v = mlc_env("OMPI_MCA_ess_base_jobid")) != NULL) {
@@ -419,30 +544,25 @@ static void mlc_job_id_from_parent(const char *source, char *buf, size_t len)
 
 /* ---- the other variables -------------------------------------------------- */
 
-/* A name from a table, from the caller's int field or the environment. */
-static mlc_status_t mlc_resolve_choice(int caller, const char *field, const char *var,
-                                       const char *const *names, int def, int *out)
+/* A CHOICE row, from the caller's int field or the environment; the default is the row's. */
+static mlc_status_t mlc_resolve_choice(int caller, mlc_env_id_t id, int *out)
 {
+    const mlc_env_var_t *row = &mlc_env_vars[id];
+    const char *const *names = row->choices;
     int count = 0;
     while (names[count] != NULL) count++;
     char choices[256];
     if (caller != MLC_UNSET) {
         if (caller < 0 || caller >= count)
-            return mlc_error(MLC_ERR_INVALID_ARG, "%s is %d (expected 0..%d: %s, or MLC_UNSET)",
-                             field, caller, count - 1,
+            return mlc_error(MLC_ERR_INVALID_ARG, "cfg->%s is %d (expected 0..%d: %s, or MLC_UNSET)",
+                             row->public_field, caller, count - 1,
                              mlc_choices_text(names, choices, sizeof choices));
         *out = caller;
         return MLC_SUCCESS;
     }
-    const char *v = mlc_env(var);
-    if (v == NULL) {
-        *out = def;
-        return MLC_SUCCESS;
-    }
-    int i = mlc_choice(v, names);
-    if (i < 0)
-        return mlc_error(MLC_ERR_CONFIG, "%s='%s' is not one of: %s", var, v,
-                         mlc_choices_text(names, choices, sizeof choices));
+    const char *v = mlc_env_text(id);
+    int i = mlc_choice(v != NULL ? v : row->default_text, names);
+    if (i < 0) return mlc_env_bad(row, v != NULL ? v : row->default_text);
     *out = i;
     return MLC_SUCCESS;
 }
@@ -452,8 +572,8 @@ static mlc_status_t mlc_resolve_backend(const mlc_config_t *cfg, mlc_cfg_t *r)
     const char *v = cfg != NULL && cfg->backend != NULL && cfg->backend[0] != '\0' ? cfg->backend
                                                                                    : NULL;
     bool from_caller = v != NULL;
-    if (v == NULL) v = mlc_env("MLC_BACKEND");
-    if (v == NULL) v = "auto";
+    if (v == NULL) v = mlc_env_text(MLC_ENV_BACKEND);
+    if (v == NULL) v = mlc_env_vars[MLC_ENV_BACKEND].default_text;
     int i = mlc_choice(v, mlc_backend_names);
     if (i < 0) {
         if (from_caller)
@@ -468,7 +588,6 @@ static mlc_status_t mlc_resolve_backend(const mlc_config_t *cfg, mlc_cfg_t *r)
 
 static mlc_status_t mlc_resolve_timeout(const mlc_config_t *cfg, mlc_cfg_t *r)
 {
-    r->timeout_s = 600.0;
     r->timeout_set = false;
     if (cfg != NULL && !(cfg->timeout_s < 0)) { /* NaN is not "unset" */
         if (!isfinite(cfg->timeout_s))
@@ -479,127 +598,103 @@ static mlc_status_t mlc_resolve_timeout(const mlc_config_t *cfg, mlc_cfg_t *r)
         r->timeout_set = true;
         return MLC_SUCCESS;
     }
-    const char *v = mlc_env("MLC_TIMEOUT");
-    if (v == NULL) return MLC_SUCCESS;
-    if (!mlc_parse_double(v, 0.0, 1e9, &r->timeout_s))
-        return mlc_error(MLC_ERR_CONFIG,
-                         "MLC_TIMEOUT='%s' is not a number of seconds in [0, 1e9] (0 = never)", v);
-    r->timeout_set = true;
-    return MLC_SUCCESS;
+    return mlc_env_seconds(MLC_ENV_TIMEOUT, &r->timeout_s, &r->timeout_set);
 }
 
 /* A file name from the caller (NULL = unset; "" = explicitly none) or the environment. */
-static mlc_status_t mlc_resolve_path(const char *caller, const char *field, const char *var,
-                                     char *dst, size_t len)
+static mlc_status_t mlc_resolve_path(const char *caller, mlc_env_id_t id, char *dst, size_t len)
 {
-    const char *v = caller != NULL ? caller : mlc_env(var);
-    if (v == NULL) v = "";
+    const mlc_env_var_t *row = &mlc_env_vars[id];
+    const char *v = caller != NULL ? caller : mlc_env_text(id);
+    if (v == NULL) v = row->default_text;
     if (!mlc_copy(dst, len, v)) {
         if (caller != NULL)
-            return mlc_error(MLC_ERR_INVALID_ARG, "%s '%.64s...' is longer than %zu characters",
-                             field, v, len - 1);
-        return mlc_error(MLC_ERR_CONFIG, "%s='%.64s...' is longer than %zu characters", var, v,
+            return mlc_error(MLC_ERR_INVALID_ARG, "cfg->%s '%.64s...' is longer than %zu characters",
+                             row->public_field, v, len - 1);
+        return mlc_error(MLC_ERR_CONFIG, "%s='%.64s...' is longer than %zu characters", row->name, v,
                          len - 1);
     }
     return MLC_SUCCESS;
 }
 
+/* A BOOL row, from the caller's int field (MLC_UNSET = unset) or the environment. */
+static mlc_status_t mlc_resolve_bool(int caller, mlc_env_id_t id, int *out)
+{
+    if (caller != MLC_UNSET) {
+        if (caller != 0 && caller != 1)
+            return mlc_error(MLC_ERR_INVALID_ARG, "cfg->%s is %d (expected 0, 1 or MLC_UNSET)",
+                             mlc_env_vars[id].public_field, caller);
+        *out = caller;
+        return MLC_SUCCESS;
+    }
+    long long x;
+    mlc_status_t st = mlc_env_int(id, &x, NULL);
+    if (st == MLC_SUCCESS) *out = (int)x;
+    return st;
+}
+
 static mlc_status_t mlc_resolve_misc(const mlc_config_t *cfg, mlc_cfg_t *r)
 {
     bool found;
-    r->job_fd = -1;
-    mlc_status_t st = mlc_env_int("MLC_JOB_FD", 0, &r->job_fd, &found);
+    long long x;
+    mlc_status_t st = mlc_env_int(MLC_ENV_JOB_FD, &x, &found);
     if (st != MLC_SUCCESS) return st;
+    r->job_fd = found ? (int)x : -1;
 
-    st = mlc_resolve_choice(cfg ? cfg->log_level : MLC_UNSET, "cfg->log_level", "MLC_LOG_LEVEL",
-                            mlc_log_level_names, MLC_LOG_WARN, &r->log_level);
+    st = mlc_resolve_choice(cfg ? cfg->log_level : MLC_UNSET, MLC_ENV_LOG_LEVEL, &r->log_level);
     if (st != MLC_SUCCESS) return st;
-    st = mlc_resolve_choice(cfg ? cfg->memory : MLC_UNSET, "cfg->memory", "MLC_MEMORY",
-                            mlc_memory_names, MLC_MEMORY_HOST, &r->memory);
+    st = mlc_resolve_choice(cfg ? cfg->memory : MLC_UNSET, MLC_ENV_MEMORY, &r->memory);
     if (st != MLC_SUCCESS) return st;
 
     /* MPI thread level: a name or its number */
     int caller_tl = cfg ? cfg->mpi_thread_level : MLC_UNSET;
-    const char *tl = mlc_env("MLC_MPI_THREAD_LEVEL");
-    long long x;
-    if (caller_tl == MLC_UNSET && tl != NULL && mlc_parse_int(tl, 0, 3, &x))
+    const mlc_env_var_t *tl_row = &mlc_env_vars[MLC_ENV_MPI_THREAD_LEVEL];
+    const char *tl = mlc_env_text(MLC_ENV_MPI_THREAD_LEVEL);
+    if (caller_tl == MLC_UNSET && tl != NULL && mlc_parse_int(tl, tl_row->lo, tl_row->hi, &x))
         r->mpi_thread_level = (int)x;
     else {
-        st = mlc_resolve_choice(caller_tl, "cfg->mpi_thread_level", "MLC_MPI_THREAD_LEVEL",
-                                mlc_thread_level_names, 3, &r->mpi_thread_level);
+        st = mlc_resolve_choice(caller_tl, MLC_ENV_MPI_THREAD_LEVEL, &r->mpi_thread_level);
         if (st != MLC_SUCCESS) return st;
     }
 
-    /* Staging chunk for device buffers on host backends (K/M/G suffixes). */
-    r->stage_chunk = 0;
-    const char *sc = mlc_env("MLC_STAGE_CHUNK");
-    if (sc != NULL && (!mlc_parse_size(sc, &r->stage_chunk) || r->stage_chunk < 64 || r->stage_chunk > ((size_t)1 << 30)))
-        return mlc_error(MLC_ERR_CONFIG, "MLC_STAGE_CHUNK='%s' is not a size from 64 bytes to 1G", sc);
-
-    /* CUDA-aware MPI: auto (ask the library), 0 or 1 */
-    r->mpi_cuda_aware = -1;
-    const char *ca = mlc_env("MLC_MPI_CUDA_AWARE");
-    if (ca != NULL && strcmp(ca, "auto") != 0) {
-        if (!mlc_parse_int(ca, 0, 1, &x)) return mlc_error(MLC_ERR_CONFIG, "MLC_MPI_CUDA_AWARE='%s' is not auto, 0 or 1", ca);
-        r->mpi_cuda_aware = (int)x;
-    }
-
-    /* CUDA IPC between shm processes: 0 or 1 */
-    r->cuda_ipc = 1;
-    const char *ipc = mlc_env("MLC_CUDA_IPC");
-    if (ipc != NULL) {
-        if (!mlc_parse_int(ipc, 0, 1, &x)) return mlc_error(MLC_ERR_CONFIG, "MLC_CUDA_IPC='%s' is not 0 or 1", ipc);
-        r->cuda_ipc = (int)x;
-    }
-
-    /* Call signature check on backends that do not compare them themselves: 0 or 1 */
-    r->check = 0;
-    const char *chk = mlc_env("MLC_CHECK");
-    if (chk != NULL) {
-        if (!mlc_parse_int(chk, 0, 1, &x)) return mlc_error(MLC_ERR_CONFIG, "MLC_CHECK='%s' is not 0 or 1", chk);
-        r->check = (int)x;
-    }
-
-    /* CMA: 0 or 1 */
-    r->cma = 1;
-    if (cfg != NULL && cfg->cma != MLC_UNSET) {
-        if (cfg->cma != 0 && cfg->cma != 1)
-            return mlc_error(MLC_ERR_INVALID_ARG, "cfg->cma is %d (expected 0, 1 or MLC_UNSET)",
-                             cfg->cma);
-        r->cma = cfg->cma;
-    } else {
-        const char *v = mlc_env("MLC_CMA");
-        if (v != NULL) {
-            if (!mlc_parse_int(v, 0, 1, &x))
-                return mlc_error(MLC_ERR_CONFIG, "MLC_CMA='%s' is not 0 or 1", v);
-            r->cma = (int)x;
-        }
-    }
-
-    st = mlc_resolve_path(cfg ? cfg->log_file : NULL, "cfg->log_file", "MLC_LOG_FILE",
-                          r->log_file, sizeof r->log_file);
+    /* Staging chunk for device buffers on host backends: 0 = unset (the default applies). */
+    st = mlc_env_size(MLC_ENV_STAGE_CHUNK, &r->stage_chunk, &found);
     if (st != MLC_SUCCESS) return st;
-    return mlc_resolve_path(cfg ? cfg->profile : NULL, "cfg->profile", "MLC_PROFILE", r->profile,
-                            sizeof r->profile);
+    if (!found) r->stage_chunk = 0;
+
+    /* CUDA-aware MPI: auto (-1: ask the library), 0 or 1 */
+    int ca;
+    st = mlc_resolve_choice(MLC_UNSET, MLC_ENV_MPI_CUDA_AWARE, &ca);
+    if (st != MLC_SUCCESS) return st;
+    r->mpi_cuda_aware = ca - 1;
+
+    if ((st = mlc_resolve_bool(MLC_UNSET, MLC_ENV_CUDA_IPC, &r->cuda_ipc)) != MLC_SUCCESS) return st;
+    if ((st = mlc_resolve_bool(MLC_UNSET, MLC_ENV_CHECK, &r->check)) != MLC_SUCCESS) return st;
+    if ((st = mlc_resolve_bool(cfg ? cfg->cma : MLC_UNSET, MLC_ENV_CMA, &r->cma)) != MLC_SUCCESS) return st;
+
+    st = mlc_resolve_path(cfg ? cfg->log_file : NULL, MLC_ENV_LOG_FILE, r->log_file, sizeof r->log_file);
+    if (st != MLC_SUCCESS) return st;
+    return mlc_resolve_path(cfg ? cfg->profile : NULL, MLC_ENV_PROFILE, r->profile, sizeof r->profile);
 }
 
 /* MLC_ALGO_<COLL>: a lowercase name of [a-z0-9_]; "auto" means no override. */
 static mlc_status_t mlc_resolve_algos(mlc_cfg_t *r)
 {
     for (int c = 0; c < MLC_COLL_COUNT; c++) {
+        const char *var = mlc_env_vars[mlc_algo_var(c)].name;
         r->algo[c][0] = '\0';
-        const char *v = mlc_env(mlc_algo_vars[c]);
+        const char *v = mlc_env_text(mlc_algo_var(c));
         if (v == NULL) continue;
         size_t n = strlen(v);
         if (n >= sizeof r->algo[c])
             return mlc_error(MLC_ERR_CONFIG, "%s='%s' is longer than %zu characters",
-                             mlc_algo_vars[c], v, sizeof r->algo[c] - 1);
+                             var, v, sizeof r->algo[c] - 1);
         for (size_t i = 0; i < n; i++) {
             char ch = (char)tolower((unsigned char)v[i]);
             if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_'))
                 return mlc_error(MLC_ERR_CONFIG,
                                  "%s='%s' is not an algorithm name (letters, digits, '_')",
-                                 mlc_algo_vars[c], v);
+                                 var, v);
             r->algo[c][i] = ch;
         }
         r->algo[c][n] = '\0';
@@ -660,41 +755,44 @@ mlc_status_t mlc_config_resolve(const mlc_config_t *cfg, mlc_cfg_t *out)
 
 /* ---- agreement across ranks ------------------------------------------------ */
 /*
- * The collective-relevant settings, one field each: the backend, the world
- * size, the memory kind and staging chunk (they shape every staged
+ * The collective-relevant settings are the table's AGREE rows: the backend,
+ * the world size, the memory kind and staging chunk (they shape every staged
  * collective), MLC_CHECK (it adds collectives to every call) and every
- * MLC_ALGO_<COLL> (the algorithm a collective runs).
- * Hash, diff and the message text all walk this one list.
+ * MLC_ALGO_<COLL> (the algorithm a collective runs). Hash, diff and the
+ * message text all walk those rows, reading the resolved mlc_cfg_t field.
  */
-#define MLC_AGREE_FIXED 5
-#define MLC_AGREE_FIELDS (MLC_AGREE_FIXED + MLC_COLL_COUNT)
-
-static const char *mlc_agree_name(int field)
-{
-    static const char *const fixed[MLC_AGREE_FIXED] = {"MLC_BACKEND", "MLC_WORLD_SIZE", "MLC_MEMORY",
-                                                       "MLC_STAGE_CHUNK", "MLC_CHECK"};
-    return field < MLC_AGREE_FIXED ? fixed[field] : mlc_algo_vars[field - MLC_AGREE_FIXED];
-}
 
 /* The field's value as the message shows it: 'name', a number, or "unset (...)". */
-static void mlc_agree_text(const mlc_cfg_t *c, int field, char *buf, size_t len)
+static void mlc_agree_text(const mlc_cfg_t *c, const mlc_env_var_t *v, char *buf, size_t len)
 {
-    switch (field) {
-    case 0: snprintf(buf, len, "'%.*s'", (int)sizeof c->backend, c->backend); break;
-    case 1: snprintf(buf, len, "%d", c->world_size); break;
-    case 2:
-        if (c->memory >= 0 && c->memory < MLC_MEMORY_COUNT) snprintf(buf, len, "'%s'", mlc_memory_names[c->memory]);
-        else snprintf(buf, len, "%d", c->memory);
+    const char *field = (const char *)c + v->agree_offset;
+    int i;
+    size_t z;
+    switch (v->type) {
+    case MLC_ENV_TYPE_INT:
+    case MLC_ENV_TYPE_BOOL:
+        memcpy(&i, field, sizeof i);
+        snprintf(buf, len, "%d", i);
         break;
-    case 3:
-        if (c->stage_chunk) snprintf(buf, len, "%zu", c->stage_chunk);
+    case MLC_ENV_TYPE_CHOICE:
+        if (v->agree_size != sizeof(int)) { /* the name itself (backend) */
+            snprintf(buf, len, "'%.*s'", (int)strnlen(field, v->agree_size), field);
+            break;
+        }
+        memcpy(&i, field, sizeof i);
+        int count = 0;
+        while (v->choices[count] != NULL) count++;
+        if (i >= 0 && i < count) snprintf(buf, len, "'%s'", v->choices[i]);
+        else snprintf(buf, len, "%d", i);
+        break;
+    case MLC_ENV_TYPE_SIZE:
+        memcpy(&z, field, sizeof z);
+        if (z) snprintf(buf, len, "%zu", z);
         else snprintf(buf, len, "unset (default)");
         break;
-    case 4: snprintf(buf, len, "%d", c->check); break;
-    default: {
-        const char *a = c->algo[field - MLC_AGREE_FIXED];
-        size_t n = strnlen(a, sizeof c->algo[0]);
-        if (n) snprintf(buf, len, "'%.*s'", (int)n, a);
+    default: { /* a name, "" = auto */
+        size_t n = strnlen(field, v->agree_size);
+        if (n) snprintf(buf, len, "'%.*s'", (int)n, field);
         else snprintf(buf, len, "unset (auto)");
     }
     }
@@ -704,8 +802,9 @@ uint64_t mlc_config_hash(const mlc_cfg_t *cfg)
 {
     uint64_t h = MLC_FNV_OFFSET;
     char text[64];
-    for (int f = 0; f < MLC_AGREE_FIELDS; f++) {
-        mlc_agree_text(cfg, f, text, sizeof text);
+    for (const mlc_env_var_t *v = mlc_env_vars; v->name != NULL; v++) {
+        if (!v->agree) continue;
+        mlc_agree_text(cfg, v, text, sizeof text);
         h = mlc_fnv1a(h, text, strlen(text) + 1);
     }
     return h;
@@ -720,13 +819,14 @@ const char *mlc_config_diff_text(const mlc_cfg_t *a, const mlc_cfg_t *b, char *a
                                  size_t len)
 {
     char ta[64], tb[64];
-    for (int f = 0; f < MLC_AGREE_FIELDS; f++) {
-        mlc_agree_text(a, f, ta, sizeof ta);
-        mlc_agree_text(b, f, tb, sizeof tb);
+    for (const mlc_env_var_t *v = mlc_env_vars; v->name != NULL; v++) {
+        if (!v->agree) continue;
+        mlc_agree_text(a, v, ta, sizeof ta);
+        mlc_agree_text(b, v, tb, sizeof tb);
         if (strcmp(ta, tb) == 0) continue;
         if (a_text && len) snprintf(a_text, len, "%s", ta);
         if (b_text && len) snprintf(b_text, len, "%s", tb);
-        return mlc_agree_name(f);
+        return v->name;
     }
     return NULL;
 }

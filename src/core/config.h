@@ -1,63 +1,128 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Resolved configuration: caller field > environment variable > default.
- * MLC_ENV_LIST is the one list of environment variables: mlc_config_resolve
- * reads them, mlcomm-info prints them with their help text.
+ * MLC_ENV_LIST is the one typed table of environment variables: mlc_config_resolve
+ * parses them by it, the agreement check at comm init compares its AGREE rows,
+ * mlcomm-info --env prints it, and the mlc_env_* accessors are the only reads
+ * of the environment in the library (tests/lint checks that).
  */
 #ifndef MLC_CORE_CONFIG_H
 #define MLC_CORE_CONFIG_H
-#pragma GCC visibility push(default) /* modules (libmlcomm-mpi.so) link these */
+#include <limits.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include "mlcomm.h"
 
-/* X(name, default shown by mlcomm-info, help) */
+/*
+ * The table: one row per variable,
+ *   X(ID, NAME, TYPE, DEFAULT, LO, HI, CHOICES, PUB, AGREE, HELP)
+ * ID       mlc_env_id_t constant MLC_ENV_<ID> (mlc_env_text(MLC_ENV_PINNED_LIMIT), ...)
+ * TYPE     how the value parses: STR, INT, BOOL (0/1), SIZE (bytes, K/M/G), SECONDS, CHOICE, ALGO
+ * DEFAULT  the value when unset, as text (parsed by TYPE; "" = none)
+ * LO, HI   the accepted range of INT, SIZE and SECONDS values
+ * CHOICES  the names a CHOICE accepts (a NULL-terminated table in config.c), else NULL
+ * PUB      MLC_PUB(field): the mlc_config_t field that overrides the variable; MLC_NOPUB: none
+ * AGREE    MLC_AGREE(field): every rank must resolve the same value (compared at comm init,
+ *          field of mlc_cfg_t); MLC_LOCAL: may differ between ranks
+ * HELP     one line for mlcomm-info --env and the docs
+ * Adding a variable is one row here; read it with the accessors below.
+ */
 #define MLC_ENV_LIST(X)                                                                        \
-    X(MLC_BACKEND, "auto", "backend: auto, threads, shm, mpi, nccl, rccl")                     \
-    X(MLC_RANK, "", "this process's rank (set by mlcomm-run; else torchrun/MPI/Slurm vars)")    \
-    X(MLC_WORLD_SIZE, "", "number of ranks in the job")                                        \
-    X(MLC_LOCAL_RANK, "", "rank among the processes of this host")                             \
-    X(MLC_LOCAL_SIZE, "", "number of ranks on this host")                                      \
-    X(MLC_JOB_ID, "", "job identifier shared by all ranks (names shared-memory segments)")     \
-    X(MLC_JOB_FD, "", "set by mlcomm-run: fd of the job state (peer-death flags)")             \
-    X(MLC_TIMEOUT, "600", "seconds without progress before MLC_ERR_TIMEOUT (0 = never)")       \
-    X(MLC_LOG_LEVEL, "warn", "log level: error, warn, info, debug, trace")                     \
-    X(MLC_LOG_FILE, "", "log file (default stderr); %h = host, %p = pid")                      \
-    X(MLC_PROFILE, "", "Chrome/Perfetto trace, one file per rank with all its communicators; %r = rank, %p = pid; 'stats' = no file") \
-    X(MLC_MEMORY, "host", "buffer memory kind: host, cuda, rocm, auto")                        \
-    X(MLC_MPI_THREAD_LEVEL, "multiple", "MPI thread level: single, funneled, serialized, multiple") \
-    X(MLC_MPI_CUDA_AWARE, "auto", "mpi: hand device buffers to MPI: auto (ask MPI), 1, 0 (stage them)") \
-    X(MLC_EXCHANGE_EXEC, "auto", "exchange executor: auto, mpi_pack, mpi_subarray, p2p")        \
-    X(MLC_CMA, "1", "shm: single-copy transfers with process_vm_readv where allowed (0/1)")    \
-    X(MLC_CHECK, "0", "mpi/nccl: compare every collective's arguments across ranks first (0/1; threads/shm always do)") \
-    X(MLC_FAULT_INIT, "", "testing only: R:POINT makes rank R SIGKILL itself at shm init POINT (rendezvous, attach)") \
-    X(MLC_ALGO_BROADCAST, "auto", "force the broadcast algorithm")                              \
-    X(MLC_ALGO_REDUCE, "auto", "force the reduce algorithm")                                    \
-    X(MLC_ALGO_ALLREDUCE, "auto", "force the allreduce algorithm")                              \
-    X(MLC_ALGO_ALLGATHER, "auto", "force the allgather algorithm")                              \
-    X(MLC_ALGO_ALLGATHERV, "auto", "force the allgatherv algorithm")                            \
-    X(MLC_ALGO_REDUCE_SCATTER, "auto", "force the reduce_scatter algorithm")                    \
-    X(MLC_ALGO_ALLTOALL, "auto", "force the alltoall algorithm")                                \
-    X(MLC_ALGO_ALLTOALLV, "auto", "force the alltoallv algorithm")                              \
-    X(MLC_ALGO_GATHER, "auto", "force the gather algorithm")                                    \
-    X(MLC_ALGO_GATHERV, "auto", "force the gatherv algorithm")                                  \
-    X(MLC_ALGO_SCATTER, "auto", "force the scatter algorithm")                                  \
-    X(MLC_ALGO_SCATTERV, "auto", "force the scatterv algorithm")                                \
-    X(MLC_ALGO_BARRIER, "auto", "force the barrier algorithm")                                  \
-    X(MLC_CUDART_LIB, "", "path of the CUDA runtime library to load")                          \
-    X(MLC_HIPRT_LIB, "", "path of the HIP runtime library to load")                            \
-    X(MLC_NCCL_LIB, "", "path of the NCCL library to load")                                    \
-    X(MLC_RCCL_LIB, "", "path of the RCCL library to load")                                    \
-    X(MLC_PINNED_LIMIT, "1073741824", "pinned host memory pool limit in bytes")                \
-    X(MLC_STAGE_CHUNK, "4M", "device buffers on threads/shm/mpi: staging chunk, bytes (K/M/G)") \
-    X(MLC_CUDA_IPC, "1", "shm: move device buffers between processes with CUDA/HIP IPC (0/1)") \
-    X(MLC_NCCL_NCHANNELS, "", "nccl/rccl: channels per collective (NCCL_MIN/MAX_NCHANNELS)")   \
-    X(MLC_NCCL_BUFFSIZE, "", "nccl/rccl: NCCL buffer size in bytes, K/M/G (NCCL_BUFFSIZE)")
+    X(BACKEND, "MLC_BACKEND", CHOICE, "auto", 0, 0, mlc_backend_names, MLC_PUB(backend), MLC_AGREE(backend), "backend: auto, threads, shm, mpi, nccl, rccl") \
+    X(RANK, "MLC_RANK", INT, "", 0, INT_MAX, NULL, MLC_PUB(rank), MLC_LOCAL, "this process's rank (set by mlcomm-run; else torchrun/MPI/Slurm vars)") \
+    X(WORLD_SIZE, "MLC_WORLD_SIZE", INT, "", 1, INT_MAX, NULL, MLC_PUB(world_size), MLC_AGREE(world_size), "number of ranks in the job") \
+    X(LOCAL_RANK, "MLC_LOCAL_RANK", INT, "", 0, INT_MAX, NULL, MLC_PUB(local_rank), MLC_LOCAL, "rank among the processes of this host") \
+    X(LOCAL_SIZE, "MLC_LOCAL_SIZE", INT, "", 1, INT_MAX, NULL, MLC_PUB(local_size), MLC_LOCAL, "number of ranks on this host") \
+    X(JOB_ID, "MLC_JOB_ID", STR, "", 0, 0, NULL, MLC_PUB(job_id), MLC_LOCAL, "job identifier shared by all ranks (names shared-memory segments)") \
+    X(JOB_FD, "MLC_JOB_FD", INT, "", 0, INT_MAX, NULL, MLC_NOPUB, MLC_LOCAL, "set by mlcomm-run: fd of the job state (peer-death flags)") \
+    X(TIMEOUT, "MLC_TIMEOUT", SECONDS, "600", 0, 1000000000, NULL, MLC_PUB(timeout_s), MLC_LOCAL, "seconds without progress before MLC_ERR_TIMEOUT (0 = never)") \
+    X(LOG_LEVEL, "MLC_LOG_LEVEL", CHOICE, "warn", 0, 0, mlc_log_level_names, MLC_PUB(log_level), MLC_LOCAL, "log level: error, warn, info, debug, trace") \
+    X(LOG_FILE, "MLC_LOG_FILE", STR, "", 0, 0, NULL, MLC_PUB(log_file), MLC_LOCAL, "log file (default stderr); %h = host, %p = pid") \
+    X(PROFILE, "MLC_PROFILE", STR, "", 0, 0, NULL, MLC_PUB(profile), MLC_LOCAL, "Chrome/Perfetto trace, one file per rank with all its communicators; %r = rank, %p = pid; 'stats' = no file") \
+    X(MEMORY, "MLC_MEMORY", CHOICE, "host", 0, 0, mlc_memory_names, MLC_PUB(memory), MLC_AGREE(memory), "buffer memory kind: host, cuda, rocm, auto") \
+    X(STAGE_CHUNK, "MLC_STAGE_CHUNK", SIZE, "4M", 64, 1073741824, NULL, MLC_NOPUB, MLC_AGREE(stage_chunk), "device buffers on threads/shm/mpi: staging chunk, bytes (K/M/G)") \
+    X(CHECK, "MLC_CHECK", BOOL, "0", 0, 1, NULL, MLC_NOPUB, MLC_AGREE(check), "mpi/nccl: compare every collective's arguments across ranks first (0/1; threads/shm always do)") \
+    X(MPI_THREAD_LEVEL, "MLC_MPI_THREAD_LEVEL", CHOICE, "multiple", 0, 3, mlc_thread_level_names, MLC_PUB(mpi_thread_level), MLC_LOCAL, "MPI thread level: single, funneled, serialized, multiple") \
+    X(MPI_CUDA_AWARE, "MLC_MPI_CUDA_AWARE", CHOICE, "auto", 0, 0, mlc_cuda_aware_names, MLC_NOPUB, MLC_LOCAL, "mpi: hand device buffers to MPI: auto (ask MPI), 1, 0 (stage them)") \
+    X(EXCHANGE_EXEC, "MLC_EXCHANGE_EXEC", STR, "auto", 0, 0, NULL, MLC_NOPUB, MLC_LOCAL, "exchange executor: auto, mpi_pack, mpi_subarray, p2p") \
+    X(CMA, "MLC_CMA", BOOL, "1", 0, 1, NULL, MLC_PUB(cma), MLC_LOCAL, "shm: single-copy transfers with process_vm_readv where allowed (0/1)") \
+    X(FAULT_INIT, "MLC_FAULT_INIT", STR, "", 0, 0, NULL, MLC_NOPUB, MLC_LOCAL, "testing only: R:POINT makes rank R SIGKILL itself at shm init POINT (rendezvous, attach)") \
+    X(ALGO_BROADCAST, "MLC_ALGO_BROADCAST", ALGO, "auto", 0, 0, NULL, MLC_NOPUB, MLC_AGREE(algo[MLC_COLL_BROADCAST]), "force the broadcast algorithm") \
+    X(ALGO_REDUCE, "MLC_ALGO_REDUCE", ALGO, "auto", 0, 0, NULL, MLC_NOPUB, MLC_AGREE(algo[MLC_COLL_REDUCE]), "force the reduce algorithm") \
+    X(ALGO_ALLREDUCE, "MLC_ALGO_ALLREDUCE", ALGO, "auto", 0, 0, NULL, MLC_NOPUB, MLC_AGREE(algo[MLC_COLL_ALLREDUCE]), "force the allreduce algorithm") \
+    X(ALGO_ALLGATHER, "MLC_ALGO_ALLGATHER", ALGO, "auto", 0, 0, NULL, MLC_NOPUB, MLC_AGREE(algo[MLC_COLL_ALLGATHER]), "force the allgather algorithm") \
+    X(ALGO_ALLGATHERV, "MLC_ALGO_ALLGATHERV", ALGO, "auto", 0, 0, NULL, MLC_NOPUB, MLC_AGREE(algo[MLC_COLL_ALLGATHERV]), "force the allgatherv algorithm") \
+    X(ALGO_REDUCE_SCATTER, "MLC_ALGO_REDUCE_SCATTER", ALGO, "auto", 0, 0, NULL, MLC_NOPUB, MLC_AGREE(algo[MLC_COLL_REDUCE_SCATTER]), "force the reduce_scatter algorithm") \
+    X(ALGO_ALLTOALL, "MLC_ALGO_ALLTOALL", ALGO, "auto", 0, 0, NULL, MLC_NOPUB, MLC_AGREE(algo[MLC_COLL_ALLTOALL]), "force the alltoall algorithm") \
+    X(ALGO_ALLTOALLV, "MLC_ALGO_ALLTOALLV", ALGO, "auto", 0, 0, NULL, MLC_NOPUB, MLC_AGREE(algo[MLC_COLL_ALLTOALLV]), "force the alltoallv algorithm") \
+    X(ALGO_GATHER, "MLC_ALGO_GATHER", ALGO, "auto", 0, 0, NULL, MLC_NOPUB, MLC_AGREE(algo[MLC_COLL_GATHER]), "force the gather algorithm") \
+    X(ALGO_GATHERV, "MLC_ALGO_GATHERV", ALGO, "auto", 0, 0, NULL, MLC_NOPUB, MLC_AGREE(algo[MLC_COLL_GATHERV]), "force the gatherv algorithm") \
+    X(ALGO_SCATTER, "MLC_ALGO_SCATTER", ALGO, "auto", 0, 0, NULL, MLC_NOPUB, MLC_AGREE(algo[MLC_COLL_SCATTER]), "force the scatter algorithm") \
+    X(ALGO_SCATTERV, "MLC_ALGO_SCATTERV", ALGO, "auto", 0, 0, NULL, MLC_NOPUB, MLC_AGREE(algo[MLC_COLL_SCATTERV]), "force the scatterv algorithm") \
+    X(ALGO_BARRIER, "MLC_ALGO_BARRIER", ALGO, "auto", 0, 0, NULL, MLC_NOPUB, MLC_AGREE(algo[MLC_COLL_BARRIER]), "force the barrier algorithm") \
+    X(ALGO_SEND, "MLC_ALGO_SEND", ALGO, "auto", 0, 0, NULL, MLC_NOPUB, MLC_AGREE(algo[MLC_COLL_SEND]), "force the send algorithm (point-to-point: native only)") \
+    X(ALGO_RECV, "MLC_ALGO_RECV", ALGO, "auto", 0, 0, NULL, MLC_NOPUB, MLC_AGREE(algo[MLC_COLL_RECV]), "force the recv algorithm (point-to-point: native only)") \
+    X(ALGO_SENDRECV, "MLC_ALGO_SENDRECV", ALGO, "auto", 0, 0, NULL, MLC_NOPUB, MLC_AGREE(algo[MLC_COLL_SENDRECV]), "force the sendrecv algorithm (point-to-point: native only)") \
+    X(CUDART_LIB, "MLC_CUDART_LIB", STR, "", 0, 0, NULL, MLC_NOPUB, MLC_LOCAL, "path of the CUDA runtime library to load") \
+    X(HIPRT_LIB, "MLC_HIPRT_LIB", STR, "", 0, 0, NULL, MLC_NOPUB, MLC_LOCAL, "path of the HIP runtime library to load") \
+    X(NCCL_LIB, "MLC_NCCL_LIB", STR, "", 0, 0, NULL, MLC_NOPUB, MLC_LOCAL, "path of the NCCL library to load") \
+    X(RCCL_LIB, "MLC_RCCL_LIB", STR, "", 0, 0, NULL, MLC_NOPUB, MLC_LOCAL, "path of the RCCL library to load") \
+    X(PINNED_LIMIT, "MLC_PINNED_LIMIT", SIZE, "1073741824", 1, LLONG_MAX, NULL, MLC_NOPUB, MLC_LOCAL, "pinned host memory pool limit in bytes") \
+    X(CUDA_IPC, "MLC_CUDA_IPC", BOOL, "1", 0, 1, NULL, MLC_NOPUB, MLC_LOCAL, "shm: move device buffers between processes with CUDA/HIP IPC (0/1)") \
+    X(NCCL_NCHANNELS, "MLC_NCCL_NCHANNELS", INT, "", 1, 64, NULL, MLC_NOPUB, MLC_LOCAL, "nccl/rccl: channels per collective of each communicator (ncclConfig_t minCTAs = maxCTAs)") \
+    X(NCCL_BUFFSIZE, "MLC_NCCL_BUFFSIZE", SIZE, "", 4096, 2147483648LL, NULL, MLC_NOPUB, MLC_LOCAL, "nccl/rccl: NCCL buffer size in bytes, K/M/G (NCCL_BUFFSIZE; one value per process)") \
+    X(MASTER_ADDR, "MASTER_ADDR", STR, "", 0, 0, NULL, MLC_NOPUB, MLC_LOCAL, "read: torchrun's rendezvous host (job id; nccl's TCP bootstrap)") \
+    X(MASTER_PORT, "MASTER_PORT", STR, "", 0, 0, NULL, MLC_NOPUB, MLC_LOCAL, "read: torchrun's rendezvous port (nccl's TCP bootstrap uses the port above it)") \
+    X(EXPORT_NCCL_ALGO, "NCCL_ALGO", STR, "", 0, 0, NULL, MLC_NOPUB, MLC_LOCAL, "set by nccl/rccl from MLC_ALGO_ALLREDUCE before the process's first NCCL communicator") \
+    X(EXPORT_NCCL_BUFFSIZE, "NCCL_BUFFSIZE", STR, "", 0, 0, NULL, MLC_NOPUB, MLC_LOCAL, "set by nccl/rccl from MLC_NCCL_BUFFSIZE before the process's first NCCL communicator") \
+    X(EXPORT_NCCL_DEBUG, "NCCL_DEBUG", STR, "", 0, 0, NULL, MLC_NOPUB, MLC_LOCAL, "set to INFO by nccl/rccl at MLC_LOG_LEVEL=debug unless already set")
+
+/* Identifiers of the rows: MLC_ENV_TIMEOUT, MLC_ENV_PINNED_LIMIT, ... */
+typedef enum mlc_env_id {
+#define MLC_X_ID(id, ...) MLC_ENV_##id,
+    MLC_ENV_LIST(MLC_X_ID)
+#undef MLC_X_ID
+    MLC_ENV_COUNT
+} mlc_env_id_t;
+
+typedef enum mlc_env_type {
+    MLC_ENV_TYPE_STR, MLC_ENV_TYPE_INT, MLC_ENV_TYPE_BOOL, MLC_ENV_TYPE_SIZE,
+    MLC_ENV_TYPE_SECONDS, MLC_ENV_TYPE_CHOICE, MLC_ENV_TYPE_ALGO
+} mlc_env_type_t;
 
 typedef struct mlc_env_var {
     const char *name, *default_text, *help;
+    mlc_env_type_t type;
+    long long lo, hi;              /* range of INT, SIZE, SECONDS */
+    const char *const *choices;    /* names a CHOICE accepts, NULL-terminated */
+    const char *public_field;      /* mlc_config_t field, or NULL */
+    size_t public_offset;          /* offsetof(mlc_config_t, public_field) */
+    bool agree;                    /* must be the same on every rank */
+    size_t agree_offset, agree_size; /* the resolved mlc_cfg_t field compared */
 } mlc_env_var_t;
-/* The list above as a table, terminated by a NULL name. */
+/* The list above as a table, in MLC_ENV_LIST order (index = mlc_env_id_t),
+ * terminated by a NULL name. */
 extern const mlc_env_var_t mlc_env_vars[];
+
+/*
+ * Process-level access to a variable (no mlc_config_t field, or read outside
+ * comm init). Every read of the environment in the library goes through these.
+ * mlc_env_text: the value, NULL when unset or empty.
+ * mlc_env_int / mlc_env_size / mlc_env_seconds: parse by the row's type and
+ * range; unset gives the row's default (0 when it has none) and *set = false
+ * (set may be NULL). A malformed value is MLC_ERR_CONFIG naming the variable,
+ * the value and what it accepts.
+ */
+const char *mlc_env_text(mlc_env_id_t id);
+mlc_status_t mlc_env_int(mlc_env_id_t id, long long *out, bool *set);
+mlc_status_t mlc_env_size(mlc_env_id_t id, size_t *out, bool *set);
+mlc_status_t mlc_env_seconds(mlc_env_id_t id, double *out, bool *set);
+/* Set a variable the library exports for a library it loads (NCCL_*), unless
+ * it is already set: the only write to the environment. */
+mlc_status_t mlc_env_export(mlc_env_id_t id, const char *value);
+/* The row's default parsed as a size / number (0 when it has none). */
+size_t mlc_env_default_size(mlc_env_id_t id);
+double mlc_env_default_seconds(mlc_env_id_t id);
 
 /* Everything mlc_comm_init needs, resolved. Strings are owned copies. */
 typedef struct mlc_cfg {
@@ -106,7 +171,4 @@ bool mlc_parse_int(const char *s, long long lo, long long hi, long long *out);
 bool mlc_parse_double(const char *s, double lo, double hi, double *out);
 /* Size with optional K/M/G suffix (powers of 1024). */
 bool mlc_parse_size(const char *s, size_t *out);
-/* Monotonic seconds. */
-double mlc_now(void);
-#pragma GCC visibility pop
 #endif

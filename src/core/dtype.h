@@ -2,7 +2,6 @@
 /* dtype helpers and the local reduction kernels. */
 #ifndef MLC_CORE_DTYPE_H
 #define MLC_CORE_DTYPE_H
-#pragma GCC visibility push(default) /* modules (libmlcomm-mpi.so) link these */
 #include <stdbool.h>
 #include "mlcomm.h"
 
@@ -31,5 +30,4 @@ float mlc_half_to_float(uint16_t h);
 uint16_t mlc_float_to_half(float f);
 float mlc_bf16_to_float(uint16_t h);
 uint16_t mlc_float_to_bf16(float f);
-#pragma GCC visibility pop
 #endif

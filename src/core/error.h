@@ -2,7 +2,6 @@
 /* Thread-local last-error message and the helper that sets it. */
 #ifndef MLC_CORE_ERROR_H
 #define MLC_CORE_ERROR_H
-#pragma GCC visibility push(default) /* modules (libmlcomm-mpi.so) link these */
 #include "mlcomm.h"
 
 #if defined(__GNUC__)
@@ -23,5 +22,4 @@ void mlc_error_set_text(const char *text);
 /* Clear the thread's message (called at the start of every public call that can fail). */
 void mlc_error_clear(void);
 
-#pragma GCC visibility pop
 #endif

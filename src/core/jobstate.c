@@ -20,10 +20,11 @@ static uint64_t mlc_jobstate_id;
 
 static void mlc_jobstate_map(void)
 {
-    const char *v = getenv("MLC_JOB_FD");
-    if (v == NULL || v[0] == '\0') return;
+    const char *v = mlc_env_text(MLC_ENV_JOB_FD);
+    if (v == NULL) return;
     long long fd;
-    if (!mlc_parse_int(v, 0, INT_MAX, &fd)) {
+    const mlc_env_var_t *row = &mlc_env_vars[MLC_ENV_JOB_FD];
+    if (!mlc_parse_int(v, row->lo, row->hi, &fd)) { /* as comm init parses it, but only warned about here */
         MLC_WARN("MLC_JOB_FD='%s' is not a file descriptor; peer deaths will not be seen "
                  "through the launcher",
                  v);

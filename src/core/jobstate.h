@@ -34,7 +34,6 @@ typedef struct mlc_jobstate {
 #define MLC_SHM_PREFIX "/mlc-"
 
 /* Library side: map the job state named by MLC_JOB_FD (NULL when absent). */
-#pragma GCC visibility push(default)
 const mlc_jobstate_t *mlc_jobstate_get(void);
 /* A value naming the launcher's job state (its memfd's device and inode), the
  * same in every rank of one mlcomm-run job and different in any other job
@@ -43,5 +42,4 @@ uint64_t mlc_jobstate_tag(void);
 /* Start time of process pid (clock ticks since boot, /proc/<pid>/stat field
  * 22); 0 if it cannot be read. With the pid it names one process for good. */
 uint64_t mlc_proc_start_time(int pid);
-#pragma GCC visibility pop
 #endif

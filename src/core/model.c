@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "backend.h"
+#include "base/clock.h"
 #include "dtype.h"
 #include "log.h"
 #include "model.h"

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Strict parsers for numbers from the environment and tools, and the clock. */
+/* Strict parsers for numbers from the environment and tools. */
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
@@ -57,11 +57,4 @@ bool mlc_parse_size(const char *s, size_t *out)
     if (v > (SIZE_MAX >> shift)) return false;
     *out = (size_t)v << shift;
     return true;
-}
-
-double mlc_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Requests: a per-communicator pool (no malloc on the small-message path once
- * warm), completion, and the one wait loop every backend shares. The wait
- * loop owns the reliability rules: timeout without progress, remote abort and
- * peer death checks at least every ~100 ms, sticky failure; mlc_request_test
- * applies the same ones through the same check (stalled()).
+ * warm), completion, and the wait every backend shares (the loop itself is
+ * base/wait.c). The wait owns the reliability rules: timeout without
+ * progress, remote abort and peer death checks at least every ~100 ms,
+ * sticky failure; mlc_request_test applies the same ones (stalled()).
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -12,15 +12,15 @@
 #include <string.h>
 #include <time.h>
 #include "backend.h"
-#include "gpu/devmem.h"
+#include "base/clock.h"
+#include "base/wait.h"
 #include "error.h"
 #include "log.h"
 #include "profile.h"
 
 #define MLC_REQ_CHUNK 32
 #define MLC_SPIN_SECONDS 0.002     /* spin (yielding when oversubscribed) this long before sleeping */
-#define MLC_SPIN_CHECK 64          /* progress calls between clock reads while spinning */
-#define MLC_IDLE_SLICE_S 0.1       /* longest sleep between checks (DESIGN.md: ~100 ms) */
+#define MLC_INLINE_SPINS 64        /* progress calls inline before the shared wait loop */
 
 typedef struct mlc_req_chunk {
     struct mlc_req_chunk *next;
@@ -55,7 +55,7 @@ mlc_request_t *mlc_request_alloc(mlc_comm_t *comm)
     r->next_free = NULL;
     r->in_use = true;
     r->priv_ext = NULL;
-    r->stage = NULL;
+    r->decor = NULL;
     comm->outstanding++;
     return r;
 }
@@ -63,7 +63,7 @@ mlc_request_t *mlc_request_alloc(mlc_comm_t *comm)
 void mlc_request_release(mlc_request_t *req)
 {
     mlc_comm_t *comm = req->comm;
-    if (req->stage) mlc_stage_release(req);
+    if (req->decor) comm->be->release(req);
     req->in_use = false;
     req->next_free = comm->free_reqs;
     comm->free_reqs = req;
@@ -153,11 +153,10 @@ static mlc_status_t fail_pending(mlc_request_t *req, mlc_status_t st)
     return finish(req);
 }
 
-/* One progress step: the backend, then staged device-buffer operations (gpu/devmem.h). */
-static mlc_status_t progress(mlc_comm_t *comm, int *progressed, int *gpu_wait)
+/* One progress step of the backend. */
+static mlc_status_t progress(mlc_comm_t *comm, int *progressed)
 {
     mlc_status_t st = comm->be->progress(comm, progressed);
-    if (comm->dev && st == MLC_SUCCESS) st = mlc_stage_progress(comm, progressed, gpu_wait);
     if (*progressed) comm->progress_epoch++;
     return st;
 }
@@ -168,62 +167,117 @@ static int is_done(const mlc_request_t *req)
 }
 
 /* MPI without a timeout: MPI's own blocking wait (as raw MPI would), which
- * has no deadline. Not while staged operations need our progress calls (devmem.h). */
+ * has no deadline. */
 static bool waits_natively(const mlc_request_t *req)
 {
     const mlc_comm_t *comm = req->comm;
-    return comm->be->wait_native && !comm->cfg.timeout_set && !req->stage && !(comm->dev && comm->dev->active);
+    return comm->be->wait_native && !comm->cfg.timeout_set;
 }
 
 /* req's communicator has failed (st). Peers may have finished this call and
  * failed a later one: a call that can still complete does, else it fails. */
 static void end_failed(mlc_request_t *req, mlc_status_t st)
 {
-    int progressed = 0, gpu_wait = 0;
-    progress(req->comm, &progressed, &gpu_wait);
+    int progressed = 0;
+    progress(req->comm, &progressed);
     if (!is_done(req)) fail_pending(req, st);
 }
 
+/* The communicator's health (remote abort, peer death): when it failed,
+ * req is over (a call that can still complete does, else it fails). */
+static bool sick(mlc_request_t *req)
+{
+    mlc_comm_t *comm = req->comm;
+    int failed = atomic_load(&comm->failed);
+    mlc_status_t st = failed ? (mlc_status_t)failed : comm->be->health(comm);
+    if (st == MLC_SUCCESS) return false;
+    end_failed(req, st);
+    return true;
+}
+
+/* Nothing moved on req's communicator for `timeout` seconds (MLC_TIMEOUT):
+ * fail the communicator (sticky), tell the other members (post_failure),
+ * and fail req. */
+static void time_out(mlc_request_t *req, double timeout)
+{
+    mlc_comm_t *comm = req->comm;
+    const mlc_backend_t *be = comm->be;
+    char what[160], peers[160] = "";
+    describe(req, what, sizeof what);
+    if (be->pending_peers) be->pending_peers(req, peers, sizeof peers);
+    char note[400];
+    snprintf(note, sizeof note, "%.160s on rank %d made no progress for %.0f s (MLC_TIMEOUT); ranks not "
+             "heard from: %.160s", what, comm->rank, timeout, peers[0] ? peers : "unknown");
+    mlc_comm_fail(comm, MLC_ERR_TIMEOUT, "rank %d: %s made no progress for %.0f s (MLC_TIMEOUT); ranks not "
+                  "heard from: %s", comm->rank, what, timeout, peers[0] ? peers : "unknown");
+    if (be->post_failure) be->post_failure(comm, MLC_ERR_TIMEOUT, note);
+    fail_pending(req, MLC_ERR_TIMEOUT);
+}
+
 /*
- * The checks of every wait and test that found nothing to do: the
- * communicator's health (remote abort, peer death), then the deadline:
- * MLC_TIMEOUT seconds in which no progress call on the communicator moved
- * anything. *idle_since (0: not idle yet) and *idle_epoch are the caller's
- * idle clock: the wait loop's own, or the request's across mlc_request_test
- * calls. A timeout fails the communicator (sticky) and tells the other
- * members (post_failure). Returns true when req is over (its status set:
- * finish() reports it), false to keep waiting.
+ * The checks of a test that found nothing to do: the communicator's health,
+ * then the deadline: MLC_TIMEOUT seconds in which no progress call on the
+ * communicator moved anything. *idle_since (0: not idle yet) and *idle_epoch
+ * are the request's idle clock across mlc_request_test calls. Returns true
+ * when req is over (its status set: finish() reports it), false to go on.
  */
 static bool stalled(mlc_request_t *req, double now, double *idle_since, uint64_t *idle_epoch)
 {
     mlc_comm_t *comm = req->comm;
-    const mlc_backend_t *be = comm->be;
     if (*idle_since == 0 || *idle_epoch != comm->progress_epoch) {
         *idle_since = now;
         *idle_epoch = comm->progress_epoch;
     }
-    int failed = atomic_load(&comm->failed);
-    mlc_status_t st = failed ? (mlc_status_t)failed : be->health(comm);
-    if (st != MLC_SUCCESS) {
-        end_failed(req, st);
-        return true;
-    }
+    if (sick(req)) return true;
     if (is_done(req)) return true;
     double timeout = waits_natively(req) ? 0 : comm->cfg.timeout_s;
     if (timeout > 0 && now - *idle_since > timeout) {
-        char what[160], peers[160] = "";
-        describe(req, what, sizeof what);
-        if (be->pending_peers) be->pending_peers(req, peers, sizeof peers);
-        char note[400];
-        snprintf(note, sizeof note, "%.160s on rank %d made no progress for %.0f s (MLC_TIMEOUT); ranks not "
-                 "heard from: %.160s", what, comm->rank, timeout, peers[0] ? peers : "unknown");
-        mlc_comm_fail(comm, MLC_ERR_TIMEOUT, "rank %d: %s made no progress for %.0f s (MLC_TIMEOUT); ranks not "
-                      "heard from: %s", comm->rank, what, timeout, peers[0] ? peers : "unknown");
-        if (be->post_failure) be->post_failure(comm, MLC_ERR_TIMEOUT, note);
-        fail_pending(req, MLC_ERR_TIMEOUT);
+        time_out(req, timeout);
         return true;
     }
     return false;
+}
+
+/* A blocking wait on one request, as the shared wait loop sees it (base/wait.h). */
+typedef struct req_wait {
+    mlc_request_t *req;
+    mlc_status_t st;     /* a progress call's failure */
+    uint64_t epoch;      /* the communicator's progress epoch last seen */
+} req_wait_t;
+
+static int req_step(void *p)
+{
+    req_wait_t *w = p;
+    mlc_comm_t *comm = w->req->comm;
+    int progressed = 0;
+    mlc_status_t st = progress(comm, &progressed);
+    if (st != MLC_SUCCESS) {
+        w->st = st;
+        return MLC_WAIT_STOP;
+    }
+    if (progressed) {
+        w->epoch = comm->progress_epoch;
+        return MLC_WAIT_MOVED;
+    }
+    /* Another thread's progress on this communicator counts too. */
+    if (comm->progress_epoch != w->epoch) {
+        w->epoch = comm->progress_epoch;
+        return MLC_WAIT_MOVED_ELSEWHERE;
+    }
+    return MLC_WAIT_NOTHING;
+}
+
+static int req_done(void *p) { return is_done(((req_wait_t *)p)->req); }
+
+static int req_check(void *p) { return sick(((req_wait_t *)p)->req); }
+
+static int req_block(void *p, double max_s)
+{
+    req_wait_t *w = p;
+    mlc_comm_t *comm = w->req->comm;
+    if (!comm->be->idle) return 0;
+    comm->be->idle(comm, max_s); /* e.g. the engine's doorbell futex */
+    return 1;
 }
 
 mlc_status_t mlc_request_wait_internal(mlc_request_t *req)
@@ -243,49 +297,36 @@ mlc_status_t mlc_request_wait_internal(mlc_request_t *req)
         return finish(req);
     }
 
-    double timeout = comm->cfg.timeout_s;
-    /* Spin on progress for a couple of milliseconds (a collective's peers
-     * usually arrive within that), then sleep in slices: waking a sleeper costs
-     * a scheduler round trip, which on a loaded or oversubscribed host is
-     * milliseconds. The clock is read only every MLC_SPIN_CHECK calls. */
-    double idle_since = 0, spin_until = 0;
-    uint64_t idle_epoch = 0;
-    int calls = 0;
-    for (;;) {
-        int progressed = 0, gpu_wait = 0;
-        mlc_status_t st = progress(comm, &progressed, &gpu_wait);
+    /* The first progress calls inline: a small operation's peers usually
+     * arrive within them, and the 8-byte path pays no indirect calls. */
+    for (int i = 0; i < MLC_INLINE_SPINS; i++) {
+        int progressed = 0;
+        mlc_status_t st = progress(comm, &progressed);
         if (is_done(req)) return finish(req);
         if (st != MLC_SUCCESS) {
             failed = atomic_load(&comm->failed);
             return fail_pending(req, failed ? failed : st);
         }
-        if (progressed) {
-            idle_since = spin_until = 0;
-            calls = 0;
-            continue;
-        }
-        if (++calls % MLC_SPIN_CHECK != 0) continue;
-        double now = mlc_now();
-        if (spin_until == 0) spin_until = now + MLC_SPIN_SECONDS;
-        if (now < spin_until) continue;
-
-        /* Slow path: health, deadline, then sleep a slice. */
-        if (stalled(req, now, &idle_since, &idle_epoch)) return finish(req);
-        double slice = MLC_IDLE_SLICE_S;
-        if (timeout > 0 && timeout - (now - idle_since) < slice)
-            slice = timeout - (now - idle_since) + 1e-3;
-        if (gpu_wait) {
-            /* A GPU copy ends without waking anyone: poll it every 20 us. */
-            struct timespec ts = {0, 20000};
-            nanosleep(&ts, NULL);
-        } else if (be->idle) {
-            be->idle(comm, slice);
-        } else {
-            struct timespec ts = {0, 200000};
-            nanosleep(&ts, NULL);
-        }
-        spin_until = mlc_now() + MLC_SPIN_SECONDS / 4; /* after a wake-up, spin briefly again */
     }
+    /* Then the shared loop: spin a couple of milliseconds, then sleep in
+     * the backend's idle (waking a sleeper costs a scheduler round trip,
+     * which on a loaded or oversubscribed host is milliseconds), with the
+     * health checks and the no-progress deadline before every sleep. */
+    req_wait_t rw = {.req = req, .st = MLC_SUCCESS, .epoch = comm->progress_epoch};
+    mlc_wait_t w = {.step = req_step, .done = req_done, .check = req_check, .block = req_block, .ctx = &rw,
+                    .timeout_s = comm->cfg.timeout_s, .what = "request",
+                    .spin_s = MLC_SPIN_SECONDS, .yield_s = -1, .sleep_min_s = 20e-6, .sleep_max_s = 2e-4};
+    switch (mlc_wait_run(&w)) {
+    case MLC_WAIT_DONE: break;
+    case MLC_WAIT_STOPPED:
+        if (!is_done(req)) {
+            failed = atomic_load(&comm->failed);
+            return fail_pending(req, failed ? failed : rw.st);
+        }
+        break;
+    case MLC_WAIT_TIMEOUT: time_out(req, comm->cfg.timeout_s); break;
+    }
+    return finish(req);
 }
 
 mlc_status_t mlc_request_wait(mlc_request_t **preq)
@@ -313,8 +354,8 @@ mlc_status_t mlc_request_test(mlc_request_t **preq, int *done)
     if (!req->in_use) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_request_test: request was already released");
     mlc_comm_t *comm = req->comm;
     if (!is_done(req)) {
-        int progressed = 0, gpu_wait = 0;
-        mlc_status_t st = progress(comm, &progressed, &gpu_wait);
+        int progressed = 0;
+        mlc_status_t st = progress(comm, &progressed);
         int failed = atomic_load(&comm->failed);
         if (is_done(req)) {
             /* completed: report it below */

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "base/clock.h"
 #include "config.h"
 #include "error.h"
 #include "log.h"

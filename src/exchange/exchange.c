@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "core/config.h"
 #include "core/error.h"
 #include "exchange_impl.h"
 #include "hash.h"
@@ -104,7 +105,7 @@ mlc_status_t mlc_exchange_create(mlc_comm_t *comm, const mlc_exchange_config_t *
     for (int d = 0; d < cfg->ndim; d++) ex->geom.periodic[d] = cfg->periodic[d] != 0;
     ex->cfg_hash = config_hash(&ex->cfg);
     /* The private communicator below has the caller's backend. */
-    st = mlc_xexec_select(comm, getenv("MLC_EXCHANGE_EXEC"), "mlc_exchange_create: MLC_EXCHANGE_EXEC",
+    st = mlc_xexec_select(comm, mlc_env_text(MLC_ENV_EXCHANGE_EXEC), "mlc_exchange_create: MLC_EXCHANGE_EXEC",
                           &ex->exec);
     if (st) {
         free(ex);

@@ -2,16 +2,15 @@
 /*
  * The exchange executors that call MPI live in the MPI module
  * (libmlcomm-mpi.so, sources in src/exchange/mpi/), because libmlcomm never
- * links libmpi. The module exports this table; src/exchange/exec.c finds it
- * with dlsym once the module is loaded (a communicator on the mpi backend
- * exists only then). No MPI header here: both sides compile it.
+ * links libmpi. The module's entry point hands core this table
+ * (src/core/mpi_module.h); exec_mpi_lookup.c reads it there. No MPI header
+ * here: both sides compile it.
  */
 #ifndef MLC_EXCHANGE_XEXEC_MPI_H
 #define MLC_EXCHANGE_XEXEC_MPI_H
 #include <stdint.h>
 #include "exec.h"
 
-#define MLC_XEXEC_MPI_SYMBOL "mlc_mpi_xexec_table"
 #define MLC_XEXEC_MPI_ABI 1u
 
 typedef struct mlc_xexec_mpi_table {

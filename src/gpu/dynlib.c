@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "config.h"
 #include "log.h"
 
 static void copy_text(char *dst, size_t len, const char *src)
@@ -53,19 +54,20 @@ static void real_path(void *h, const char *fallback, char *out, size_t len)
         copy_text(out, len, fallback);
 }
 
-mlc_status_t mlc_dynlib_open(const char *what, const char *env_var, const char *const *candidates,
+mlc_status_t mlc_dynlib_open(const char *what, mlc_env_id_t env_var, const char *const *candidates,
                              const mlc_dynsym_t *syms, size_t nsyms, void *table, size_t table_size,
                              mlc_dynlib_t *lib, char *why, size_t why_len)
 {
     char err[1024] = "";
     const char *opened = NULL;
     void *h = NULL;
-    const char *override = env_var ? getenv(env_var) : NULL;
+    const char *override = env_var != MLC_ENV_COUNT ? mlc_env_text(env_var) : NULL;
+    const char *env_name = env_var != MLC_ENV_COUNT ? mlc_env_vars[env_var].name : NULL;
 
     if (override && override[0]) {
         h = open_one(override, err, sizeof err);
         if (!h) {
-            snprintf(why, why_len, "%s: %s=%s cannot be opened: %s", what, env_var, override, err);
+            snprintf(why, why_len, "%s: %s=%s cannot be opened: %s", what, env_name, override, err);
             return MLC_ERR_UNAVAILABLE;
         }
         opened = override;
@@ -86,7 +88,7 @@ mlc_status_t mlc_dynlib_open(const char *what, const char *env_var, const char *
         }
         if (!h) {
             snprintf(why, why_len, "%s: none of %s could be opened (%s)%s%s", what, tried, first_err,
-                     env_var ? "; set " : "", env_var ? env_var : "");
+                     env_name ? "; set " : "", env_name ? env_name : "");
             return MLC_ERR_UNAVAILABLE;
         }
     }

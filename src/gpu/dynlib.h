@@ -10,12 +10,13 @@
 #define MLC_GPU_DYNLIB_H
 #include <stdbool.h>
 #include <stddef.h>
+#include "config.h" /* mlc_env_id_t */
 #include "mlcomm.h"
 
 /* One symbol of a list: its name, where its address goes in the table. */
 typedef struct mlc_dynsym {
     const char *name;
-    size_t offset;  /* offsetof(table type, slot) */
+    size_t offset;  /* offsetof(table type, field) */
     bool required;  /* missing required symbol = library unusable */
 } mlc_dynsym_t;
 
@@ -27,13 +28,13 @@ typedef struct mlc_dynlib {
 
 /*
  * Open `what` (e.g. "CUDA runtime"): the path in environment variable
- * `env_var` when set and non-empty, otherwise the first of `candidates`
+ * `env_var` (a config table row, MLC_ENV_COUNT = none) when set and non-empty, otherwise the first of `candidates`
  * (NULL-terminated sonames) that dlopen accepts. Resolve `syms` into `table`
- * (slots of missing optional symbols stay NULL). On failure: `lib` and
+ * (fields of missing optional symbols stay NULL). On failure: `lib` and
  * `table` are untouched, `why` names the file, the symbol and dlerror, and
  * MLC_ERR_UNAVAILABLE is returned (no thread error is set: callers decide).
  */
-mlc_status_t mlc_dynlib_open(const char *what, const char *env_var, const char *const *candidates,
+mlc_status_t mlc_dynlib_open(const char *what, mlc_env_id_t env_var, const char *const *candidates,
                              const mlc_dynsym_t *syms, size_t nsyms, void *table, size_t table_size,
                              mlc_dynlib_t *lib, char *why, size_t why_len);
 

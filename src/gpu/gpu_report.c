@@ -62,11 +62,11 @@ static void report_nccl(FILE *f, mlc_nccl_flavor_t flavor, const char *name)
 
 static void report_pinned(FILE *f)
 {
-    const char *env = getenv("MLC_PINNED_LIMIT");
-    size_t limit = MLC_PINNED_DEFAULT_LIMIT;
-    bool bad = env && env[0] && (!mlc_parse_size(env, &limit) || limit == 0);
-    if (bad) fprintf(f, "  pinned memory pool: MLC_PINNED_LIMIT='%s' is malformed\n", env);
-    else fprintf(f, "  pinned memory pool: limit %zu bytes%s\n", limit, env && env[0] ? " (MLC_PINNED_LIMIT)" : " (default)");
+    size_t limit;
+    bool set;
+    if (mlc_env_size(MLC_ENV_PINNED_LIMIT, &limit, &set) != MLC_SUCCESS)
+        fprintf(f, "  pinned memory pool: %s\n", mlc_last_error());
+    else fprintf(f, "  pinned memory pool: limit %zu bytes%s\n", limit, set ? " (MLC_PINNED_LIMIT)" : " (default)");
     const char *how = mlc_gpurt_peek(MLC_GPU_CUDA) ? "cudaHostAlloc" : mlc_gpurt_peek(MLC_GPU_HIP) ? "hipHostMalloc" : "mmap + mlock";
     struct rlimit rl;
     char lim[64] = "unknown";

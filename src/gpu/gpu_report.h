@@ -7,9 +7,7 @@
  */
 #ifndef MLC_GPU_REPORT_H
 #define MLC_GPU_REPORT_H
-#pragma GCC visibility push(default) /* mlcomm-info and modules call it */
 #include <stdio.h>
 
 void mlc_gpu_report(FILE *f);
-#pragma GCC visibility pop
 #endif

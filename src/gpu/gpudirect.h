@@ -14,7 +14,6 @@
  */
 #ifndef MLC_GPU_GPUDIRECT_H
 #define MLC_GPU_GPUDIRECT_H
-#pragma GCC visibility push(default) /* the MPI module uses these */
 #include "gpu/gpurt.h"
 #include "mlcomm.h"
 
@@ -44,5 +43,4 @@ void mlc_gpudirect_detect(const mlc_gpurt_t *rt, const char *sysroot, mlc_gpudir
 
 /* Hook for the MPI module: whether its MPI is CUDA-aware and how it knows. */
 void mlc_gpudirect_set_mpi(mlc_capability_t aware, const char *evidence);
-#pragma GCC visibility pop
 #endif

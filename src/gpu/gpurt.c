@@ -10,7 +10,7 @@
 
 #define REQ MLC_DYNSYM_REQUIRED
 #define OPT MLC_DYNSYM_OPTIONAL
-#define MLC_X_SYM(symbol, slot, req) {#symbol, offsetof(mlc_gpurt_t, slot), req},
+#define MLC_X_SYM(symbol, field, req) {#symbol, offsetof(mlc_gpurt_t, field), req},
 static const mlc_dynsym_t cudart_syms[] = {MLC_CUDART_SYMBOLS(MLC_X_SYM)};
 static const mlc_dynsym_t hiprt_syms[] = {MLC_HIPRT_SYMBOLS(MLC_X_SYM)};
 #undef MLC_X_SYM
@@ -23,16 +23,17 @@ static const char *const hiprt_sonames[] = {"libamdhip64.so.6", "libamdhip64.so.
                                             "libamdhip64.so", NULL};
 
 typedef struct gpurt_desc {
-    const char *name, *prefix, *what, *env;
+    const char *name, *prefix, *what;
+    mlc_env_id_t env;
     const char *const *sonames;
     const mlc_dynsym_t *syms;
     size_t nsyms;
 } gpurt_desc_t;
 
 static const gpurt_desc_t descs[MLC_GPU_KIND_COUNT] = {
-    [MLC_GPU_CUDA] = {"CUDA", "cuda", "CUDA runtime", "MLC_CUDART_LIB", cudart_sonames, cudart_syms,
+    [MLC_GPU_CUDA] = {"CUDA", "cuda", "CUDA runtime", MLC_ENV_CUDART_LIB, cudart_sonames, cudart_syms,
                       sizeof cudart_syms / sizeof cudart_syms[0]},
-    [MLC_GPU_HIP] = {"HIP", "hip", "HIP runtime", "MLC_HIPRT_LIB", hiprt_sonames, hiprt_syms,
+    [MLC_GPU_HIP] = {"HIP", "hip", "HIP runtime", MLC_ENV_HIPRT_LIB, hiprt_sonames, hiprt_syms,
                      sizeof hiprt_syms / sizeof hiprt_syms[0]},
 };
 
@@ -64,7 +65,7 @@ mlc_status_t mlc_gpurt_open(mlc_gpu_kind_t kind, const char *path, mlc_gpurt_t *
     const char *const only[] = {path, NULL};
     mlc_gpurt_t tmp;
     memset(&tmp, 0, sizeof tmp);
-    mlc_status_t st = mlc_dynlib_open(d->what, path ? NULL : d->env, path ? only : d->sonames,
+    mlc_status_t st = mlc_dynlib_open(d->what, path ? MLC_ENV_COUNT : d->env, path ? only : d->sonames,
                                       d->syms, d->nsyms, &tmp, sizeof tmp, &tmp.lib, why, why_len);
     if (st != MLC_SUCCESS) return st;
     tmp.kind = kind;

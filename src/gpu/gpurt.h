@@ -2,8 +2,8 @@
 /*
  * The GPU runtimes (CUDA runtime, HIP runtime) loaded with dlopen into one
  * table shape. CUDA and HIP have the same API under two prefixes, so both
- * fill the slots of MLC_GPURT_SLOTS; gpurt_syms.h holds one declarative
- * list per library mapping its symbols onto the slots, each required or
+ * fill the fields of MLC_GPURT_FIELDS; gpurt_syms.h holds one declarative
+ * list per library mapping its symbols onto the fields, each required or
  * optional.
  *
  * Loading happens on first use (mlc_gpurt_get), once per process and
@@ -17,7 +17,6 @@
  */
 #ifndef MLC_GPU_GPURT_H
 #define MLC_GPU_GPURT_H
-#pragma GCC visibility push(default) /* the MPI module uses these */
 #include <stdbool.h>
 #include <stddef.h>
 #include "gpu/dynlib.h"
@@ -54,11 +53,11 @@ typedef struct mlc_gpu_ipc_handle {
 #define MLC_GPU_IPC_LAZY_PEER_ACCESS 1u   /* cudaIpcMemLazyEnablePeerAccess / hipIpc... */
 
 /*
- * X(slot, return type, parameter list). Error codes are returned as int
+ * X(field, return type, parameter list). Error codes are returned as int
  * (cudaError_t / hipError_t are int-sized enums); streams and events are
  * opaque pointers.
  */
-#define MLC_GPURT_SLOTS(X)                                                                 \
+#define MLC_GPURT_FIELDS(X)                                                                 \
     X(get_error_string, const char *, (int err))                                           \
     X(get_error_name, const char *, (int err))                                             \
     X(get_last_error, int, (void))                                                         \
@@ -102,9 +101,9 @@ typedef struct mlc_gpurt {
     int runtime_version;     /* CUDA: 13000 = 13.0; HIP: 60032830 = 6.0 */
     bool legacy_mem_types;   /* HIP before 6.0 numbered hipMemoryType differently */
     size_t props_mem_offset; /* offset of totalGlobalMem in the properties struct used */
-#define MLC_X_SLOT(slot, ret, params) ret(*slot) params;
-    MLC_GPURT_SLOTS(MLC_X_SLOT)
-#undef MLC_X_SLOT
+#define MLC_X_FIELD(field, ret, params) ret(*field) params;
+    MLC_GPURT_FIELDS(MLC_X_FIELD)
+#undef MLC_X_FIELD
 } mlc_gpurt_t;
 
 /* Display name of a kind ("CUDA", "HIP"). */
@@ -153,5 +152,4 @@ mlc_status_t mlc_gpurt_device_info(const mlc_gpurt_t *rt, int device, mlc_gpu_de
 
 /* "13.0" from a CUDA version code, "6.0.32830" from a HIP one. */
 void mlc_gpurt_version_text(mlc_gpu_kind_t kind, int code, char *buf, size_t len);
-#pragma GCC visibility pop
 #endif

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * One declarative list per GPU runtime library: X(symbol, slot, required).
- * Adding a function is one line here plus its slot in MLC_GPURT_SLOTS.
- * Optional symbols leave the slot NULL; callers test it before use.
+ * One declarative list per GPU runtime library: X(symbol, field, required).
+ * Adding a function is one line here plus its field in MLC_GPURT_FIELDS.
+ * Optional symbols leave the field NULL; callers test it before use.
  * REQ / OPT are defined by the file that expands a list.
  */
 #ifndef MLC_GPU_GPURT_SYMS_H
@@ -44,7 +44,7 @@
     X(cudaIpcCloseMemHandle, ipc_close_mem_handle, OPT)
 
 /* HIP 6 exports the CUDA-compatible properties layout as ...R0600; the
- * plain symbol keeps the HIP 5 layout (slot *_legacy). */
+ * plain symbol keeps the HIP 5 layout (field *_legacy). */
 #define MLC_HIPRT_SYMBOLS(X)                                        \
     X(hipGetErrorString, get_error_string, REQ)                     \
     X(hipGetErrorName, get_error_name, REQ)                         \

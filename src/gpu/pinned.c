@@ -287,12 +287,8 @@ mlc_status_t mlc_pinned_pool_create(size_t limit, mlc_pinned_mode_t mode, mlc_pi
     if (mode < MLC_PINNED_AUTO || mode > MLC_PINNED_MLOCK)
         return mlc_error(MLC_ERR_INVALID_ARG, "mlc_pinned_pool_create: unknown mode %d", (int)mode);
     if (limit == 0) {
-        const char *env = getenv("MLC_PINNED_LIMIT");
-        limit = MLC_PINNED_DEFAULT_LIMIT;
-        if (env && env[0] && (!mlc_parse_size(env, &limit) || limit == 0))
-            return mlc_error(MLC_ERR_CONFIG,
-                             "MLC_PINNED_LIMIT='%s' is not a positive size in bytes (K/M/G suffixes allowed)",
-                             env);
+        mlc_status_t st = mlc_env_size(MLC_ENV_PINNED_LIMIT, &limit, NULL);
+        if (st != MLC_SUCCESS) return st;
     }
     if (mode == MLC_PINNED_CUDA || mode == MLC_PINNED_HIP) {
         const mlc_gpurt_t *rt;

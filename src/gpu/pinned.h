@@ -19,12 +19,13 @@
  */
 #ifndef MLC_GPU_PINNED_H
 #define MLC_GPU_PINNED_H
-#pragma GCC visibility push(default) /* the MPI module stages through these */
 #include <stddef.h>
 #include <stdint.h>
+#include "config.h"
 #include "mlcomm.h"
 
-#define MLC_PINNED_DEFAULT_LIMIT ((size_t)1 << 30)
+/* MLC_PINNED_LIMIT's default, from the config table. */
+#define MLC_PINNED_DEFAULT_LIMIT mlc_env_default_size(MLC_ENV_PINNED_LIMIT)
 
 /* How the pool pins: X(enumerator, name). */
 #define MLC_PINNED_MODE_LIST(X)   \
@@ -88,5 +89,4 @@ mlc_pinned_mode_t mlc_pinned_pool_mode(mlc_pinned_pool_t *pool);
 
 /* The size class a request of `bytes` is rounded to (exposed for tests). */
 size_t mlc_pinned_class_size(size_t bytes);
-#pragma GCC visibility pop
 #endif

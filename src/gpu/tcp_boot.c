@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
+#include "base/clock.h"
 #include "gpu/tcp_boot.h"
 #include <arpa/inet.h>
 #include <errno.h>

@@ -1,10 +1,23 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The frame of one tensor collective call: begin, agree, end. */
+#include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include "core/comm.h"
 #include "core/error.h"
 #include "tensor_internal.h"
+
+/* The tensor layer's per-communicator value: its checks level (absent: full). */
+static pthread_once_t checks_once = PTHREAD_ONCE_INIT;
+static int checks_key = -1;
+static void make_checks_key(void) { checks_key = mlc_comm_key_create(NULL); }
+
+static mlc_tensor_checks_t checks_of(const mlc_comm_t *comm)
+{
+    pthread_once(&checks_once, make_checks_key);
+    return (mlc_tensor_checks_t)(intptr_t)mlc_comm_value(comm, checks_key);
+}
 
 mlc_status_t mlc_tcall_begin(mlc_tcall_t *c, int kind, mlc_comm_t *comm, bool async,
                              mlc_status_t *local)
@@ -21,7 +34,7 @@ mlc_status_t mlc_tcall_begin(mlc_tcall_t *c, int kind, mlc_comm_t *comm, bool as
     if (st != MLC_SUCCESS) return st;
     c->p = mlc_comm_size(comm);
     c->rank = mlc_comm_rank(comm);
-    c->trusted = comm->tensor_checks == MLC_TENSOR_CHECKS_LOCAL;
+    c->trusted = checks_of(comm) == MLC_TENSOR_CHECKS_LOCAL;
     if (!c->trusted)
         c->all = mlc_tmeta_table(c->inline_all, MLC_TCALL_INLINE_RANKS, c->p, &c->heap_all);
     if (!c->trusted && !c->all)
@@ -127,11 +140,14 @@ MLC_API mlc_status_t mlc_tensor_set_checks(mlc_comm_t *comm, mlc_tensor_checks_t
                        all[q] >= 0 ? "\"" : "");
     }
     free(all);
-    if (st == MLC_SUCCESS) comm->tensor_checks = level;
+    pthread_once(&checks_once, make_checks_key);
+    if (st == MLC_SUCCESS && checks_key < 0)
+        st = mlc_error(MLC_ERR_NO_MEMORY, "%s: no per-communicator key left for the tensor layer", fn);
+    if (st == MLC_SUCCESS) mlc_comm_set_value(comm, checks_key, (void *)(intptr_t)level);
     return st;
 }
 
 MLC_API mlc_tensor_checks_t mlc_tensor_get_checks(const mlc_comm_t *comm)
 {
-    return comm ? comm->tensor_checks : MLC_TENSOR_CHECKS_FULL;
+    return comm ? checks_of(comm) : MLC_TENSOR_CHECKS_FULL;
 }

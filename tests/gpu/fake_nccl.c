@@ -40,6 +40,7 @@ typedef struct {
     size_t size;
     unsigned magic, version;
     int blocking;
+    int cgaClusterSize, minCTAs, maxCTAs; /* NCCL 2.17 */
 } config_prefix_t;
 
 typedef struct pending_p2p {
@@ -59,6 +60,7 @@ typedef struct fake_comm {
 API int fake_nccl_aborts, fake_nccl_destroys, fake_nccl_finalizes, fake_nccl_live_comms;
 API int fake_nccl_last_dtype = -1, fake_nccl_last_op = -1, fake_nccl_last_blocking = -1;
 API int fake_nccl_collectives;
+API int fake_nccl_last_min_ctas, fake_nccl_last_max_ctas; /* of the last init or split config */
 API void *fake_nccl_last_stream;
 API char fake_nccl_last_id[128]; /* the unique id of the last ncclCommInitRankConfig */
 
@@ -129,6 +131,8 @@ API int ncclCommInitRankConfig(fake_comm_t **out, int nranks, uid_t128 id, int r
     if (!cfg || cfg->magic != 0xcafebeefu || cfg->size < sizeof *cfg)
         return err(ncclInvalidArgument, "config not initialized");
     fake_nccl_last_blocking = cfg->blocking;
+    fake_nccl_last_min_ctas = cfg->minCTAs;
+    fake_nccl_last_max_ctas = cfg->maxCTAs;
     memcpy(fake_nccl_last_id, id.internal, sizeof fake_nccl_last_id);
     if (nranks < 1 || rank < 0 || rank >= nranks) return err(ncclInvalidArgument, "bad rank");
     if (strncmp(id.internal, "fake-nccl-id-", 13) != 0) return err(ncclInvalidArgument, "bad unique id");
@@ -199,6 +203,8 @@ API int ncclCommCuDevice(fake_comm_t *c, int *d)
 API int ncclCommSplit(fake_comm_t *c, int color, int key, fake_comm_t **out, config_prefix_t *cfg)
 {
     if (!cfg || cfg->magic != 0xcafebeefu) return err(ncclInvalidArgument, "config not initialized");
+    fake_nccl_last_min_ctas = cfg->minCTAs;
+    fake_nccl_last_max_ctas = cfg->maxCTAs;
     if (color == -1) {
         *out = NULL;
         return started(c);

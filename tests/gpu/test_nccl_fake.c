@@ -29,6 +29,7 @@
 #include "backend.h"
 #include "gpu/gpurt.h"
 #include "gpu/pinned.h"
+#include "backends/nccl/ncclapi.h"
 
 static const mlc_gpurt_t *rt;
 static void *fake_nccl_lib, *fake_cuda_lib;
@@ -308,7 +309,7 @@ static void test_pinned_limit(mlc_comm_t *comm)
 {
     /* MLC_PINNED_LIMIT=16M (ctest): a 32 MiB host buffer cannot be staged. */
     size_t n = 8u << 20;
-    float *big = malloc(n * sizeof(float));
+    float *big = calloc(n, sizeof(float));
     CHECK_ERR(mlc_allreduce(big, big, n, MLC_FLOAT32, MLC_SUM, comm, NULL), MLC_ERR_NO_MEMORY,
               "pinned memory limit reached");
     CHECK(mlc_comm_status(comm) == MLC_SUCCESS, "a staging refusal failed the communicator");
@@ -543,6 +544,88 @@ static void test_nosplit(void)
     CHECK_OK(mlc_comm_free(comm));
 }
 
+/* Expect mlc_comm_init to fail with MLC_ERR_CONFIG and a message holding every needle. */
+static void init_fails(const char *const *needles)
+{
+    mlc_config_t cfg = MLC_CONFIG_INIT;
+    cfg.backend = backend;
+    mlc_comm_t *comm = NULL;
+    mlc_status_t st = mlc_comm_init(&cfg, &comm);
+    CHECK(st == MLC_ERR_CONFIG && comm == NULL, "mlc_comm_init: %s: %s", mlc_status_name(st), mlc_last_error());
+    for (int i = 0; needles[i]; i++)
+        CHECK(strstr(mlc_last_error(), needles[i]) != NULL, "message lacks '%s': %s", needles[i], mlc_last_error());
+    if (comm) mlc_comm_free(comm);
+}
+
+static const char *env_or_unset(const char *name)
+{
+    const char *v = getenv(name);
+    return v ? v : "(unset)";
+}
+
+/*
+ * Channels go to NCCL per communicator (ncclConfig_t minCTAs = maxCTAs, also
+ * for split children); NCCL_ALGO and NCCL_BUFFSIZE, which NCCL reads from the
+ * process environment once, are set before the first communicator and a later
+ * one asking for another value fails naming both.
+ */
+static void test_tuning(void)
+{
+    setenv("MLC_NCCL_NCHANNELS", "4", 1);
+    setenv("MLC_NCCL_BUFFSIZE", "8M", 1);
+    setenv("MLC_ALGO_ALLREDUCE", "tree", 1);
+    mlc_comm_t *a = make_comm(0); /* the process's first NCCL communicator */
+    if (!a) return;
+    load_fakes();
+    int *min_ctas = ncounter("fake_nccl_last_min_ctas"), *max_ctas = ncounter("fake_nccl_last_max_ctas");
+    CHECK(*min_ctas == 4 && *max_ctas == 4, "channels in the config: %d..%d", *min_ctas, *max_ctas);
+    CHECK_STR(env_or_unset("NCCL_MIN_NCHANNELS"), "(unset)");
+    CHECK_STR(env_or_unset("NCCL_MAX_NCHANNELS"), "(unset)");
+    CHECK_STR(env_or_unset("NCCL_BUFFSIZE"), "8388608");
+    CHECK_STR(env_or_unset("NCCL_ALGO"), "allreduce:tree");
+
+    /* Another channel count is another communicator's business; its split child keeps it. */
+    setenv("MLC_NCCL_NCHANNELS", "8", 1);
+    mlc_comm_t *b = make_comm(0);
+    CHECK(*min_ctas == 8 && *max_ctas == 8, "second communicator's channels: %d..%d", *min_ctas, *max_ctas);
+    mlc_comm_t *child = NULL;
+    if (b) CHECK_OK(mlc_comm_split(b, 0, 0, &child));
+    CHECK(*min_ctas == 8 && *max_ctas == 8, "split child's channels: %d..%d", *min_ctas, *max_ctas);
+    if (child) mlc_comm_free(child);
+    if (b) mlc_comm_free(b);
+
+    /* Unset: NCCL decides. Not asking for a buffer size or an algorithm accepts the process's. */
+    unsetenv("MLC_NCCL_NCHANNELS");
+    unsetenv("MLC_NCCL_BUFFSIZE");
+    unsetenv("MLC_ALGO_ALLREDUCE");
+    mlc_comm_t *c = make_comm(0);
+    CHECK(*min_ctas == MLC_NCCL_CONFIG_UNDEF_INT && *max_ctas == MLC_NCCL_CONFIG_UNDEF_INT,
+          "unset channels: %d..%d", *min_ctas, *max_ctas);
+    if (c) mlc_comm_free(c);
+
+    /* Another process-wide value: refused, naming both. */
+    setenv("MLC_NCCL_BUFFSIZE", "16M", 1);
+    init_fails((const char *const[]){"MLC_NCCL_BUFFSIZE", "NCCL_BUFFSIZE=16777216", "8388608", NULL});
+    unsetenv("MLC_NCCL_BUFFSIZE");
+    setenv("MLC_ALGO_ALLREDUCE", "ring", 1);
+    init_fails((const char *const[]){"MLC_ALGO_ALLREDUCE", "NCCL_ALGO=allreduce:ring", "allreduce:tree", NULL});
+    unsetenv("MLC_ALGO_ALLREDUCE");
+    CHECK_STR(env_or_unset("NCCL_BUFFSIZE"), "8388608");
+    mlc_comm_free(a);
+}
+
+/* The first communicator asked for nothing: a later one's buffer size would never reach NCCL. */
+static void test_tuning_late(void)
+{
+    mlc_comm_t *a = make_comm(0);
+    if (!a) return;
+    setenv("MLC_NCCL_BUFFSIZE", "8M", 1);
+    init_fails((const char *const[]){"NCCL_BUFFSIZE=8388608", "unset (NCCL's default)", NULL});
+    CHECK_STR(env_or_unset("NCCL_BUFFSIZE"), "(unset)");
+    unsetenv("MLC_NCCL_BUFFSIZE");
+    mlc_comm_free(a);
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "ops";
@@ -574,6 +657,11 @@ int main(int argc, char **argv)
         }
         waitpid(pid, &status, 0);
         CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "tcp bootstrap case failed");
+        return unit_result(mode);
+    }
+    if (strcmp(mode, "tuning") == 0 || strcmp(mode, "tuning_late") == 0) {
+        if (strcmp(mode, "tuning") == 0) test_tuning();
+        else test_tuning_late();
         return unit_result(mode);
     }
     /* Load the doubles through the backend, as an application would. */

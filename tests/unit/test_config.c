@@ -5,6 +5,7 @@
  * from an environment cleared of every variable the resolver reads.
  */
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 
 #include "config.h"
@@ -54,7 +55,7 @@ static mlc_cfg_t resolve_ok(const mlc_config_t *cfg, int line)
 static void test_env_table(void)
 {
     int n = 0;
-#define X_COUNT(name, def, help) n++;
+#define X_COUNT(...) n++;
     MLC_ENV_LIST(X_COUNT)
 #undef X_COUNT
     int m = 0;
@@ -65,6 +66,68 @@ static void test_env_table(void)
     }
     CHECK(m == n, "table has %d of %d variables", m, n);
     CHECK(timeout_seen, "MLC_TIMEOUT with default 600");
+
+    /* Every mlc_config_t field after size/magic/version is one row's public field, at its offset. */
+    static const struct {
+        const char *field;
+        size_t offset;
+    } pub[] = {{"backend", offsetof(mlc_config_t, backend)},     {"rank", offsetof(mlc_config_t, rank)},
+               {"world_size", offsetof(mlc_config_t, world_size)}, {"local_rank", offsetof(mlc_config_t, local_rank)},
+               {"local_size", offsetof(mlc_config_t, local_size)}, {"job_id", offsetof(mlc_config_t, job_id)},
+               {"timeout_s", offsetof(mlc_config_t, timeout_s)},   {"log_level", offsetof(mlc_config_t, log_level)},
+               {"log_file", offsetof(mlc_config_t, log_file)},     {"profile", offsetof(mlc_config_t, profile)},
+               {"memory", offsetof(mlc_config_t, memory)},
+               {"mpi_thread_level", offsetof(mlc_config_t, mpi_thread_level)},
+               {"cma", offsetof(mlc_config_t, cma)}};
+    int npub = 0;
+    for (const mlc_env_var_t *v = mlc_env_vars; v->name != NULL; v++) {
+        if (!v->public_field) continue;
+        npub++;
+        bool found = false;
+        for (size_t k = 0; k < sizeof pub / sizeof pub[0]; k++)
+            found |= strcmp(pub[k].field, v->public_field) == 0 && pub[k].offset == v->public_offset;
+        CHECK(found, "%s: public field %s at %zu", v->name, v->public_field, v->public_offset);
+    }
+    CHECK(npub == (int)(sizeof pub / sizeof pub[0]), "%d public fields in the table", npub);
+
+    /* The rows compared across ranks, and the accessors' ids. */
+    int nagree = 0;
+    for (const mlc_env_var_t *v = mlc_env_vars; v->name != NULL; v++) nagree += v->agree;
+    CHECK(nagree == 5 + MLC_COLL_COUNT, "%d rows must agree", nagree);
+    CHECK(mlc_env_vars[MLC_ENV_STAGE_CHUNK].agree && !mlc_env_vars[MLC_ENV_TIMEOUT].agree, "agree column");
+    CHECK_STR(mlc_env_vars[MLC_ENV_PINNED_LIMIT].name, "MLC_PINNED_LIMIT");
+    CHECK(mlc_env_default_size(MLC_ENV_PINNED_LIMIT) == (size_t)1 << 30, "pinned default");
+    CHECK(mlc_env_default_seconds(MLC_ENV_TIMEOUT) == 600, "timeout default");
+}
+
+/* The typed accessors: default when unset, range from the row, errors naming the value. */
+static void test_env_accessors(void)
+{
+    clear_env();
+    size_t z = 1;
+    bool is_set = true;
+    long long x = 1;
+    double d = 0;
+    CHECK_OK(mlc_env_size(MLC_ENV_PINNED_LIMIT, &z, &is_set));
+    CHECK(z == (size_t)1 << 30 && !is_set, "unset: default %zu", z);
+    CHECK_OK(mlc_env_int(MLC_ENV_NCCL_NCHANNELS, &x, &is_set));
+    CHECK(x == 0 && !is_set, "unset without default: 0");
+    CHECK(mlc_env_text(MLC_ENV_FAULT_INIT) == NULL, "unset text");
+    set("MLC_PINNED_LIMIT", "16M");
+    CHECK_OK(mlc_env_size(MLC_ENV_PINNED_LIMIT, &z, &is_set));
+    CHECK(z == 16u << 20 && is_set, "16M");
+    set("MLC_PINNED_LIMIT", "");
+    CHECK_OK(mlc_env_size(MLC_ENV_PINNED_LIMIT, &z, &is_set));
+    CHECK(!is_set, "empty counts as unset");
+    set("MLC_NCCL_NCHANNELS", "65");
+    CHECK_ERR(mlc_env_int(MLC_ENV_NCCL_NCHANNELS, &x, NULL), MLC_ERR_CONFIG, "MLC_NCCL_NCHANNELS='65' is not an integer in [1, 64]");
+    set("MLC_NCCL_BUFFSIZE", "1K");
+    CHECK_ERR(mlc_env_size(MLC_ENV_NCCL_BUFFSIZE, &z, NULL), MLC_ERR_CONFIG, "from 4K to 2G");
+    set("MLC_TIMEOUT", "7.5");
+    CHECK_OK(mlc_env_seconds(MLC_ENV_TIMEOUT, &d, &is_set));
+    CHECK(d == 7.5 && is_set, "seconds");
+    CHECK_ERR(mlc_env_int(MLC_ENV_TIMEOUT, &x, NULL), MLC_ERR_INTERNAL, "MLC_TIMEOUT");
+    clear_env();
 }
 
 static void test_defaults(void)
@@ -515,6 +578,7 @@ static void test_hash_diff(void)
 int main(void)
 {
     test_env_table();
+    test_env_accessors();
     test_defaults();
     test_env_values();
     test_precedence();

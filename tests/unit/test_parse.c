@@ -2,6 +2,7 @@
 /* Strict number parsers and the monotonic clock. */
 #include <stdint.h>
 
+#include "base/clock.h"
 #include "config.h"
 #include "unit.h"
 

@@ -297,7 +297,7 @@ mlc_status_t eng_health_peers(mlc_comm_t *comm);
 int eng_probe_gone(eng_comm_t *ec, int source, char *why, size_t len);
 /* The ranks a pending request was not heard from (timeout message). Lock NOT held. */
 void eng_name_silent(const mlc_request_t *req, const eng_coll_t *e, char *buf, size_t len);
-/* Does entry e wait for comm rank r? 0 no, 1 yes, 2 as one of any source. Lock held (slots.c). */
+/* Does entry e wait for comm rank r? 0 no, 1 yes, 2 as one of any source. Lock held (table.c). */
 int eng_entry_waits_for(const eng_coll_t *e, int r);
 /* Does a direct collective wait for comm rank r at its current stage (direct.c)? */
 bool eng_direct_waits_for(const mlc_request_t *req, const eng_direct_t *d, int r);
@@ -343,12 +343,12 @@ void eng_board_post(eng_comm_t *ec, const mlc_sig_t *sig, uint64_t hash);
 bool eng_board_mismatch(eng_comm_t *ec, const mlc_sig_t *sig, char *msg, size_t len);
 /* The signature of the active collective with call number `call` whose
  * collective traffic uses context coll_ctx (and its communicator), or NULL.
- * Lock held (slots.c). */
+ * Lock held (table.c). */
 const mlc_sig_t *eng_active_sig(eng_ep_t *ep, uint32_t coll_ctx, uint64_t call, eng_comm_t **ec);
 /* The active collective with the highest call number on that context, or NULL. Lock held. */
 const mlc_sig_t *eng_latest_sig(eng_ep_t *ep, uint32_t coll_ctx, eng_comm_t **ec);
 
-/* --- the backend table slots shared by threads and shm -------------------- */
+/* --- the backend table entries shared by threads and shm -------------------- */
 mlc_status_t eng_comm_create(mlc_comm_t *comm, eng_ep_t *ep, uint32_t ctx, const int *world_of);
 void eng_be_destroy(mlc_comm_t *comm);
 void eng_be_abort(mlc_comm_t *comm);
@@ -368,8 +368,8 @@ mlc_status_t eng_start_send(mlc_request_t *req);
 mlc_status_t eng_start_recv(mlc_request_t *req);
 mlc_status_t eng_start_sendrecv(mlc_request_t *req);
 
-/* Designated initializers of the start slots every engine backend shares. */
-#define ENG_START_SLOTS                                                                      \
+/* Designated initializers of the start entries every engine backend shares. */
+#define ENG_START_ENTRIES                                                                      \
     [MLC_COLL_BROADCAST] = eng_start_coll, [MLC_COLL_REDUCE] = eng_start_coll,               \
     [MLC_COLL_ALLREDUCE] = eng_start_coll, [MLC_COLL_ALLGATHER] = eng_start_coll,            \
     [MLC_COLL_ALLGATHERV] = eng_start_coll, [MLC_COLL_REDUCE_SCATTER] = eng_start_coll,      \
@@ -379,9 +379,9 @@ mlc_status_t eng_start_sendrecv(mlc_request_t *req);
     [MLC_COLL_BARRIER] = eng_start_coll, [MLC_COLL_SEND] = eng_start_send,                   \
     [MLC_COLL_RECV] = eng_start_recv, [MLC_COLL_SENDRECV] = eng_start_sendrecv
 
-#define ENG_COMMON_SLOTS                                                                     \
+#define ENG_COMMON_ENTRIES                                                                     \
     .split = eng_be_split, .destroy = eng_be_destroy, .abort = eng_be_abort,                 \
-    .start = {ENG_START_SLOTS}, .iprobe = eng_be_iprobe, .progress = eng_be_progress,        \
+    .start = {ENG_START_ENTRIES}, .iprobe = eng_be_iprobe, .progress = eng_be_progress,        \
     .idle = eng_be_idle, .health = eng_be_health, .pending_peers = eng_be_pending_peers,     \
     .algos = eng_be_algos, .choose_algo = eng_be_choose_algo, .signs_calls = true,  \
     .post_failure = eng_be_post_failure, .silent_peers = eng_be_silent_peers

@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "base/clock.h"
 #include "engine.h"
 #include "error.h"
 

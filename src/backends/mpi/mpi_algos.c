@@ -70,7 +70,7 @@ static mlc_status_t tp_post(void *tp, bool send, int peer, uint64_t tag64, void 
     uint32_t key = (uint32_t)(tag64 & ((UINT64_C(1) << MLC_SCHED_KEY_BITS) - 1));
     int tag = mlc_mpi_hidden_tag(c, tag64 >> MLC_SCHED_KEY_BITS, key);
     mlc_mpi_handle_t *h = handle_get(c);
-    if (!h) return mlc_error(MLC_ERR_NO_MEMORY, "rank %d: out of memory for an algorithm step", req->comm->rank);
+    if (!h) return mlc_core->error(MLC_ERR_NO_MEMORY, "rank %d: out of memory for an algorithm step", req->comm->rank);
     int rc;
     if (bytes <= mlc_mpi_limits.count) {
         rc = send ? MPI_Isend(buf, (int)bytes, MPI_BYTE, peer, tag, c->hidden, &h->r)
@@ -147,26 +147,26 @@ mlc_status_t mlc_mpi_start_algo(mlc_request_t *req)
     mlc_mpi_op_t *op = mlc_mpi_op_init(req);
     const char *cn = mlc_coll_name(req->coll);
     if (c->seq_window == 0)
-        return mlc_error(MLC_ERR_UNSUPPORTED, "rank %d: %s algorithm '%s': MPI_TAG_UB %d leaves no room for "
+        return mlc_core->error(MLC_ERR_UNSUPPORTED, "rank %d: %s algorithm '%s': MPI_TAG_UB %d leaves no room for "
                          "algorithm tags (use native)", req->comm->rank, cn, req->algo, c->tag_ub);
-    const mlc_algo_t *algo = mlc_algo_find(req->coll, req->algo);
+    const mlc_algo_t *algo = mlc_core->algo_find(req->coll, req->algo);
     if (!algo)
-        return mlc_error(MLC_ERR_INTERNAL, "%s: no algorithm '%s' in src/algos", cn, req->algo);
+        return mlc_core->error(MLC_ERR_INTERNAL, "%s: no algorithm '%s' in src/algos", cn, req->algo);
     mlc_coll_desc_t d;
-    mlc_request_desc(req, &d);
+    mlc_core->request_desc(req, &d);
     mlc_sched_t s;
-    mlc_status_t st = mlc_algo_build(algo, &d, &s);
+    mlc_status_t st = mlc_core->algo_build(algo, &d, &s);
     if (st != MLC_SUCCESS) {
-        mlc_sched_free(&s);
+        mlc_core->sched_free(&s);
         if (st == MLC_ERR_UNSUPPORTED)
-            return mlc_error(st, "%s: algorithm '%s' cannot run this call (%s)", cn, algo->name, mlc_last_error());
+            return mlc_core->error(st, "%s: algorithm '%s' cannot run this call (%s)", cn, algo->name, mlc_core->last_error());
         return st;
     }
     size_t avg_count = 0;
     if (a->op == MLC_AVG && a->recvbuf &&
         (req->coll == MLC_COLL_ALLREDUCE || req->coll == MLC_COLL_REDUCE || req->coll == MLC_COLL_REDUCE_SCATTER))
         avg_count = a->count;
-    st = mlc_exec_create(&s, a->sendbuf, a->recvbuf, a->dtype, a->op, avg_count, req->comm->size, req->seq,
+    st = mlc_core->exec_create(&s, a->sendbuf, a->recvbuf, a->dtype, a->op, avg_count, req->comm->size, req->seq,
                          &op->exec);
     if (st != MLC_SUCCESS) return st;
     op->polled = true;
@@ -176,10 +176,10 @@ mlc_status_t mlc_mpi_start_algo(mlc_request_t *req)
 int mlc_mpi_algo_progress(mlc_mpi_op_t *op, int *moved)
 {
     int progressed = 0;
-    int r = mlc_exec_progress(op->exec, &mpi_transport, op, &progressed);
+    int r = mlc_core->exec_progress(op->exec, &mpi_transport, op, &progressed);
     if (progressed) *moved = 1;
     if (r != 0) {
-        mlc_exec_destroy(op->exec, &mpi_transport, op);
+        mlc_core->exec_destroy(op->exec, &mpi_transport, op);
         op->exec = NULL;
     }
     return r;
@@ -187,13 +187,13 @@ int mlc_mpi_algo_progress(mlc_mpi_op_t *op, int *moved)
 
 void mlc_mpi_algo_abandon(mlc_mpi_op_t *op)
 {
-    mlc_exec_destroy(op->exec, &mpi_transport, op);
+    mlc_core->exec_destroy(op->exec, &mpi_transport, op);
     op->exec = NULL;
 }
 
 void mlc_mpi_algo_pending_peers(const mlc_mpi_op_t *op, char *buf, size_t len)
 {
-    mlc_exec_pending_peers(op->exec, buf, len);
+    mlc_core->exec_pending_peers(op->exec, buf, len);
 }
 
 /* ---- the algorithms this backend offers ---------------------------------------------- */
@@ -204,7 +204,7 @@ static pthread_once_t algo_lists_once = PTHREAD_ONCE_INIT;
 static void build_algo_lists(void)
 {
     for (mlc_coll_t k = 0; k < MLC_COLL_COUNT; k++) {
-        const char *const *names = mlc_algo_names(k);
+        const char *const *names = mlc_core->algo_names(k);
         size_t n = 0;
         while (names && names[n]) n++;
         const char **list = malloc(sizeof *list * (n + 2));

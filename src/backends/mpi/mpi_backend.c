@@ -1,28 +1,13 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * The module's backend table (exported as mlc_mpi_backend_table; the
- * registry's `mpi` entry forwards to it) and its binding to core.
+ * The module's backend table and its one exported symbol, the entry point
+ * through which core binds it (src/core/mpi_module.h).
  */
 #include <stdio.h>
 #include "mpi_impl.h"
 
-/* Until bound, the core of libmlcomm.so, which this module links. */
-#undef mlc_log_level_current
-mlc_mpi_core_t mlc_mpi_core = MLC_MPI_CORE_INIT;
-
-MLC_MPI_EXPORT int mlc_mpi_module_bind(const mlc_mpi_core_t *core, char *why, size_t why_len)
-{
-    const mlc_mpi_core_t mine = MLC_MPI_CORE_INIT;
-    if (core->abi != mine.abi || core->size != mine.size || core->comm_bytes != mine.comm_bytes ||
-        core->request_bytes != mine.request_bytes || core->backend_bytes != mine.backend_bytes ||
-        core->cfg_bytes != mine.cfg_bytes) {
-        snprintf(why, why_len, "it was built against another libmlcomm (interface %u/%u bytes, module %u/%u)",
-                 core->abi, core->size, mine.abi, mine.size);
-        return -1;
-    }
-    mlc_mpi_core = *core;
-    return 0;
-}
+/* The core that loaded this module; set by the entry point before any other call. */
+const mlc_mpi_core_t *mlc_core;
 
 static mlc_status_t mpi_start(mlc_request_t *req)
 {
@@ -54,8 +39,8 @@ static mlc_status_t mpi_start(mlc_request_t *req)
         /* A forced algorithm that cannot take this call falls back to MPI's own
          * (as NCCL_ALGO does); every rank sees the same reason. */
         MLC_DEBUG("rank %d: %s #%llu: algorithm '%s' cannot run it (%s); using MPI's own", req->comm->rank,
-                  mlc_coll_name(req->coll), (unsigned long long)req->seq, req->algo, mlc_last_error());
-        mlc_error_clear();
+                  mlc_coll_name(req->coll), (unsigned long long)req->seq, req->algo, mlc_core->last_error());
+        mlc_core->error_clear();
         req->algo = NULL;
     }
     return native[req->coll](req);
@@ -68,7 +53,8 @@ static int mpi_module_available(char *why, size_t len)
     return 1;
 }
 
-MLC_MPI_EXPORT const mlc_backend_t mlc_mpi_backend_table = {
+const mlc_backend_t mlc_mpi_backend_table = {
+    MLC_BACKEND_HEADER,
     .name = "mpi",
     .priority = 30,
     .available = mpi_module_available,
@@ -93,3 +79,27 @@ MLC_MPI_EXPORT const mlc_backend_t mlc_mpi_backend_table = {
     .device_capable = mlc_mpi_device_capable,
     .device_direct = mlc_mpi_device_direct,
 };
+
+extern const mlc_xexec_mpi_table_t mlc_mpi_xexec_table;
+
+static const mlc_mpi_module_t module = {
+    .abi = MLC_MPI_ABI,
+    .size = sizeof(mlc_mpi_module_t),
+    .backend = &mlc_mpi_backend_table,
+    .xexec = &mlc_mpi_xexec_table,
+    .from_mpi = mlc_mpi_from_mpi,
+    .get_mpi = mlc_mpi_get_mpi,
+};
+
+MLC_MPI_EXPORT const mlc_mpi_module_t *mlc_mpi_module_entry(const mlc_mpi_core_t *core, char *why, size_t why_len)
+{
+    if (core->abi != MLC_MPI_ABI || core->size != sizeof *core || core->comm_bytes != sizeof(mlc_comm_t) ||
+        core->request_bytes != sizeof(mlc_request_t) || core->backend_bytes != sizeof(mlc_backend_t) ||
+        core->cfg_bytes != sizeof(mlc_cfg_t)) {
+        snprintf(why, why_len, "it was built against another libmlcomm (interface %u/%u bytes, module %u/%zu)",
+                 core->abi, core->size, MLC_MPI_ABI, sizeof *core);
+        return NULL;
+    }
+    mlc_core = core;
+    return &module;
+}

@@ -113,7 +113,7 @@ mlc_status_t mlc_mpi_start_broadcast(mlc_request_t *req)
     mlc_status_t st = mlc_mpi_elem_type(a->dtype, &t, &owned);
     if (st == MLC_SUCCESS && owned) st = mlc_mpi_op_keep_type(op, t);
     if (st == MLC_SUCCESS && k > (size_t)INT_MAX / 2)
-        st = mlc_error(MLC_ERR_UNSUPPORTED, "rank %d: broadcast of %zu elements needs %zu MPI calls",
+        st = mlc_core->error(MLC_ERR_UNSUPPORTED, "rank %d: broadcast of %zu elements needs %zu MPI calls",
                        req->comm->rank, n, k);
     if (st == MLC_SUCCESS && !blk) st = mlc_mpi_op_reserve(op, (int)k);
     if (st != MLC_SUCCESS) return fail_setup(op, st);
@@ -208,7 +208,7 @@ static mlc_status_t reduce_setup(mlc_mpi_op_t *op, size_t calls, bool blk, void 
     mlc_status_t st = mlc_mpi_reduce_type(a->dtype, a->op, type, mop);
     if (st != MLC_SUCCESS) return st;
     if (calls > (size_t)INT_MAX / 2)
-        return mlc_error(MLC_ERR_UNSUPPORTED, "rank %d: %s of %zu elements needs %zu MPI calls",
+        return mlc_core->error(MLC_ERR_UNSUPPORTED, "rank %d: %s of %zu elements needs %zu MPI calls",
                          op->req->comm->rank, mlc_coll_name(op->req->coll), a->count, calls);
     if (!blk && (st = mlc_mpi_op_reserve(op, (int)calls)) != MLC_SUCCESS) return st;
     if (a->op == MLC_AVG && avg_buf) {

@@ -19,7 +19,7 @@ static mlc_status_t comm_setup(mlc_comm_t *comm, mlc_mpi_comm_t *c)
     MPI_Comm_rank(c->comm, &r);
     MPI_Comm_size(c->comm, &p);
     if (r != comm->rank || p != comm->size)
-        return mlc_error(MLC_ERR_INTERNAL, "backend 'mpi': MPI made rank %d of %d where mlcomm expects rank %d of %d",
+        return mlc_core->error(MLC_ERR_INTERNAL, "backend 'mpi': MPI made rank %d of %d where mlcomm expects rank %d of %d",
                          r, p, comm->rank, comm->size);
     rc = MPI_Comm_dup(c->comm, &c->hidden);
     if (rc != MPI_SUCCESS) return mlc_mpi_error(rc, "rank %d: MPI_Comm_dup (hidden context)", comm->rank);
@@ -65,7 +65,7 @@ mlc_status_t mlc_mpi_comm_create(mlc_comm_t *comm, MPI_Comm base, bool adopt)
     mlc_mpi_comm_t *c = calloc(1, sizeof *c);
     if (!c) {
         if (adopt) MPI_Comm_free(&base);
-        return mlc_error(MLC_ERR_NO_MEMORY, "backend 'mpi': out of memory for a communicator");
+        return mlc_core->error(MLC_ERR_NO_MEMORY, "backend 'mpi': out of memory for a communicator");
     }
     c->magic = MLC_MPI_COMM_MAGIC;
     c->comm = c->hidden = MPI_COMM_NULL;
@@ -115,7 +115,7 @@ int mlc_mpi_tag_max(mlc_comm_t *comm)
     return c->tag_ub;
 }
 
-/* ---- table slots ---------------------------------------------------------------- */
+/* ---- table entries ---------------------------------------------------------------- */
 
 /*
  * mlc_comm_init_rank on MPI: every MPI process joins (MPI cannot rendezvous
@@ -128,7 +128,7 @@ static mlc_status_t init_by_id(mlc_comm_t *comm, const mlc_boot_t *boot)
     int world = 0;
     MPI_Comm_size(MPI_COMM_WORLD, &world);
     if (boot->size != world)
-        return mlc_error(MLC_ERR_UNSUPPORTED, "mlc_comm_init_rank on backend 'mpi' joins every MPI process: "
+        return mlc_core->error(MLC_ERR_UNSUPPORTED, "mlc_comm_init_rank on backend 'mpi' joins every MPI process: "
                          "nranks is %d but MPI_COMM_WORLD has %d (mlc_comm_split makes a subset)",
                          boot->size, world);
     MPI_Comm all = MPI_COMM_NULL;
@@ -136,7 +136,7 @@ static mlc_status_t init_by_id(mlc_comm_t *comm, const mlc_boot_t *boot)
     char *seen = calloc((size_t)world, 1);
     mlc_status_t st = MLC_SUCCESS;
     if (!every || !seen) {
-        st = mlc_error(MLC_ERR_NO_MEMORY, "mlc_comm_init_rank: out of memory for %d ranks", world);
+        st = mlc_core->error(MLC_ERR_NO_MEMORY, "mlc_comm_init_rank: out of memory for %d ranks", world);
         goto out;
     }
     int rc = MPI_Comm_dup(MPI_COMM_WORLD, &all);
@@ -153,9 +153,9 @@ static mlc_status_t init_by_id(mlc_comm_t *comm, const mlc_boot_t *boot)
     for (int k = 0; k < world && st == MLC_SUCCESS; k++) {
         int64_t r = every[2 * k + 1];
         if (every[2 * k] != (int64_t)h)
-            st = mlc_error(MLC_ERR_MISMATCH, "mlc_comm_init_rank: MPI process %d joined with another unique id", k);
+            st = mlc_core->error(MLC_ERR_MISMATCH, "mlc_comm_init_rank: MPI process %d joined with another unique id", k);
         else if (seen[r]++)
-            st = mlc_error(MLC_ERR_MISMATCH, "mlc_comm_init_rank: two MPI processes asked for rank %lld",
+            st = mlc_core->error(MLC_ERR_MISMATCH, "mlc_comm_init_rank: two MPI processes asked for rank %lld",
                            (long long)r);
     }
     if (st != MLC_SUCCESS) goto out;
@@ -183,7 +183,7 @@ mlc_status_t mlc_mpi_init(mlc_comm_t *comm, const mlc_boot_t *boot)
     MPI_Comm_rank(MPI_COMM_WORLD, &r);
     MPI_Comm_size(MPI_COMM_WORLD, &p);
     if (r != comm->rank || p != comm->size)
-        return mlc_error(MLC_ERR_CONFIG,
+        return mlc_core->error(MLC_ERR_CONFIG,
                          "backend 'mpi': rank %d of %d (from %s) but MPI_COMM_WORLD has rank %d of %d: "
                          "start the job with mpirun, mpiexec or srun",
                          comm->rank, comm->size, comm->cfg.rank_source ? comm->cfg.rank_source : "config", r, p);
@@ -204,7 +204,7 @@ mlc_status_t mlc_mpi_split(mlc_comm_t *parent, int color, int key, const int *me
         return MLC_SUCCESS;
     }
     if (nc == MPI_COMM_NULL)
-        return mlc_error(MLC_ERR_INTERNAL, "rank %d: MPI_Comm_split gave no communicator for color %d",
+        return mlc_core->error(MLC_ERR_INTERNAL, "rank %d: MPI_Comm_split gave no communicator for color %d",
                          parent->rank, color);
     /* Core orders members by (key, parent rank), as MPI does; comm_setup checks it. */
     return mlc_mpi_comm_create(child, nc, true);

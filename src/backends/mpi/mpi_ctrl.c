@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "base/wait.h"
 #include "mpi_impl.h"
 
 #define QUERY_WAIT_S 0.2 /* how long a timed-out rank waits for answers */
@@ -95,7 +96,7 @@ mlc_status_t mlc_mpi_ctrl_arrived(mlc_comm_t *comm, int rc)
         MLC_WARN("rank %d: the control receive failed; remote aborts will not be seen", comm->rank);
     } else if (c->ctrl_msg[0] == MLC_MPI_CTRL_ABORT) {
         /* not reposted: the communicator is failed for good */
-        mlc_comm_fail(comm, MLC_ERR_ABORTED, "rank %lld aborted the communicator (mlc_comm_abort)",
+        mlc_core->comm_fail(comm, MLC_ERR_ABORTED, "rank %lld aborted the communicator (mlc_comm_abort)",
                       (long long)c->ctrl_msg[1]);
     } else {
         if (c->ctrl_msg[0] == MLC_MPI_CTRL_QUERY) reply(comm, (int)c->ctrl_msg[1]);
@@ -117,12 +118,28 @@ mlc_status_t mlc_mpi_check_ctrl(mlc_comm_t *comm)
     return (mlc_status_t)atomic_load(&comm->failed);
 }
 
-static double now_s(void)
+/* Waiting for the answers to a query (base/wait.h). */
+typedef struct query_wait {
+    mlc_comm_t *comm;
+    MPI_Request *rr;
+    int all;
+} query_wait_t;
+
+static int query_step(void *p)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+    query_wait_t *w = p;
+    mlc_mpi_check_ctrl(w->comm);
+    w->all = 1;
+    for (int r = 0; r < w->comm->size; r++) {
+        int done = 1;
+        if (w->rr[r] != MPI_REQUEST_NULL) MPI_Test(&w->rr[r], &done, MPI_STATUS_IGNORE);
+        w->all &= done;
+    }
+    /* An answer is not progress: the query has QUERY_WAIT_S in all. */
+    return MLC_WAIT_NOTHING;
 }
+
+static int query_done(void *p) { return ((query_wait_t *)p)->all; }
 
 void mlc_mpi_query_peers(const mlc_request_t *req, char *buf, size_t len)
 {
@@ -145,21 +162,10 @@ void mlc_mpi_query_peers(const mlc_request_t *req, char *buf, size_t len)
         MPI_Isend(q, MLC_MPI_CTRL_WORDS, MPI_INT64_T, r, c->ctrl_tag, c->hidden, &qs[r]);
     }
     /* Answer the others' queries while waiting for ours (they may be asking too). */
-    double end = now_s() + QUERY_WAIT_S;
-    int all = 0;
-    while (!all && now_s() < end) {
-        mlc_mpi_check_ctrl(comm);
-        all = 1;
-        for (int r = 0; r < p; r++) {
-            int done = 1;
-            if (rr[r] != MPI_REQUEST_NULL) MPI_Test(&rr[r], &done, MPI_STATUS_IGNORE);
-            all &= done;
-        }
-        if (!all) {
-            struct timespec ts = {0, 1000000};
-            nanosleep(&ts, NULL);
-        }
-    }
+    query_wait_t qw = {.comm = comm, .rr = rr};
+    mlc_wait_t w = {.step = query_step, .done = query_done, .ctx = &qw, .timeout_s = QUERY_WAIT_S,
+                    .what = "peer query", .spin_s = -1, .yield_s = -1, .sleep_min_s = 1e-3, .sleep_max_s = 1e-3};
+    mlc_wait_run(&w);
     size_t used = 0;
     for (int r = 0; r < p && used + 1 < len; r++) {
         if (r == me) continue;

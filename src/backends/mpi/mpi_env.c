@@ -76,7 +76,7 @@ mlc_status_t mlc_mpi_error(int rc, const char *fmt, ...)
     int cls = rc;
     if (MPI_Error_class(rc, &cls) != MPI_SUCCESS) cls = rc;
     mlc_mpi_errtext(rc, text, sizeof text);
-    return mlc_error(cls == MPI_ERR_TRUNCATE ? MLC_ERR_TRUNCATE : MLC_ERR_BACKEND, "%s: %s", what, text);
+    return mlc_core->error(cls == MPI_ERR_TRUNCATE ? MLC_ERR_TRUNCATE : MLC_ERR_BACKEND, "%s: %s", what, text);
 }
 
 mlc_status_t mlc_mpi_env_start(int cfg_level)
@@ -87,7 +87,7 @@ mlc_status_t mlc_mpi_env_start(int cfg_level)
     MPI_Initialized(&inited);
     MPI_Finalized(&fin);
     if (fin) {
-        st = mlc_error(MLC_ERR_UNAVAILABLE, "backend 'mpi': MPI has already been finalized in this process");
+        st = mlc_core->error(MLC_ERR_UNAVAILABLE, "backend 'mpi': MPI has already been finalized in this process");
         goto out;
     }
     if (!inited) {

@@ -1,27 +1,29 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* mlcomm_mpi.h: a program hands over its own MPI communicator. */
+/*
+ * mlcomm_mpi.h: a program hands over its own MPI communicator. Core's
+ * mlc_comm_from_mpi_f / mlc_comm_get_mpi_f reach these through the module's
+ * table, with the communicator as its Fortran handle.
+ */
 #include <string.h>
 #include "mpi_impl.h"
-#include "mlcomm_mpi.h"
 
 extern const mlc_backend_t mlc_mpi_backend_table;
 
-mlc_status_t mlc_comm_from_mpi(MPI_Comm comm, const mlc_config_t *cfg, mlc_comm_t **out)
+mlc_status_t mlc_mpi_from_mpi(long comm_f, const mlc_config_t *cfg, mlc_comm_t **out)
 {
-    mlc_error_clear();
-    if (!out) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_comm_from_mpi: out is NULL");
     int inited = 0, fin = 0;
     MPI_Initialized(&inited);
     MPI_Finalized(&fin);
     if (!inited || fin)
-        return mlc_error(MLC_ERR_INVALID_ARG, "mlc_comm_from_mpi: MPI is %s: the program calls MPI_Init "
+        return mlc_core->error(MLC_ERR_INVALID_ARG, "mlc_comm_from_mpi: MPI is %s: the program calls MPI_Init "
                          "first (or uses mlc_comm_init with MLC_BACKEND=mpi)",
                          fin ? "already finalized" : "not initialized");
-    if (comm == MPI_COMM_NULL) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_comm_from_mpi: comm is MPI_COMM_NULL");
+    MPI_Comm comm = MPI_Comm_f2c((MPI_Fint)comm_f);
+    if (comm == MPI_COMM_NULL) return mlc_core->error(MLC_ERR_INVALID_ARG, "mlc_comm_from_mpi: comm is MPI_COMM_NULL");
     int inter = 0;
     int rc = MPI_Comm_test_inter(comm, &inter);
     if (rc != MPI_SUCCESS) return mlc_mpi_error(rc, "mlc_comm_from_mpi: MPI_Comm_test_inter");
-    if (inter) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_comm_from_mpi: comm is an intercommunicator");
+    if (inter) return mlc_core->error(MLC_ERR_INVALID_ARG, "mlc_comm_from_mpi: comm is an intercommunicator");
     mlc_boot_t boot;
     memset(&boot, 0, sizeof boot);
     MPI_Comm_rank(comm, &boot.rank);
@@ -37,18 +39,21 @@ mlc_status_t mlc_comm_from_mpi(MPI_Comm comm, const mlc_config_t *cfg, mlc_comm_
         MPI_Comm_free(&local);
     }
     boot.be_arg = &comm;
-    return mlc_comm_create_with(&mlc_mpi_backend_table, cfg, &boot, out);
+    return mlc_core->comm_create_with(&mlc_mpi_backend_table, cfg, &boot, out);
 }
 
-mlc_status_t mlc_comm_get_mpi(const mlc_comm_t *comm, MPI_Comm *out)
+/* The MPI communicator of an mpi-backend communicator; NULL for another backend's. */
+const mlc_mpi_comm_t *mlc_mpi_comm_of(const mlc_comm_t *comm)
 {
-    mlc_error_clear();
-    if (!comm || !out)
-        return mlc_error(MLC_ERR_INVALID_ARG, "mlc_comm_get_mpi: %s is NULL", comm ? "out" : "comm");
-    const mlc_mpi_comm_t *c = comm->impl;
-    if (!comm->be || strcmp(comm->be->name, "mpi") != 0 || !c || c->magic != MLC_MPI_COMM_MAGIC)
-        return mlc_error(MLC_ERR_INVALID_ARG, "mlc_comm_get_mpi: the communicator runs on backend '%s', not 'mpi'",
-                         comm->be ? comm->be->name : "(none)");
-    *out = c->comm;
+    const mlc_mpi_comm_t *c = comm ? comm->impl : NULL;
+    return comm && comm->be == &mlc_mpi_backend_table && c && c->magic == MLC_MPI_COMM_MAGIC ? c : NULL;
+}
+
+mlc_status_t mlc_mpi_get_mpi(const mlc_comm_t *comm, long *comm_f)
+{
+    const mlc_mpi_comm_t *c = mlc_mpi_comm_of(comm);
+    if (!c)
+        return mlc_core->error(MLC_ERR_INVALID_ARG, "mlc_comm_get_mpi: the communicator is not one of this MPI module's");
+    *comm_f = (long)MPI_Comm_c2f(c->comm);
     return MLC_SUCCESS;
 }

@@ -17,8 +17,13 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "mpi_core_api.h"
-#include "mpi_core_calls.h"
+#include "core/mpi_module.h"
+#include "exchange/xexec_mpi.h"
+
+/* The core that loaded this module (mpi_backend.c): the module calls core
+ * only through it, as mlc_core->error(...), and logs through it (the
+ * MLC_LOG_LEVEL_NOW / MLC_LOG_WRITE definitions in CMakeLists.txt). */
+extern const mlc_mpi_core_t *mlc_core;
 
 #define MLC_MPI_EXPORT __attribute__((visibility("default")))
 
@@ -28,6 +33,13 @@
 #else
 #define MLC_MPI_HAS_LARGE_COUNT 0
 #endif
+
+/* ---- mlcomm_mpi.h (mpi_handover.c) ------------------------------------------ */
+
+mlc_status_t mlc_mpi_from_mpi(long comm_f, const mlc_config_t *cfg, mlc_comm_t **out);
+mlc_status_t mlc_mpi_get_mpi(const mlc_comm_t *comm, long *comm_f);
+/* comm's MPI state, or NULL when comm is not on this module's backend. */
+const struct mlc_mpi_comm *mlc_mpi_comm_of(const mlc_comm_t *comm);
 
 /* ---- process-wide MPI environment (mpi_env.c) ------------------------------ */
 
@@ -75,7 +87,7 @@ mlc_status_t mlc_mpi_elem_type(mlc_dtype_t dtype, MPI_Datatype *type, bool *owne
  * calls mlc_reduce_apply (fp16, bf16, records, user ops). avg reduces as sum. */
 /* MPI reduces dtype/op itself (no user op, no division after): it may run on device memory. */
 bool mlc_mpi_reduce_is_native(mlc_dtype_t dtype, mlc_op_t op);
-/* Device buffers (src/gpu/devmem.h): this MPI takes them (CUDA-aware, or MLC_MPI_CUDA_AWARE=1), and
+/* Device buffers (src/backends/staged/staged.h): this MPI takes them (CUDA-aware, or MLC_MPI_CUDA_AWARE=1), and
  * whether one call may take them as they are. */
 bool mlc_mpi_device_capable(mlc_comm_t *comm);
 bool mlc_mpi_device_direct(const mlc_request_t *req);
@@ -247,7 +259,7 @@ static inline bool mlc_mpi_blocking(const mlc_request_t *req)
     return req->coll < MLC_COLL_SEND || atomic_load_explicit(&mlc_mpi_polled_ops, memory_order_relaxed) == 0;
 }
 
-/* ---- the start slots ------------------------------------------------------------- */
+/* ---- the start entries ------------------------------------------------------------- */
 
 /* MPI_<Name>(args) when blk, else MPI_I<name>(args, next request slot of op). */
 #define MLC_MPI_ISSUE(blk, op, Name, IName, ...) \

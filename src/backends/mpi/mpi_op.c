@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "base/wait.h"
 #include "mpi_impl.h"
 
 typedef struct heap_block {
@@ -55,7 +56,7 @@ mlc_status_t mlc_mpi_op_reserve(mlc_mpi_op_t *op, int n)
     int cap = op->nreq + n;
     MPI_Request *r = malloc(sizeof *r * ((size_t)cap + 1));
     if (!r)
-        return mlc_error(MLC_ERR_NO_MEMORY, "backend 'mpi': out of memory for %d MPI requests of one %s",
+        return mlc_core->error(MLC_ERR_NO_MEMORY, "backend 'mpi': out of memory for %d MPI requests of one %s",
                          cap, mlc_coll_name(op->req->coll));
     for (int i = 0; i <= cap; i++) r[i] = i <= op->nreq ? op->reqs[i] : MPI_REQUEST_NULL;
     if (op->reqs != op->inline_reqs) free(op->reqs);
@@ -75,7 +76,7 @@ mlc_status_t mlc_mpi_op_keep_type(mlc_mpi_op_t *op, MPI_Datatype type)
 {
     if (op->ntypes == MLC_MPI_MAX_TYPES) {
         MPI_Type_free(&type);
-        return mlc_error(MLC_ERR_INTERNAL, "backend 'mpi': more than %d datatypes for one %s",
+        return mlc_core->error(MLC_ERR_INTERNAL, "backend 'mpi': more than %d datatypes for one %s",
                          MLC_MPI_MAX_TYPES, mlc_coll_name(op->req->coll));
     }
     int rc = MPI_Type_commit(&type);
@@ -88,7 +89,7 @@ void *mlc_mpi_op_alloc(mlc_mpi_op_t *op, size_t bytes)
 {
     heap_block_t *b = malloc(sizeof *b + (bytes ? bytes : 1));
     if (!b) {
-        mlc_error(MLC_ERR_NO_MEMORY, "backend 'mpi': out of memory for %zu bytes of scratch (%s)", bytes,
+        mlc_core->error(MLC_ERR_NO_MEMORY, "backend 'mpi': out of memory for %zu bytes of scratch (%s)", bytes,
                   mlc_coll_name(op->req->coll));
         return NULL;
     }
@@ -166,11 +167,11 @@ static void op_finish(mlc_mpi_op_t *op)
     msg[0] = '\0'; /* not = "": that clears all 384 bytes on every call */
     mlc_status_t st = MLC_SUCCESS;
     if (op->copy_bytes) memcpy(op->copy_dst, op->copy_src, op->copy_bytes);
-    if (op->avg_count) mlc_reduce_divide(op->avg_buf, op->avg_count, req->args.dtype, req->comm->size);
+    if (op->avg_count) mlc_core->reduce_divide(op->avg_buf, op->avg_count, req->args.dtype, req->comm->size);
     if (op->recv_slot) st = recv_report(op, msg, sizeof msg);
     op_unlink(op);
     op_release(op);
-    mlc_request_complete(req, st, "%s", msg);
+    mlc_core->request_complete(req, st, "%s", msg);
 }
 
 bool mlc_mpi_drop_request(MPI_Request *r)
@@ -209,7 +210,7 @@ static void op_fail(mlc_mpi_op_t *op, int rc, const char *what)
     mlc_request_t *req = op->req;
     mlc_mpi_errtext(rc, text, sizeof text);
     op_abandon(op);
-    mlc_request_complete(req, MLC_ERR_BACKEND, "rank %d: %s (%s): %s", req->comm->rank, what,
+    mlc_core->request_complete(req, MLC_ERR_BACKEND, "rank %d: %s (%s): %s", req->comm->rank, what,
                          mlc_coll_name(req->coll), text);
 }
 
@@ -278,9 +279,9 @@ static void op_advance(mlc_mpi_op_t *op, int *moved)
         if (r < 0) {
             mlc_request_t *req = op->req;
             char msg[384];
-            snprintf(msg, sizeof msg, "%s", mlc_last_error());
+            snprintf(msg, sizeof msg, "%s", mlc_core->last_error());
             op_abandon(op);
-            mlc_request_complete(req, (mlc_status_t)r, "%s", msg);
+            mlc_core->request_complete(req, (mlc_status_t)r, "%s", msg);
         } else if (r == 1) {
             op_finish(op);
         }
@@ -347,63 +348,76 @@ int mlc_mpi_abandon_all(mlc_comm_t *comm)
 
 /* ---- core's wait slots -------------------------------------------------------- */
 
-static void backoff(int *spins)
+/* A native wait (no MLC_TIMEOUT) as the shared wait loop sees it (base/wait.h). */
+typedef struct native_wait {
+    mlc_request_t *req;
+    bool ctrl_failed; /* the communicator failed (a control message) */
+} native_wait_t;
+
+static int native_step(void *p)
 {
-    if (++*spins < 64) return;
-    if (*spins < 1024) {
-        sched_yield();
-        return;
+    native_wait_t *w = p;
+    mlc_request_t *req = w->req;
+    mlc_comm_t *comm = req->comm;
+    mlc_mpi_comm_t *c = comm->impl;
+    mlc_mpi_op_t *op = mlc_mpi_op_of(req);
+    mlc_mpi_flush_abort(c);
+    if (mlc_mpi_check_ctrl(comm) != MLC_SUCCESS) {
+        w->ctrl_failed = true;
+        return MLC_WAIT_STOP;
     }
-    struct timespec ts = {0, 50000}; /* 50 us: MPI progresses only when called */
-    nanosleep(&ts, NULL);
+    if (atomic_load_explicit(&mlc_mpi_polled_ops, memory_order_relaxed) > 0 || op->polled) {
+        /* Algorithm steps, here or on another communicator, advance only
+         * when we call: poll everything. */
+        int moved = 0;
+        mlc_mpi_progress_all(comm, &moved);
+        return moved ? MLC_WAIT_MOVED : MLC_WAIT_NOTHING;
+    }
+    /* Block in MPI on this operation's requests and the control receive
+     * (holding c: other threads skip it, and it has nothing to poll). */
+    mlc_mpi_lock(c);
+    op->reqs[0] = c->ctrl;
+    int idx = MPI_UNDEFINED;
+    MPI_Status mst;
+    int rc = MPI_Waitany(op->nreq + 1, op->reqs, &idx, &mst);
+    op->reqs[0] = MPI_REQUEST_NULL;
+    if (idx == 0) {
+        mlc_mpi_unlock(c);
+        if (mlc_mpi_ctrl_arrived(comm, rc) != MLC_SUCCESS) {
+            w->ctrl_failed = true;
+            return MLC_WAIT_STOP;
+        }
+        return MLC_WAIT_MOVED;
+    }
+    int moved = 0;
+    bool failed = false;
+    if (idx == MPI_UNDEFINED) {
+        if (rc != MPI_SUCCESS) {
+            op_fail(op, rc, "MPI_Waitany");
+            failed = true;
+        }
+    } else if (!request_done(op, idx, rc, &mst)) {
+        failed = true;
+    }
+    if (!failed) op_advance(op, &moved);
+    mlc_mpi_unlock(c);
+    return failed ? MLC_WAIT_STOP : MLC_WAIT_MOVED;
+}
+
+static int native_done(void *p)
+{
+    return atomic_load_explicit(&((native_wait_t *)p)->req->done, memory_order_acquire);
 }
 
 mlc_status_t mlc_mpi_wait_native(mlc_request_t *req)
 {
-    mlc_comm_t *comm = req->comm;
-    mlc_mpi_comm_t *c = comm->impl;
-    mlc_mpi_op_t *op = mlc_mpi_op_of(req);
-    int spins = 0;
-    while (!atomic_load_explicit(&req->done, memory_order_acquire)) {
-        mlc_mpi_flush_abort(c);
-        mlc_status_t st = mlc_mpi_check_ctrl(comm);
-        if (st != MLC_SUCCESS) return mlc_comm_check(comm);
-        if (atomic_load_explicit(&mlc_mpi_polled_ops, memory_order_relaxed) > 0 || op->polled) {
-            /* Algorithm steps, here or on another communicator, advance only
-             * when we call: poll everything. */
-            int moved = 0;
-            mlc_mpi_progress_all(comm, &moved);
-            if (moved) spins = 0;
-            else backoff(&spins);
-            continue;
-        }
-        /* Block in MPI on this operation's requests and the control receive
-         * (holding c: other threads skip it, and it has nothing to poll). */
-        mlc_mpi_lock(c);
-        op->reqs[0] = c->ctrl;
-        int idx = MPI_UNDEFINED;
-        MPI_Status mst;
-        int rc = MPI_Waitany(op->nreq + 1, op->reqs, &idx, &mst);
-        op->reqs[0] = MPI_REQUEST_NULL;
-        if (idx == 0) {
-            mlc_mpi_unlock(c);
-            if (mlc_mpi_ctrl_arrived(comm, rc) != MLC_SUCCESS) return mlc_comm_check(comm);
-            continue;
-        }
-        int moved = 0;
-        bool failed = false;
-        if (idx == MPI_UNDEFINED) {
-            if (rc != MPI_SUCCESS) {
-                op_fail(op, rc, "MPI_Waitany");
-                failed = true;
-            }
-        } else if (!request_done(op, idx, rc, &mst)) {
-            failed = true;
-        }
-        if (!failed) op_advance(op, &moved);
-        mlc_mpi_unlock(c);
-        if (failed) break;
-    }
+    /* No deadline (MPI's own blocking wait, as raw MPI would). Polled steps
+     * advance only when called: spin a little, yield, then 50 us naps. */
+    native_wait_t nw = {.req = req};
+    mlc_wait_t w = {.step = native_step, .done = native_done, .ctx = &nw, .what = "MPI wait",
+                    .spin_s = 50e-6, .yield_s = 1e-3, .sleep_min_s = 50e-6, .sleep_max_s = 50e-6,
+                    .spin_check = 8};
+    if (mlc_wait_run(&w) == MLC_WAIT_STOPPED && nw.ctrl_failed) return mlc_core->comm_check(req->comm);
     return MLC_SUCCESS;
 }
 
@@ -422,32 +436,38 @@ mlc_status_t mlc_mpi_progress(mlc_comm_t *comm, int *progressed)
     return MLC_SUCCESS;
 }
 
-static double now_s(void)
+/* mlc_mpi_idle as a wait (base/wait.h): over when something moved, a user
+ * message arrived (for probe) or a control message failed the communicator. */
+typedef struct idle_wait {
+    mlc_comm_t *comm;
+    int over;
+} idle_wait_t;
+
+static int idle_step(void *p)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+    idle_wait_t *w = p;
+    mlc_comm_t *comm = w->comm;
+    mlc_mpi_comm_t *c = comm->impl;
+    int moved = 0, flag = 0;
+    mlc_mpi_flush_abort(c);
+    if (mlc_mpi_check_ctrl(comm) != MLC_SUCCESS) return MLC_WAIT_STOP;
+    mlc_mpi_progress_all(comm, &moved);
+    if (!moved) MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, c->comm, &flag, MPI_STATUS_IGNORE);
+    w->over = moved || flag;
+    return MLC_WAIT_NOTHING;
 }
 
-/* MPI has no timed wait: poll with a growing pause until something moves,
- * a user message arrives (for probe), a control message comes, or max_s. */
+static int idle_done(void *p) { return ((idle_wait_t *)p)->over; }
+
+/* MPI has no timed wait: poll with a growing pause (2 us to 1 ms) until
+ * something moves, a message comes, or max_s (the "timeout" here only ends
+ * the nap: the caller's wait owns MLC_TIMEOUT). */
 void mlc_mpi_idle(mlc_comm_t *comm, double max_s)
 {
-    mlc_mpi_comm_t *c = comm->impl;
-    double end = now_s() + max_s;
-    long pause_ns = 2000;
-    for (;;) {
-        int moved = 0, flag = 0;
-        mlc_mpi_flush_abort(c);
-        if (mlc_mpi_check_ctrl(comm) != MLC_SUCCESS) return;
-        mlc_mpi_progress_all(comm, &moved);
-        if (moved) return;
-        MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, c->comm, &flag, MPI_STATUS_IGNORE);
-        if (flag || now_s() >= end) return;
-        struct timespec ts = {0, pause_ns};
-        nanosleep(&ts, NULL);
-        if (pause_ns < 1000000) pause_ns *= 2;
-    }
+    idle_wait_t iw = {.comm = comm};
+    mlc_wait_t w = {.step = idle_step, .done = idle_done, .ctx = &iw, .timeout_s = max_s > 0 ? max_s : 1e-9,
+                    .what = "MPI idle", .spin_s = -1, .yield_s = -1, .sleep_min_s = 2e-6, .sleep_max_s = 1e-3};
+    mlc_wait_run(&w);
 }
 
 void mlc_mpi_pending_peers(const mlc_request_t *req, char *buf, size_t len)

@@ -60,7 +60,7 @@ static void keyed_reduce(void *in, void *inout, int *len, MPI_Datatype *dt)
     int n = atomic_load_explicit(&nkeyed, memory_order_acquire);
     for (int i = 0; i < n; i++) {
         if (keyed[i].type == *dt) {
-            mlc_reduce_apply(in, inout, (size_t)*len, keyed[i].dtype, keyed[i].op);
+            mlc_core->reduce_apply(in, inout, (size_t)*len, keyed[i].dtype, keyed[i].op);
             return;
         }
     }
@@ -89,7 +89,7 @@ static mlc_status_t keyed_type(mlc_dtype_t dtype, mlc_op_t op, MPI_Datatype *out
         }
     }
     if (n == MLC_MPI_KEYED_MAX) {
-        st = mlc_error(MLC_ERR_NO_MEMORY, "backend 'mpi': more than %d distinct (dtype, op) pairs reduced "
+        st = mlc_core->error(MLC_ERR_NO_MEMORY, "backend 'mpi': more than %d distinct (dtype, op) pairs reduced "
                        "through user-defined MPI ops", MLC_MPI_KEYED_MAX);
         goto out;
     }
@@ -181,7 +181,7 @@ static bool native_agrees(mlc_dtype_t d, mlc_op_t op, unsigned char *in, unsigne
             size_t n = probe_lengths[l], at = skew * e;
             memcpy(want + at, mine, n * e);
             memcpy(theirs + at, mine, n * e);
-            mlc_reduce_apply(in + at, want + at, n, d, op);
+            mlc_core->reduce_apply(in + at, want + at, n, d, op);
             int rc = MPI_Reduce_local(in + at, theirs + at, (int)n, dtype_types[d], *native_ops[op]);
             if (rc != MPI_SUCCESS || memcmp(theirs + at, want + at, n * e) != 0) return false;
         }
@@ -273,7 +273,7 @@ mlc_status_t mlc_mpi_reduce_type(mlc_dtype_t dtype, mlc_op_t op, MPI_Datatype *t
     }
     mlc_status_t st = keyed_type(dtype, op, type);
     if (st != MLC_SUCCESS) return st;
-    *mop = mlc_op_commutative(op) ? user_op_commute : user_op_ordered;
+    *mop = mlc_core->op_commutative(op) ? user_op_commute : user_op_ordered;
     return MLC_SUCCESS;
 }
 

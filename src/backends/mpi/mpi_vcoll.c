@@ -98,7 +98,7 @@ static mlc_status_t side_build(vplan_t *v, const size_t *counts, const size_t *d
         if (!native) continue;
         size_t rel = displs[r] - s->shift;
         if (rel > mlc_mpi_limits.displ)
-            return mlc_error(MLC_ERR_UNSUPPORTED,
+            return mlc_core->error(MLC_ERR_UNSUPPORTED,
                              "rank %d: %s: the blocks span %zu elements from displacement %zu, more than one "
                              "MPI call addresses (%zu) without MPI-4 large-count calls",
                              v->me, mlc_coll_name(req->coll), rel + counts[r], s->shift, mlc_mpi_limits.displ);
@@ -139,12 +139,12 @@ static mlc_status_t run(vplan_t *v, vjob_t *j, const char *call)
     mlc_request_t *req = op->req;
     mlc_status_t st = MLC_SUCCESS;
     if (v->npieces > (size_t)INT_MAX / 2) {
-        st = mlc_error(MLC_ERR_UNSUPPORTED, "rank %d: %s needs %zu point-to-point pieces", v->me,
+        st = mlc_core->error(MLC_ERR_UNSUPPORTED, "rank %d: %s needs %zu point-to-point pieces", v->me,
                        mlc_coll_name(req->coll), v->npieces);
         goto fail;
     }
     if (v->npieces && v->tag < 0) {
-        st = mlc_error(MLC_ERR_UNSUPPORTED, "rank %d: %s: MPI_TAG_UB is too small for the hidden tags of "
+        st = mlc_core->error(MLC_ERR_UNSUPPORTED, "rank %d: %s: MPI_TAG_UB is too small for the hidden tags of "
                        "blocks above the count limit", v->me, mlc_coll_name(req->coll));
         goto fail;
     }

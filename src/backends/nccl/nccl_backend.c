@@ -10,6 +10,8 @@
 #include <string.h>
 #include <time.h>
 #include "backends/nccl/nccl_impl.h"
+#include "base/clock.h"
+#include "base/wait.h"
 #include "config.h"
 #include "error.h"
 #include "jobstate.h"
@@ -30,11 +32,7 @@ static void sleep_s(double s)
 }
 
 /* ---- small helpers used by every file of the backend ----------------------- */
-double mlc_nccl_deadline(const mlc_comm_t *comm)
-{
-    double t = comm ? comm->cfg.timeout_s : 0;
-    return t > 0 ? mlc_now() + t : INFINITY;
-}
+double mlc_nccl_timeout(const mlc_comm_t *comm) { return comm ? comm->cfg.timeout_s : 0; }
 
 mlc_status_t mlc_nccl_dev_enter(const nccl_comm_t *impl, int *prev)
 {
@@ -157,50 +155,87 @@ static int dead_rank(unsigned *code)
     return -1;
 }
 
-mlc_status_t mlc_nccl_wait_ready(const mlc_nccl_api_t *api, mlc_ncclComm_t nc, nccl_comm_t *impl,
-                                 const mlc_comm_t *comm, const char *what, double deadline)
+/* An NCCL call still in progress, as the shared wait loop sees it (base/wait.h). */
+typedef struct ready_wait {
+    const mlc_nccl_api_t *api;
+    mlc_ncclComm_t nc;
+    nccl_comm_t *impl;
+    const mlc_comm_t *comm;
+    const char *what;
+    mlc_status_t st;
+    int ready;
+} ready_wait_t;
+
+static int ready_step(void *p)
 {
-    double delay = 20e-6;
-    double start = mlc_now();
-    for (;;) {
-        mlc_ncclResult_t e = mlc_ncclInProgress;
-        mlc_ncclResult_t r;
-        if (impl) {
-            pthread_mutex_lock(&impl->lock);
-            if (impl->nc != nc) {
-                pthread_mutex_unlock(&impl->lock);
-                return mlc_error(MLC_ERR_ABORTED, "%s: communicator aborted during %s", api->name, what);
-            }
-            r = api->ncclCommGetAsyncError(nc, &e);
-            pthread_mutex_unlock(&impl->lock);
-        } else {
-            r = api->ncclCommGetAsyncError(nc, &e);
+    ready_wait_t *w = p;
+    const mlc_nccl_api_t *api = w->api;
+    mlc_ncclResult_t e = mlc_ncclInProgress;
+    mlc_ncclResult_t r;
+    if (w->impl) {
+        pthread_mutex_lock(&w->impl->lock);
+        if (w->impl->nc != w->nc) {
+            pthread_mutex_unlock(&w->impl->lock);
+            w->st = mlc_error(MLC_ERR_ABORTED, "%s: communicator aborted during %s", api->name, w->what);
+            return MLC_WAIT_STOP;
         }
-        if (r != mlc_ncclSuccess) e = r;
-        if (e == mlc_ncclSuccess) return MLC_SUCCESS;
-        if (e != mlc_ncclInProgress) {
-            const char *last = api->ncclGetLastError ? api->ncclGetLastError(nc) : NULL;
-            return mlc_error(e == mlc_ncclRemoteError ? MLC_ERR_PEER_LOST : MLC_ERR_BACKEND,
-                             "%s: %s failed: %s%s%s", api->name, what, api->ncclGetErrorString(e),
-                             last && last[0] ? ": " : "", last ? last : "");
-        }
-        if (comm && atomic_load(&comm->failed) != MLC_SUCCESS)
-            return mlc_error((mlc_status_t)atomic_load(&comm->failed), "%s: %s interrupted: %s",
-                             api->name, what, comm->fail_msg);
-        unsigned code = 0;
-        int dead = dead_rank(&code);
-        if (dead >= 0)
-            return mlc_error(MLC_ERR_PEER_LOST, "%s: %s: rank %d of the job died (%s %u)", api->name,
-                             what, dead, (code & MLC_JOB_DEAD_SIGNAL) ? "signal" : "exit code",
-                             code & 0xffu);
-        if (mlc_now() >= deadline)
-            return mlc_error(MLC_ERR_TIMEOUT,
-                             "%s: %s still in progress after %.1f s: some rank has not made the "
-                             "matching call (MLC_TIMEOUT)",
-                             api->name, what, mlc_now() - start);
-        sleep_s(delay);
-        if (delay < 5e-3) delay *= 2;
+        r = api->ncclCommGetAsyncError(w->nc, &e);
+        pthread_mutex_unlock(&w->impl->lock);
+    } else {
+        r = api->ncclCommGetAsyncError(w->nc, &e);
     }
+    if (r != mlc_ncclSuccess) e = r;
+    if (e == mlc_ncclSuccess) {
+        w->ready = 1;
+        return MLC_WAIT_MOVED;
+    }
+    if (e != mlc_ncclInProgress) {
+        const char *last = api->ncclGetLastError ? api->ncclGetLastError(w->nc) : NULL;
+        w->st = mlc_error(e == mlc_ncclRemoteError ? MLC_ERR_PEER_LOST : MLC_ERR_BACKEND, "%s: %s failed: %s%s%s",
+                          api->name, w->what, api->ncclGetErrorString(e), last && last[0] ? ": " : "",
+                          last ? last : "");
+        return MLC_WAIT_STOP;
+    }
+    return MLC_WAIT_NOTHING;
+}
+
+static int ready_done(void *p) { return ((ready_wait_t *)p)->ready; }
+
+/* Abort and death checks, before every sleep. */
+static int ready_check(void *p)
+{
+    ready_wait_t *w = p;
+    const mlc_comm_t *comm = w->comm;
+    if (comm && atomic_load(&comm->failed) != MLC_SUCCESS) {
+        w->st = mlc_error((mlc_status_t)atomic_load(&comm->failed), "%s: %s interrupted: %s", w->api->name,
+                          w->what, comm->fail_msg);
+        return 1;
+    }
+    unsigned code = 0;
+    int dead = dead_rank(&code);
+    if (dead < 0) return 0;
+    w->st = mlc_error(MLC_ERR_PEER_LOST, "%s: %s: rank %d of the job died (%s %u)", w->api->name, w->what, dead,
+                      (code & MLC_JOB_DEAD_SIGNAL) ? "signal" : "exit code", code & 0xffu);
+    return 1;
+}
+
+mlc_status_t mlc_nccl_wait_ready(const mlc_nccl_api_t *api, mlc_ncclComm_t nc, nccl_comm_t *impl,
+                                 const mlc_comm_t *comm, const char *what, double timeout_s)
+{
+    /* Nothing moves while NCCL is in progress: the timeout is the time since
+     * the call. Backoff from 20 us to 5 ms. */
+    ready_wait_t rw = {.api = api, .nc = nc, .impl = impl, .comm = comm, .what = what, .st = MLC_SUCCESS};
+    mlc_wait_t w = {.step = ready_step, .done = ready_done, .check = ready_check, .ctx = &rw,
+                    .timeout_s = timeout_s, .what = what, .spin_s = -1, .yield_s = -1, .sleep_min_s = 20e-6,
+                    .sleep_max_s = 5e-3};
+    switch (mlc_wait_run(&w)) {
+    case MLC_WAIT_DONE: return MLC_SUCCESS;
+    case MLC_WAIT_STOPPED: return rw.st;
+    case MLC_WAIT_TIMEOUT: break;
+    }
+    return mlc_error(MLC_ERR_TIMEOUT,
+                     "%s: %s still in progress after %.1f s: some rank has not made the matching call (MLC_TIMEOUT)",
+                     api->name, what, w.idle_s);
 }
 
 mlc_status_t mlc_nccl_fail(nccl_comm_t *impl, mlc_comm_t *comm, mlc_status_t st, const char *msg)
@@ -352,9 +387,10 @@ static mlc_status_t nccl_init(mlc_comm_t *comm, const mlc_boot_t *boot)
 
     mlc_ncclComm_t nc = NULL;
     mlc_ncclConfig_t config = nonblocking_config();
+    mlc_nccl_tuning_config(tuning.nchannels, &config);
     mlc_ncclResult_t r = api->ncclCommInitRankConfig(&nc, comm->size, id, comm->rank, &config);
     if (r == mlc_ncclSuccess || r == mlc_ncclInProgress) {
-        st = nc ? mlc_nccl_wait_ready(api, nc, NULL, comm, "ncclCommInitRank", mlc_nccl_deadline(comm))
+        st = nc ? mlc_nccl_wait_ready(api, nc, NULL, comm, "ncclCommInitRank", mlc_nccl_timeout(comm))
                 : mlc_error(MLC_ERR_BACKEND, "%s: ncclCommInitRankConfig returned no communicator", fl->name);
     } else {
         const char *last = api->ncclGetLastError ? api->ncclGetLastError(NULL) : NULL;
@@ -370,6 +406,7 @@ static mlc_status_t nccl_init(mlc_comm_t *comm, const mlc_boot_t *boot)
         return st;
     }
     snprintf(impl->algo_applied, sizeof impl->algo_applied, "%s", comm->cfg.algo[MLC_COLL_ALLREDUCE]);
+    impl->nchannels = tuning.nchannels;
     comm->impl = impl;
     char ver[32];
     mlc_nccl_version_text(api->version, ver, sizeof ver);
@@ -397,14 +434,15 @@ static mlc_status_t nccl_split(mlc_comm_t *parent, int color, int key, const int
     if (st != MLC_SUCCESS) return st;
     mlc_ncclComm_t newnc = NULL;
     mlc_ncclConfig_t config = nonblocking_config();
+    mlc_nccl_tuning_config(pi->nchannels, &config);
     pthread_mutex_lock(&pi->lock);
     mlc_ncclComm_t pnc = pi->nc;
     mlc_ncclResult_t r = pnc ? api->ncclCommSplit(pnc, ncolor, key, &newnc, &config) : mlc_ncclSuccess;
     pthread_mutex_unlock(&pi->lock);
     if (!pnc) st = mlc_error(MLC_ERR_ABORTED, "%s: split of an aborted communicator", pi->fl->name);
     else if (r == mlc_ncclSuccess || r == mlc_ncclInProgress)
-        st = newnc ? mlc_nccl_wait_ready(api, newnc, NULL, parent, "ncclCommSplit", mlc_nccl_deadline(parent))
-                   : mlc_nccl_wait_ready(api, pnc, pi, parent, "ncclCommSplit", mlc_nccl_deadline(parent));
+        st = newnc ? mlc_nccl_wait_ready(api, newnc, NULL, parent, "ncclCommSplit", mlc_nccl_timeout(parent))
+                   : mlc_nccl_wait_ready(api, pnc, pi, parent, "ncclCommSplit", mlc_nccl_timeout(parent));
     else st = mlc_nccl_result(pi, parent, r, "ncclCommSplit");
     if (st == MLC_SUCCESS && child) {
         if (!newnc) st = mlc_error(MLC_ERR_INTERNAL, "%s: ncclCommSplit gave no communicator for colour %d",
@@ -414,6 +452,7 @@ static mlc_status_t nccl_split(mlc_comm_t *parent, int color, int key, const int
         if (st == MLC_SUCCESS) st = impl_create(pi->fl, api, pi->rt, pi->device, newnc, &ci);
         if (st == MLC_SUCCESS) {
             memcpy(ci->algo_applied, pi->algo_applied, sizeof ci->algo_applied);
+            ci->nchannels = pi->nchannels;
             /* Core gives the child the parent's stream: keep using it. */
             if (pi->stream != pi->own_stream) ci->stream = pi->stream;
             child->impl = ci;
@@ -446,7 +485,7 @@ static void nccl_destroy(mlc_comm_t *comm)
         if (clean && api->ncclCommFinalize) {
             mlc_ncclResult_t r = api->ncclCommFinalize(nc);
             if (r == mlc_ncclSuccess || r == mlc_ncclInProgress)
-                st = mlc_nccl_wait_ready(api, nc, NULL, NULL, "ncclCommFinalize", mlc_nccl_deadline(comm));
+                st = mlc_nccl_wait_ready(api, nc, NULL, NULL, "ncclCommFinalize", mlc_nccl_timeout(comm));
             if (st != MLC_SUCCESS) MLC_WARN("%s: %s; aborting instead", impl->fl->name, mlc_last_error());
         } else if (clean) {
             st = MLC_SUCCESS;
@@ -631,6 +670,7 @@ static const char *const *nccl_algos(mlc_coll_t coll)
 #define MLC_X_START(id, str, env) [id] = mlc_nccl_start,
 #define NCCL_BACKEND(ident, label, avail, acc)                                                  \
     const mlc_backend_t mlc_backend_##ident = {                                                 \
+        MLC_BACKEND_HEADER,                                                                     \
         .name = label,                                                                          \
         .priority = 90,                                                                         \
         .available = avail,                                                                     \

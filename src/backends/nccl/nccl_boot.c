@@ -31,8 +31,7 @@ const char *mlc_nccl_boot_method(const mlc_cfg_t *cfg, const mlc_boot_t *boot)
     if (has(src, "mlcomm")) return "shm";
     if (has(src, "torch")) return "tcp";
     if (has(src, "mpi") || has(src, "pmi") || has(src, "hydra")) return "mpi";
-    const char *addr = getenv("MASTER_ADDR"), *port = getenv("MASTER_PORT");
-    if (addr && addr[0] && port && port[0]) return "tcp";
+    if (mlc_env_text(MLC_ENV_MASTER_ADDR) && mlc_env_text(MLC_ENV_MASTER_PORT)) return "tcp";
     if (boot->local_size == boot->size) return "shm";
     return "mpi";
 }
@@ -70,8 +69,8 @@ static mlc_status_t share_by_comm(const char *backend, const mlc_comm_t *comm, c
 
 static mlc_status_t share_by_tcp(const mlc_comm_t *comm, const mlc_boot_t *boot, mlc_ncclUniqueId *id)
 {
-    const char *addr = getenv("MASTER_ADDR"), *port_s = getenv("MASTER_PORT");
-    if (!addr || !addr[0] || !port_s || !port_s[0])
+    const char *addr = mlc_env_text(MLC_ENV_MASTER_ADDR), *port_s = mlc_env_text(MLC_ENV_MASTER_PORT);
+    if (!addr || !port_s)
         return mlc_error(MLC_ERR_CONFIG,
                          "%s: %d ranks launched by %s: sharing the NCCL unique id over TCP needs "
                          "MASTER_ADDR and MASTER_PORT",

@@ -323,7 +323,7 @@ static mlc_status_t check_buffer(const nccl_comm_t *impl, const mlc_request_t *r
     return MLC_SUCCESS;
 }
 
-/* ---- the start slot --------------------------------------------------------------- */
+/* ---- the start entry --------------------------------------------------------------- */
 static mlc_status_t prepare(nccl_comm_t *impl, mlc_request_t *req, const op_desc_t *d, issue_t *c)
 {
     mlc_status_t st = MLC_SUCCESS;
@@ -434,7 +434,7 @@ mlc_status_t mlc_nccl_start(mlc_request_t *req)
     } else if (r == mlc_ncclInProgress) {
         /* Non-blocking communicator still connecting: the operation is on the
          * stream once NCCL says so; what follows it must come after. */
-        st = mlc_nccl_wait_ready(impl->api, nc, impl, comm, what, mlc_nccl_deadline(comm));
+        st = mlc_nccl_wait_ready(impl->api, nc, impl, comm, what, mlc_nccl_timeout(comm));
         if (st != MLC_SUCCESS && st != MLC_ERR_ABORTED) {
             char msg[512];
             snprintf(msg, sizeof msg, "%s", mlc_last_error());

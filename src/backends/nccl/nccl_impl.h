@@ -68,6 +68,7 @@ typedef struct nccl_comm {
     int nretired;
     void *barrier_buf;    /* one int32 on the device for barrier */
     char algo_applied[32];/* MLC_ALGO_ALLREDUCE in force when NCCL_ALGO was exported */
+    int nchannels;        /* ncclConfig_t minCTAs = maxCTAs of this communicator; 0 = NCCL's (split children inherit) */
 } nccl_comm_t;
 
 /* One operation being issued (lock held). */
@@ -100,16 +101,18 @@ _Static_assert(sizeof(nccl_req_t) <= MLC_REQ_PRIV_BYTES, "nccl_req_t must fit in
 static inline nccl_req_t *nccl_req(mlc_request_t *req) { return (nccl_req_t *)(void *)req->priv; }
 
 /* ---- nccl_backend.c ---- */
-/* Deadline for a wait on this communicator (INFINITY when the timeout is 0). */
-double mlc_nccl_deadline(const mlc_comm_t *comm);
+/* MLC_TIMEOUT of this communicator (0: none; comm may be NULL). */
+double mlc_nccl_timeout(const mlc_comm_t *comm);
 /*
  * Poll ncclCommGetAsyncError(nc) until it is no longer ncclInProgress
- * (lock not held by the caller). Fails the wait with TIMEOUT at the
- * deadline, ABORTED when the communicator was aborted, PEER_LOST when the
- * launcher reports a dead rank. `what` names the operation in messages.
+ * (lock not held by the caller), in the shared wait loop (base/wait.h).
+ * Fails the wait with TIMEOUT after timeout_s without progress (0: never;
+ * nothing moves while NCCL is in progress, so the time since the call),
+ * ABORTED when the communicator was aborted, PEER_LOST when the launcher
+ * reports a dead rank. `what` names the operation in messages.
  */
 mlc_status_t mlc_nccl_wait_ready(const mlc_nccl_api_t *api, mlc_ncclComm_t nc, nccl_comm_t *impl,
-                                 const mlc_comm_t *comm, const char *what, double deadline);
+                                 const mlc_comm_t *comm, const char *what, double timeout_s);
 /*
  * Turn an NCCL result into a status + message (lock not held). Results that
  * leave the NCCL communicator unusable abort it and fail `comm`.
@@ -147,7 +150,7 @@ void mlc_nccl_stage_out(nccl_issue_t *c);
 void mlc_nccl_stage_finish(nccl_req_t *nr, bool deliver);
 
 /* ---- nccl_colls.c ---- */
-/* The start slot for every collective kind (one function, dispatching on req->coll). */
+/* The start entry for every collective kind (one function, dispatching on req->coll). */
 mlc_status_t mlc_nccl_start(mlc_request_t *req);
 
 /* ---- nccl_boot.c ---- */
@@ -159,13 +162,32 @@ const char *mlc_nccl_boot_method(const mlc_cfg_t *cfg, const mlc_boot_t *boot);
 
 /* ---- nccl_tuning.c ---- */
 typedef struct mlc_nccl_tuning {
-    char algo[32];    /* value for NCCL_ALGO, "" = NCCL decides */
-    int nchannels;    /* NCCL_MIN_NCHANNELS = NCCL_MAX_NCHANNELS, 0 = NCCL decides */
-    size_t buffsize;  /* NCCL_BUFFSIZE, 0 = NCCL's default */
-    bool debug;       /* NCCL_DEBUG=INFO */
+    char algo[32];    /* value for NCCL_ALGO, "" = NCCL decides (process-wide) */
+    int nchannels;    /* ncclConfig_t minCTAs = maxCTAs, 0 = NCCL decides (per communicator) */
+    size_t buffsize;  /* NCCL_BUFFSIZE, 0 = NCCL's default (process-wide) */
+    bool debug;       /* NCCL_DEBUG=INFO (process-wide; a user's own value stands) */
 } mlc_nccl_tuning_t;
+/*
+ * What NCCL reads from the process environment, once, at the process's first
+ * communicator: the values in force then ("" = unset, NCCL's default).
+ */
+typedef struct mlc_nccl_process_env {
+    bool fixed;            /* the first communicator has set them */
+    char algo[32];         /* NCCL_ALGO */
+    char buffsize[32];     /* NCCL_BUFFSIZE */
+} mlc_nccl_process_env_t;
 /* From the resolved config (MLC_ALGO_ALLREDUCE, MLC_LOG_LEVEL) and MLC_NCCL_NCHANNELS / MLC_NCCL_BUFFSIZE. */
 mlc_status_t mlc_nccl_tuning_resolve(const mlc_cfg_t *cfg, int nccl_version, mlc_nccl_tuning_t *t);
-/* Export as NCCL_* variables (before the first NCCL communicator of the process). */
+/*
+ * The process-wide settings, into `penv` (the process's: mlc_nccl_tuning_apply).
+ * Before the first communicator: export them (a different value the user set
+ * is a CONFIG error naming both) and fix them. After: a communicator asking
+ * for a value other than the fixed one is a CONFIG error naming both; one
+ * that asks for nothing gets the process's.
+ */
+mlc_status_t mlc_nccl_tuning_apply_to(mlc_nccl_process_env_t *penv, const mlc_nccl_tuning_t *t);
+/* The same on this process's record (thread-safe): call before each NCCL communicator. */
 mlc_status_t mlc_nccl_tuning_apply(const mlc_nccl_tuning_t *t);
+/* The per-communicator settings into an ncclConfig_t (nchannels: minCTAs = maxCTAs). */
+void mlc_nccl_tuning_config(int nchannels, mlc_ncclConfig_t *config);
 #endif

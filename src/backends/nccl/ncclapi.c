@@ -19,12 +19,13 @@ static const char *const nccl_sonames[] = {"libnccl.so.2", "libnccl.so", NULL};
 static const char *const rccl_sonames[] = {"librccl.so.1", "librccl.so", NULL};
 
 typedef struct flavor_desc {
-    const char *name, *what, *env;
+    const char *name, *what;
+    mlc_env_id_t env;
     const char *const *sonames;
 } flavor_desc_t;
 static const flavor_desc_t flavors[MLC_NCCL_FLAVOR_COUNT] = {
-    [MLC_NCCL_FLAVOR_NCCL] = {"NCCL", "NCCL library", "MLC_NCCL_LIB", nccl_sonames},
-    [MLC_NCCL_FLAVOR_RCCL] = {"RCCL", "RCCL library", "MLC_RCCL_LIB", rccl_sonames},
+    [MLC_NCCL_FLAVOR_NCCL] = {"NCCL", "NCCL library", MLC_ENV_NCCL_LIB, nccl_sonames},
+    [MLC_NCCL_FLAVOR_RCCL] = {"RCCL", "RCCL library", MLC_ENV_RCCL_LIB, rccl_sonames},
 };
 
 int mlc_nccl_version_code(int major, int minor, int patch)
@@ -51,7 +52,7 @@ mlc_status_t mlc_nccl_api_open(mlc_nccl_flavor_t flavor, const char *path, mlc_n
     const char *const only[] = {path, NULL};
     mlc_nccl_api_t tmp;
     memset(&tmp, 0, sizeof tmp);
-    mlc_status_t st = mlc_dynlib_open(d->what, path ? NULL : d->env, path ? only : d->sonames,
+    mlc_status_t st = mlc_dynlib_open(d->what, path ? MLC_ENV_COUNT : d->env, path ? only : d->sonames,
                                       nccl_syms, sizeof nccl_syms / sizeof nccl_syms[0], &tmp,
                                       sizeof tmp, &tmp.lib, why, why_len);
     if (st != MLC_SUCCESS) return st;

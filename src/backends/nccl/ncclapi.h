@@ -116,9 +116,9 @@ typedef struct mlc_nccl_api {
     const char *name;  /* "NCCL" / "RCCL" */
     mlc_dynlib_t lib;
     int version;       /* ncclGetVersion: 22809 = 2.28.9 */
-#define MLC_X_SLOT(symbol, req, ret, params) ret(*symbol) params;
-    MLC_NCCL_SYMBOLS(MLC_X_SLOT)
-#undef MLC_X_SLOT
+#define MLC_X_FIELD(symbol, req, ret, params) ret(*symbol) params;
+    MLC_NCCL_SYMBOLS(MLC_X_FIELD)
+#undef MLC_X_FIELD
 } mlc_nccl_api_t;
 
 typedef enum mlc_nccl_flavor { MLC_NCCL_FLAVOR_NCCL, MLC_NCCL_FLAVOR_RCCL, MLC_NCCL_FLAVOR_COUNT } mlc_nccl_flavor_t;

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The shm rendezvous: see rendezvous.h and docs/ENGINE.md "Segment". */
+#include "base/clock.h"
 #include "rendezvous.h"
 
 #include <errno.h>
@@ -96,8 +97,8 @@ int shm_describe_dead(unsigned code, char *why, size_t len)
 
 void shm_fault_point(int rank, const char *point)
 {
-    const char *v = getenv("MLC_FAULT_INIT");
-    if (v == NULL || v[0] == '\0') return;
+    const char *v = mlc_env_text(MLC_ENV_FAULT_INIT);
+    if (v == NULL) return;
     char *end;
     long r = strtol(v, &end, 10);
     if (end == v || *end != ':' || r != rank || strcmp(end + 1, point) != 0) return;

@@ -22,10 +22,12 @@
 #include <unistd.h>
 #include "backend.h"
 #include "backends/engine/engine.h"
+#include "base/clock.h"
 #include "error.h"
 #include "jobstate.h"
 #include "log.h"
 #include "rendezvous.h"
+#include "base/wait.h"
 
 typedef struct shm_data {
     size_t map_bytes;
@@ -140,30 +142,60 @@ static bool cma_probe(eng_ep_t *ep, int r)
     return n == (ssize_t)sizeof v && v == c->cma_probe;
 }
 
-/* Wait until counter reaches n, watching for failures, dead peers and the deadline. */
+/* An init step's count, as the shared wait loop sees it (base/wait.h). */
+typedef struct count_wait {
+    shm_rdv_t *rv;
+    atomic_uint *counter;
+    unsigned n, seen;
+    mlc_status_t st;
+} count_wait_t;
+
+static int count_step(void *p)
+{
+    count_wait_t *w = p;
+    unsigned v = atomic_load(w->counter);
+    if (v == w->seen) return MLC_WAIT_NOTHING;
+    w->seen = v; /* another rank got through: progress */
+    return MLC_WAIT_MOVED;
+}
+
+static int count_done(void *p)
+{
+    const count_wait_t *w = p;
+    return w->seen >= w->n;
+}
+
+static int count_check(void *p)
+{
+    count_wait_t *w = p;
+    w->st = shm_rdv_check(w->rv);
+    return w->st != MLC_SUCCESS;
+}
+
 /* Wait until n ranks have passed an init step: attached (their pid is in
- * their control block) or, with `probed`, done probing (marked joined). A
- * timeout names the ranks that have not. */
-static mlc_status_t wait_count(shm_rdv_t *rv, eng_seg_t *seg, atomic_uint *counter, unsigned n, double deadline,
+ * their control block) or, with `probed`, done probing (marked joined),
+ * watching for failures and dead peers. A timeout (no rank got through for
+ * timeout_s) names the ranks that have not. */
+static mlc_status_t wait_count(shm_rdv_t *rv, eng_seg_t *seg, atomic_uint *counter, unsigned n, double timeout_s,
                                bool probed, const char *what)
 {
-    while (atomic_load(counter) < n) {
-        mlc_status_t st = shm_rdv_check(rv);
-        if (st != MLC_SUCCESS) return st;
-        if (mlc_now() > deadline) {
-            char late[160] = "";
-            size_t o = 0;
-            eng_ctl_t *ctl = (eng_ctl_t *)((char *)seg + seg->ctl_off);
-            for (unsigned r = 0; r < n && o < sizeof late; r++) {
-                bool done = probed ? atomic_load(&ctl[r].attached) == ENG_JOINED : atomic_load(&ctl[r].pid) != 0;
-                if (!done) o += (size_t)snprintf(late + o, sizeof late - o, "%s%u", o ? ", " : "", r);
-            }
-            return mlc_error(MLC_ERR_TIMEOUT, "shm init: only %u of %u ranks %s; ranks not heard from: %s",
-                             atomic_load(counter), n, what, late[0] ? late : "unknown");
-        }
-        nap();
+    count_wait_t cw = {.rv = rv, .counter = counter, .n = n, .seen = 0, .st = MLC_SUCCESS};
+    mlc_wait_t w = {.step = count_step, .done = count_done, .check = count_check, .ctx = &cw,
+                    .timeout_s = timeout_s, .what = what, .spin_s = 1e-4, .sleep_min_s = 1e-5, .sleep_max_s = 1e-3};
+    switch (mlc_wait_run(&w)) {
+    case MLC_WAIT_DONE: return MLC_SUCCESS;
+    case MLC_WAIT_STOPPED: return cw.st;
+    case MLC_WAIT_TIMEOUT: break;
     }
-    return MLC_SUCCESS;
+    char late[160] = "";
+    size_t o = 0;
+    eng_ctl_t *ctl = (eng_ctl_t *)((char *)seg + seg->ctl_off);
+    for (unsigned r = 0; r < n && o < sizeof late; r++) {
+        bool done = probed ? atomic_load(&ctl[r].attached) == ENG_JOINED : atomic_load(&ctl[r].pid) != 0;
+        if (!done) o += (size_t)snprintf(late + o, sizeof late - o, "%s%u", o ? ", " : "", r);
+    }
+    return mlc_error(MLC_ERR_TIMEOUT, "shm init: only %u of %u ranks %s (none for %.0f s: MLC_TIMEOUT); ranks not "
+                     "heard from: %s", atomic_load(counter), n, what, timeout_s, late[0] ? late : "unknown");
 }
 
 static int shm_available(char *why, size_t len)
@@ -205,8 +237,10 @@ static uint64_t launch_tag(const mlc_boot_t *boot)
 static mlc_status_t shm_init(mlc_comm_t *comm, const mlc_boot_t *boot)
 {
     int n = boot->size, me = boot->rank;
-    double timeout = comm->cfg.timeout_s > 0 ? comm->cfg.timeout_s : 600;
-    double deadline = mlc_now() + timeout;
+    /* MLC_TIMEOUT means no progress for that long: each init step that
+     * completes is progress, so each step's wait gets its own deadline (the
+     * counted steps restart it whenever a rank gets through). */
+    double timeout = comm->cfg.timeout_s > 0 ? comm->cfg.timeout_s : mlc_env_default_seconds(MLC_ENV_TIMEOUT);
     bool use_js = boot->uid == NULL;
     unsigned counter = atomic_fetch_add(&shm_init_counter, 1);
 
@@ -218,15 +252,16 @@ static mlc_status_t shm_init(mlc_comm_t *comm, const mlc_boot_t *boot)
     shm_data_t *d = NULL;
     eng_ep_t *ep = NULL;
     shm_rdv_t rv;
-    mlc_status_t st = shm_rdv_open(&rv, boot->job_id, counter, me, n, launch_tag(boot), use_js, deadline);
+    mlc_status_t st =
+        shm_rdv_open(&rv, boot->job_id, counter, me, n, launch_tag(boot), use_js, mlc_now() + timeout);
     if (st != MLC_SUCCESS) goto fail;
     shm_fault_point(me, "rendezvous");
     if (me == 0) {
         st = create_segment(rv.seg_name, n, &map_bytes, &seg);
         if (st == MLC_SUCCESS) shm_rdv_publish(&rv);
     } else {
-        st = shm_rdv_wait_ready(&rv, deadline);
-        if (st == MLC_SUCCESS) st = open_segment(rv.seg_name, n, deadline, &map_bytes, &seg);
+        st = shm_rdv_wait_ready(&rv, mlc_now() + timeout);
+        if (st == MLC_SUCCESS) st = open_segment(rv.seg_name, n, mlc_now() + timeout, &map_bytes, &seg);
     }
     if (st != MLC_SUCCESS) goto fail;
     d = calloc(1, sizeof *d);
@@ -248,7 +283,7 @@ static mlc_status_t shm_init(mlc_comm_t *comm, const mlc_boot_t *boot)
     mine->cma_probe_addr = (uint64_t)(uintptr_t)&probe_value;
     atomic_store(&mine->pid, (int)getpid());
     atomic_fetch_add(&seg->nattached, 1);
-    st = wait_count(&rv, seg, &seg->nattached, (unsigned)n, deadline, false, "attached to the shared segment");
+    st = wait_count(&rv, seg, &seg->nattached, (unsigned)n, timeout, false, "attached to the shared segment");
     if (st != MLC_SUCCESS) goto fail;
     /* Everyone is attached: the names are no longer needed, nothing is left behind. */
     if (me == 0) shm_rdv_unlink(&rv);
@@ -259,7 +294,7 @@ static mlc_status_t shm_init(mlc_comm_t *comm, const mlc_boot_t *boot)
     for (int r = 0; r < n; r++) cma[(size_t)me * (size_t)n + (size_t)r] = r != me && ep->cma && cma_probe(ep, r);
     atomic_store(&mine->attached, ENG_JOINED);
     atomic_fetch_add(&seg->nreleased, 1); /* reused as the "probed" counter during init */
-    st = wait_count(&rv, seg, &seg->nreleased, (unsigned)n, deadline, true, "finished the single-copy probe");
+    st = wait_count(&rv, seg, &seg->nreleased, (unsigned)n, timeout, true, "finished the single-copy probe");
     if (st != MLC_SUCCESS) goto fail;
     shm_rdv_close(&rv);
     int ok = 0;
@@ -287,10 +322,12 @@ fail:
 }
 
 const mlc_backend_t mlc_backend_shm = {
+    MLC_BACKEND_HEADER,
     .name = "shm",
     .priority = 20,
     .available = shm_available,
     .accepts = shm_accepts,
     .init = shm_init,
-    ENG_COMMON_SLOTS,
+    .host_shared = true,
+    ENG_COMMON_ENTRIES,
 };

@@ -12,6 +12,7 @@
 #include <time.h>
 #include "backend.h"
 #include "backends/engine/engine.h"
+#include "base/wait.h"
 #include "error.h"
 
 /* Segments up to this size are committed at creation (as plain heap memory
@@ -75,10 +76,38 @@ static pthread_mutex_t jobs_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t jobs_cond = PTHREAD_COND_INITIALIZER;
 static pending_job_t *jobs;
 
+/* Waiting (jobs_lock held) for a job's ranks to join, in the shared wait
+ * loop (base/wait.h): the event hook sleeps on jobs_cond. */
+typedef struct join_wait {
+    pending_job_t *j;
+    int seen;
+} join_wait_t;
+
+static int join_step(void *p)
+{
+    join_wait_t *w = p;
+    if (w->j->joined == w->seen) return MLC_WAIT_NOTHING;
+    w->seen = w->j->joined; /* another rank joined: progress */
+    return MLC_WAIT_MOVED;
+}
+
+static int join_done(void *p)
+{
+    const join_wait_t *w = p;
+    return w->j->joined >= w->j->nranks;
+}
+
+static int join_block(void *p, double max_s)
+{
+    (void)p;
+    (void)max_s;
+    eng_cond_wait_slice(&jobs_cond, &jobs_lock);
+    return 1;
+}
+
 static mlc_status_t join_unique_id(mlc_comm_t *comm, const mlc_boot_t *boot)
 {
-    double timeout = comm->cfg.timeout_s > 0 ? comm->cfg.timeout_s : 1e9;
-    double deadline = mlc_now() + timeout;
+    double timeout = comm->cfg.timeout_s;
     mlc_status_t st = MLC_SUCCESS;
     pthread_mutex_lock(&jobs_lock);
     pending_job_t *j = jobs;
@@ -104,14 +133,13 @@ static mlc_status_t join_unique_id(mlc_comm_t *comm, const mlc_boot_t *boot)
     eng_seg_t *seg = j->seg;
     j->joined++;
     pthread_cond_broadcast(&jobs_cond);
-    while (j->joined < j->nranks) {
-        if (mlc_now() > deadline) {
-            st = mlc_error(MLC_ERR_TIMEOUT, "mlc_comm_init_rank: rank %d waited %.0f s; only %d of %d ranks joined",
-                           boot->rank, timeout, j->joined, j->nranks);
-            j->joined--;
-            break;
-        }
-        eng_cond_wait_slice(&jobs_cond, &jobs_lock);
+    join_wait_t jw = {.j = j, .seen = j->joined};
+    mlc_wait_t w = {.step = join_step, .done = join_done, .block = join_block, .ctx = &jw, .timeout_s = timeout,
+                    .what = "mlc_comm_init_rank", .spin_s = -1, .yield_s = -1};
+    if (mlc_wait_run(&w) == MLC_WAIT_TIMEOUT) {
+        st = mlc_error(MLC_ERR_TIMEOUT, "mlc_comm_init_rank: rank %d waited %.0f s without another rank joining "
+                       "(MLC_TIMEOUT); only %d of %d ranks joined", boot->rank, w.idle_s, j->joined, j->nranks);
+        j->joined--;
     }
     if (st == MLC_SUCCESS && atomic_fetch_add(&seg->nattached, 1) + 1 == seg->nranks) {
         /* Everyone is in: forget the id (the segment lives on with its endpoints). */
@@ -127,7 +155,7 @@ static mlc_status_t join_unique_id(mlc_comm_t *comm, const mlc_boot_t *boot)
     return attach(comm, seg, boot->rank);
 }
 
-/* ---- table slots ------------------------------------------------------------- */
+/* ---- table entries ------------------------------------------------------------- */
 
 static int threads_available(char *why, size_t len)
 {
@@ -169,11 +197,12 @@ static mlc_status_t threads_init_all(int n, mlc_comm_t **comms)
 }
 
 const mlc_backend_t mlc_backend_threads = {
+    MLC_BACKEND_HEADER,
     .name = "threads",
     .priority = 10,
     .available = threads_available,
     .accepts = threads_accepts,
     .init = threads_init,
     .init_all = threads_init_all,
-    ENG_COMMON_SLOTS,
+    ENG_COMMON_ENTRIES,
 };

@@ -2,81 +2,115 @@
 /* Waiting and failure for the MPI exchange executors, and the table the module exports. */
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
+#include "base/wait.h"
 #include "exchange/xexec_mpi.h"
 #include "xexec_mpi_impl.h"
 
 int mlc_xmpi_applies(mlc_comm_t *comm)
 {
-    return comm && comm->impl && ((const mlc_mpi_comm_t *)comm->impl)->magic == MLC_MPI_COMM_MAGIC;
-}
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+    return mlc_mpi_comm_of(comm) != NULL;
 }
 
 /* An exchange message failed: fail the communicator (sticky), name the message. */
 static mlc_status_t message_failed(mlc_comm_t *comm, int rc, const char *who, int i, int n)
 {
     mlc_status_t st = mlc_mpi_error(rc, "rank %d: %s: message %d of %d", comm->rank, who, i, n);
-    mlc_comm_fail(comm, MLC_ERR_ABORTED, "rank %d: %s failed", comm->rank, who);
+    mlc_core->comm_fail(comm, MLC_ERR_ABORTED, "rank %d: %s failed", comm->rank, who);
     return st;
 }
 
+/* Waiting on an exchange's messages with MLC_TIMEOUT (base/wait.h). */
+typedef struct xmpi_wait {
+    mlc_comm_t *comm;
+    int n, first, ndone; /* requests before first are complete; ndone in the last pass */
+    MPI_Request *reqs;
+    const char *who;
+    mlc_status_t st;
+} xmpi_wait_t;
+
 /*
- * One request at a time, each with a real status: MPI_Waitall/Testall with
- * MPI_STATUSES_IGNORE trip GCC's -Wstringop-overflow under MPICH's mpi.h
- * (a status array of size 0), and a failed request's own code is reported.
- * Waiting on the first request still progresses all of them; persistent
- * requests (mpi_pack) become inactive, which MPI_Test reports as complete.
+ * Test every request, one at a time, each with a real status: MPI_Testall
+ * with MPI_STATUSES_IGNORE trips GCC's -Wstringop-overflow under MPICH's
+ * mpi.h (a status array of size 0), and a failed request's own code is
+ * reported. A completed request stays complete (MPI_REQUEST_NULL, or an
+ * inactive persistent request, which MPI_Test reports as complete), so more
+ * complete requests than in the last pass is progress.
+ */
+static int xmpi_step(void *p)
+{
+    xmpi_wait_t *w = p;
+    MPI_Status status;
+    int ndone = w->first;
+    for (int i = w->first; i < w->n; i++) {
+        int done = 0;
+        int rc = MPI_Test(&w->reqs[i], &done, &status);
+        if (rc != MPI_SUCCESS) {
+            w->st = message_failed(w->comm, rc, w->who, i, w->n);
+            return MLC_WAIT_STOP;
+        }
+        if (!done) continue;
+        ndone++;
+        if (i == w->first) w->first++;
+    }
+    int moved = ndone > w->ndone;
+    w->ndone = ndone;
+    if (w->first < w->n && mlc_mpi_check_ctrl(w->comm) != MLC_SUCCESS) {
+        w->st = mlc_core->comm_check(w->comm);
+        return MLC_WAIT_STOP;
+    }
+    return moved ? MLC_WAIT_MOVED : MLC_WAIT_NOTHING;
+}
+
+static int xmpi_done(void *p)
+{
+    const xmpi_wait_t *w = p;
+    return w->first == w->n;
+}
+
+/*
+ * Wait for reqs[0..n). Without MLC_TIMEOUT: MPI_Wait on each (each with a
+ * real status, see xmpi_step). With it: the shared wait loop polls them
+ * (spin, yield, then sleeps with backoff) until all complete, a control
+ * message fails the communicator, or no message completed for MLC_TIMEOUT
+ * seconds.
  */
 mlc_status_t mlc_xmpi_wait(mlc_comm_t *comm, int n, MPI_Request *reqs, const char *who)
 {
-    mlc_status_t st = mlc_comm_check(comm);
+    mlc_status_t st = mlc_core->comm_check(comm);
     if (st) return st;
-    MPI_Status status;
     if (!comm->cfg.timeout_set || comm->cfg.timeout_s <= 0) {
+        MPI_Status status;
         for (int i = 0; i < n; i++) {
             int rc = MPI_Wait(&reqs[i], &status);
             if (rc != MPI_SUCCESS) return message_failed(comm, rc, who, i, n);
         }
         return MLC_SUCCESS;
     }
-    double deadline = now_s() + comm->cfg.timeout_s;
-    int first = 0; /* requests before it are complete */
-    for (;;) {
-        while (first < n) {
-            int done = 0;
-            int rc = MPI_Test(&reqs[first], &done, &status);
-            if (rc != MPI_SUCCESS) return message_failed(comm, rc, who, first, n);
-            if (!done) break;
-            first++;
-        }
-        if (first == n) return MLC_SUCCESS;
-        st = mlc_mpi_check_ctrl(comm);
-        if (st) return mlc_comm_check(comm);
-        if (now_s() > deadline)
-            return mlc_comm_fail(comm, MLC_ERR_TIMEOUT,
-                                 "rank %d: %s: message %d of %d still not complete after %g s (MLC_TIMEOUT)",
-                                 comm->rank, who, first, n, comm->cfg.timeout_s);
+    xmpi_wait_t xw = {.comm = comm, .n = n, .reqs = reqs, .who = who, .st = MLC_SUCCESS};
+    mlc_wait_t w = {.step = xmpi_step, .done = xmpi_done, .ctx = &xw, .timeout_s = comm->cfg.timeout_s,
+                    .what = who, .spin_check = 8};
+    switch (mlc_wait_run(&w)) {
+    case MLC_WAIT_DONE: return MLC_SUCCESS;
+    case MLC_WAIT_STOPPED: return xw.st;
+    case MLC_WAIT_TIMEOUT: break;
     }
+    return mlc_core->comm_fail(comm, MLC_ERR_TIMEOUT,
+                         "rank %d: %s: message %d of %d made no progress for %g s (MLC_TIMEOUT)",
+                         comm->rank, who, xw.first, n, comm->cfg.timeout_s);
 }
 
 mlc_status_t mlc_xmpi_fail_start(mlc_comm_t *comm, mlc_status_t st, const char *who)
 {
     char msg[512];
-    snprintf(msg, sizeof msg, "%s", mlc_last_error());
-    mlc_comm_fail(comm, MLC_ERR_ABORTED, "rank %d: %s failed half way: %s", comm->rank, who, msg);
+    snprintf(msg, sizeof msg, "%s", mlc_core->last_error());
+    mlc_core->comm_fail(comm, MLC_ERR_ABORTED, "rank %d: %s failed half way: %s", comm->rank, who, msg);
     mlc_mpi_abort(comm);
-    return mlc_error(st, "%s: %s", who, msg);
+    return mlc_core->error(st, "%s: %s", who, msg);
 }
 
 extern const mlc_xexec_t mlc_xexec_mpi_subarray_impl, mlc_xexec_mpi_pack_impl;
 
-MLC_MPI_EXPORT const mlc_xexec_mpi_table_t mlc_mpi_xexec_table = {
+const mlc_xexec_mpi_table_t mlc_mpi_xexec_table = {
     .abi = MLC_XEXEC_MPI_ABI,
     .size = sizeof(mlc_xexec_mpi_table_t),
     .exec_bytes = sizeof(mlc_xexec_t),

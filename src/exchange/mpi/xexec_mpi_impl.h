@@ -16,11 +16,13 @@
 
 /* comm is an mpi-backend communicator (its state is the module's). */
 int mlc_xmpi_applies(mlc_comm_t *comm);
-static inline MPI_Comm mlc_xmpi_comm(mlc_comm_t *comm) { return ((mlc_mpi_comm_t *)comm->impl)->comm; }
+static inline MPI_Comm mlc_xmpi_comm(mlc_comm_t *comm) { return mlc_mpi_comm_of(comm)->comm; }
 
 /*
  * Wait for reqs[0..n). Without a timeout: MPI_Wait on each. With MLC_TIMEOUT set:
- * polled with a deadline and the control receive (a peer's mlc_comm_abort).
+ * polled by the shared wait loop (base/wait.h) with the control receive (a
+ * peer's mlc_comm_abort); it times out when no message completed for
+ * MLC_TIMEOUT seconds.
  * On failure the communicator is failed (sticky), so no peer waits for a
  * rank that gave up; the requests are left to MPI.
  */

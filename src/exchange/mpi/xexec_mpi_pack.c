@@ -105,7 +105,7 @@ static mlc_status_t pack_prepare(const mlc_xplan_t *plan, mlc_comm_t *comm, void
     return MLC_SUCCESS;
 oom:
     pack_release(s);
-    return mlc_error(MLC_ERR_NO_MEMORY, "exchange mpi_pack: %zu + %zu bytes of message buffers",
+    return mlc_core->error(MLC_ERR_NO_MEMORY, "exchange mpi_pack: %zu + %zu bytes of message buffers",
                      plan->send_arena, plan->recv_arena);
 }
 
@@ -113,7 +113,7 @@ static mlc_status_t pack_start(void *state, const mlc_xplan_t *plan, const mlc_x
 {
     (void)tag; /* persistent requests carry MLC_XMPI_TAG */
     pack_state_t *s = state;
-    mlc_status_t st = mlc_comm_check(s->comm);
+    mlc_status_t st = mlc_core->comm_check(s->comm);
     if (st) return st;
     /* Receives first: they are ready before any peer's message arrives. */
     int rc = plan->nrecv ? MPI_Startall(plan->nrecv, s->reqs) : MPI_SUCCESS;

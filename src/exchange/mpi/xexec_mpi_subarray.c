@@ -58,7 +58,7 @@ static mlc_status_t sub_prepare(const mlc_xplan_t *plan, mlc_comm_t *comm, void 
     for (int i = 0; i < plan->nrecv; i++) most = plan->recv[i].nseg > most ? plan->recv[i].nseg : most;
     for (int i = 0; i < plan->nsend; i++) most = plan->send[i].nseg > most ? plan->send[i].nseg : most;
     if (most > INT_MAX || plan->esize > INT_MAX)
-        return mlc_error(MLC_ERR_UNSUPPORTED, "exchange mpi_subarray: %zu segments in one message, "
+        return mlc_core->error(MLC_ERR_UNSUPPORTED, "exchange mpi_subarray: %zu segments in one message, "
                          "%zu-byte elements (MPI takes int)", most, plan->esize);
     sub_state_t *s = calloc(1, sizeof *s);
     if (!s) goto oom;
@@ -90,7 +90,7 @@ static mlc_status_t sub_prepare(const mlc_xplan_t *plan, mlc_comm_t *comm, void 
     return MLC_SUCCESS;
 oom:
     sub_release(s);
-    return mlc_error(MLC_ERR_NO_MEMORY, "exchange mpi_subarray: state for %d messages", n);
+    return mlc_core->error(MLC_ERR_NO_MEMORY, "exchange mpi_subarray: state for %d messages", n);
 }
 
 /* The subarray type of `box` inside `parent` (both in the view's coordinates). */
@@ -162,7 +162,7 @@ static mlc_status_t sub_start(void *state, const mlc_xplan_t *plan, const mlc_xb
     sub_state_t *s = state;
     MPI_Comm mc = mlc_xmpi_comm(s->comm);
     s->nreqs = 0;
-    mlc_status_t st = mlc_comm_check(s->comm);
+    mlc_status_t st = mlc_core->comm_check(s->comm);
     if (!st) st = rebind(s, plan, b); /* nothing posted yet: a failure here is clean */
     if (st) return st;
     int rc = MPI_SUCCESS;

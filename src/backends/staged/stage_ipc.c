@@ -11,7 +11,7 @@
  *   one cudaMemcpyAsync per block);
  * - allreduce and reduce_scatter: rank r owns block r. It pulls block r of
  *   every rank's sendbuf into pinned memory (device to host, in sub-chunks,
- *   two slots, so the next pull overlaps the reduction), reduces it on the
+ *   two pinbufs, so the next pull overlaps the reduction), reduces it on the
  *   host in rank order (user ops and avg too) and pushes the result into
  *   its recvbuf. Allreduce then waits for every rank (a barrier) and copies
  *   the other ranks' reduced blocks from their recvbufs, device to device.
@@ -28,11 +28,11 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include "dtype.h"
-#include "error.h"
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/log.h"
 #include "gpu/pinned.h"
-#include "gpu/stage_impl.h"
-#include "log.h"
+#include "stage_impl.h"
 
 bool mlc_stage_ipc_wanted(mlc_coll_t coll, const mlc_args_t *a)
 {
@@ -82,7 +82,7 @@ static bool export_buf(mlc_stage_t *op, const char *ptr, bool device, mlc_ipc_re
     return false;
 }
 
-/* Reductions: this rank's block and its two pinned slots; false when none can be had. */
+/* Reductions: this rank's block and its two pinned buffers; false when none can be had. */
 static bool prepare_reduce(mlc_stage_t *op)
 {
     const mlc_args_t *a = &op->args;
@@ -95,7 +95,7 @@ static bool prepare_reduce(mlc_stage_t *op)
         op->red_lo = (size_t)comm->rank * a->count;
         op->red_len = a->count;
     }
-    size_t sub = comm->dev->chunk / (p * es);
+    size_t sub = mlc_devmem_of(comm)->chunk / (p * es);
     if (sub == 0) sub = 1;
     if (sub > op->red_len) sub = op->red_len;
     op->red_sub = sub;
@@ -163,7 +163,7 @@ static mlc_status_t resolve(mlc_stage_t *op)
                 continue;
             }
             char *ptr;
-            mlc_status_t st = mlc_ipc_open(op->comm->dev, q, &op->ipc_all[2 * q + which], &ptr);
+            mlc_status_t st = mlc_ipc_open(mlc_devmem_of(op->comm), q, &op->ipc_all[2 * q + which], &ptr);
             if (st != MLC_SUCCESS) return st;
             op->ipc_ptr[2 * q + which] = ptr;
         }
@@ -173,9 +173,9 @@ static mlc_status_t resolve(mlc_stage_t *op)
 /* Where rank q's buffer `which` is mapped in this process (resolved beforehand). */
 static const char *ipc_at(const mlc_stage_t *op, int q, int which) { return op->ipc_ptr[2 * q + which]; }
 
-/* A copy failed after others were queued: the slot's event must cover them
+/* A copy failed after others were queued: the pinned buffer's event must cover them
  * before its memory can be released (best effort: the call has failed anyway). */
-static mlc_status_t fail_after_copies(mlc_stage_t *op, slot_t *s, mlc_status_t st)
+static mlc_status_t fail_after_copies(mlc_stage_t *op, pinbuf_t *s, mlc_status_t st)
 {
     char msg[384];
     snprintf(msg, sizeof msg, "%s", mlc_last_error());
@@ -224,23 +224,23 @@ static mlc_status_t ipc_copy(mlc_stage_t *op)
         break;
     default: break;
     }
-    if (st != MLC_SUCCESS) return fail_after_copies(op, &op->ipc_slot, st);
-    return mlc_stage_record(op, &op->ipc_slot);
+    if (st != MLC_SUCCESS) return fail_after_copies(op, &op->ipc_pinbuf, st);
+    return mlc_stage_record(op, &op->ipc_pinbuf);
 }
 
-/* Pull sub-chunk k of this rank's block from every rank into slot k % 2. */
+/* Pull sub-chunk k of this rank's block from every rank into pinned buffer k % 2. */
 static mlc_status_t pull(mlc_stage_t *op, size_t k)
 {
     int p = op->comm->size;
     size_t es = op->args.esize, off = k * op->red_sub;
     size_t len = op->red_len - off < op->red_sub ? op->red_len - off : op->red_sub;
-    char *slot = op->red_pin[k % 2];
+    char *pb = op->red_pin[k % 2];
     mlc_status_t st = MLC_SUCCESS;
     for (int q = 0; q < p && st == MLC_SUCCESS; q++)
-        st = mlc_stage_copy(op, true, slot + (size_t)q * op->red_sub * es, ipc_at(op, q, 0) + (op->red_lo + off) * es,
+        st = mlc_stage_copy(op, true, pb + (size_t)q * op->red_sub * es, ipc_at(op, q, 0) + (op->red_lo + off) * es,
                             len * es);
-    if (st != MLC_SUCCESS) return fail_after_copies(op, &op->red_slot[k % 2], st);
-    return mlc_stage_record(op, &op->red_slot[k % 2]);
+    if (st != MLC_SUCCESS) return fail_after_copies(op, &op->red_pinbuf[k % 2], st);
+    return mlc_stage_record(op, &op->red_pinbuf[k % 2]);
 }
 
 /* Reduce the pulled sub-chunk k (rank order: x0 op (x1 op (... op x_{p-1}))), then push it. */
@@ -250,17 +250,17 @@ static mlc_status_t reduce_push(mlc_stage_t *op, size_t k)
     int p = op->comm->size;
     size_t es = a->esize, off = k * op->red_sub, stride = op->red_sub * es;
     size_t len = op->red_len - off < op->red_sub ? op->red_len - off : op->red_sub;
-    char *slot = op->red_pin[k % 2], *acc = slot + (size_t)(p - 1) * stride;
-    for (int q = p - 2; q >= 0; q--) mlc_reduce_apply(slot + (size_t)q * stride, acc, len, a->dtype, a->op);
+    char *pb = op->red_pin[k % 2], *acc = pb + (size_t)(p - 1) * stride;
+    for (int q = p - 2; q >= 0; q--) mlc_reduce_apply(pb + (size_t)q * stride, acc, len, a->dtype, a->op);
     if (a->op == MLC_AVG) mlc_reduce_divide(acc, len, a->dtype, p);
     size_t dst = op->coll == MLC_COLL_ALLREDUCE ? op->red_lo + off : off;
-    /* The slot's next pull is queued behind this push on the same stream; the
-     * event keeps the slot's memory until the push is done if the call ends early. */
+    /* The pinned buffer's next pull is queued behind this push on the same stream; the
+     * event keeps the pinned buffer's memory until the push is done if the call ends early. */
     mlc_status_t st = mlc_stage_copy(op, true, (char *)a->recvbuf + dst * es, acc, len * es);
-    return st == MLC_SUCCESS ? mlc_stage_record(op, &op->red_slot[k % 2]) : st;
+    return st == MLC_SUCCESS ? mlc_stage_record(op, &op->red_pinbuf[k % 2]) : st;
 }
 
-/* Pulls ahead (two slots), reductions as pulls complete. 1 if anything moved. */
+/* Pulls ahead (two pinbufs), reductions as pulls complete. 1 if anything moved. */
 static int reduce_step(mlc_stage_t *op, int *gpu_wait, mlc_status_t *st)
 {
     int moved = 0;
@@ -271,7 +271,7 @@ static int reduce_step(mlc_stage_t *op, int *gpu_wait, mlc_status_t *st)
             moved = 1;
         }
         if (op->red_reduced == op->red_pulled) return moved;
-        int d = mlc_stage_copy_done(op, &op->red_slot[op->red_reduced % 2], gpu_wait);
+        int d = mlc_stage_copy_done(op, &op->red_pinbuf[op->red_reduced % 2], gpu_wait);
         if (d < 0) {
             *st = MLC_ERR_BACKEND;
             return 1;
@@ -318,7 +318,7 @@ int mlc_stage_ipc_advance(mlc_stage_t *op, int *gpu_wait)
              * or, when no rank has device buffers, runs the call as it is. */
             op->ipc_phase = IPC_OFF;
             if (!any_device) mlc_stage_replan_as_is(op);
-            st = mlc_stage_alloc_slots(op);
+            st = mlc_stage_alloc_pinbufs(op);
             break;
         }
         if ((st = resolve(op)) != MLC_SUCCESS) break;
@@ -332,13 +332,13 @@ int mlc_stage_ipc_advance(mlc_stage_t *op, int *gpu_wait)
     case IPC_REDUCE: {
         int moved = reduce_step(op, gpu_wait, &st);
         if (st == MLC_SUCCESS && op->red_reduced < op->red_nsub) return moved;
-        if (st == MLC_SUCCESS) st = mlc_stage_record(op, &op->ipc_slot);
+        if (st == MLC_SUCCESS) st = mlc_stage_record(op, &op->ipc_pinbuf);
         /* reduce_scatter is done once its pushes are; allreduce first gathers the other blocks */
         op->ipc_phase = op->coll == MLC_COLL_ALLREDUCE ? IPC_HALF : IPC_COPY;
         break;
     }
     case IPC_HALF:
-        if ((d = mlc_stage_copy_done(op, &op->ipc_slot, gpu_wait)) == 0) return 0;
+        if ((d = mlc_stage_copy_done(op, &op->ipc_pinbuf, gpu_wait)) == 0) return 0;
         if (d < 0) st = MLC_ERR_BACKEND;
         /* every rank's block is reduced and in its recvbuf once all are here */
         else st = barrier(op);
@@ -351,7 +351,7 @@ int mlc_stage_ipc_advance(mlc_stage_t *op, int *gpu_wait)
         op->ipc_phase = IPC_COPY;
         break;
     case IPC_COPY:
-        if ((d = mlc_stage_copy_done(op, &op->ipc_slot, gpu_wait)) == 0) return 0;
+        if ((d = mlc_stage_copy_done(op, &op->ipc_pinbuf, gpu_wait)) == 0) return 0;
         if (d < 0) {
             st = MLC_ERR_BACKEND;
             break;
@@ -378,7 +378,7 @@ int mlc_stage_ipc_advance(mlc_stage_t *op, int *gpu_wait)
 void mlc_stage_ipc_free(mlc_stage_t *op)
 {
     mlc_pinned_pool_t *pool;
-    for (int i = 0; i < 2; i++) mlc_stage_drop_event(op, &op->red_slot[i]);
+    for (int i = 0; i < 2; i++) mlc_stage_drop_event(op, &op->red_pinbuf[i]);
     if (mlc_pinned_default(&pool) == MLC_SUCCESS)
         for (int i = 0; i < 2; i++)
             if (op->red_pin[i]) mlc_pinned_free(pool, op->red_pin[i]);

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* CUDA IPC between the shm backend's processes (ipc.c). */
-#ifndef MLC_GPU_IPC_H
-#define MLC_GPU_IPC_H
+#ifndef MLC_STAGED_IPC_H
+#define MLC_STAGED_IPC_H
 #include <stdbool.h>
 #include <stdint.h>
-#include "backend.h"
+#include "core/backend.h"
 #include "gpu/gpurt.h"
 
 struct mlc_devmem;

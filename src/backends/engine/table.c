@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * The backend-table slots shared by `threads` and `shm`: communicators over
+ * The backend-table entries shared by `threads` and `shm`: communicators over
  * an endpoint, operations as active entries advanced by the progress pass,
  * collectives as src/algos schedules over the engine's point-to-point.
  */

@@ -18,10 +18,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "error.h"
-#include "gpu/devmem.h"
-#include "gpu/ipc.h"
-#include "log.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "ipc.h"
+#include "staged.h"
 
 /* cuMemGetAddressRange_v2 (driver API) and hipMemGetAddressRange: an allocation's base. */
 typedef int (*cu_range_fn_t)(unsigned long long *base, size_t *size, unsigned long long ptr);
@@ -75,7 +75,7 @@ static int alloc_base(const mlc_gpurt_t *rt, const void *ptr, uintptr_t *base)
 
 bool mlc_ipc_capable(const mlc_comm_t *comm, const mlc_gpurt_t *rt, char *why, size_t len)
 {
-    if (comm->be != &mlc_backend_shm) return snprintf(why, len, "only between shm processes"), false;
+    if (!comm->be->host_shared) return snprintf(why, len, "only between shm processes"), false;
     if (!rt) return snprintf(why, len, "no GPU runtime"), false;
     if (!rt->ipc_get_mem_handle || !rt->ipc_open_mem_handle || !rt->ipc_close_mem_handle)
         return snprintf(why, len, "the %s runtime has no IPC calls", rt->name), false;

@@ -1,24 +1,24 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Staging device buffers through pinned host memory for the host backends
- * (devmem.h). A staged call becomes a pipeline of sub-operations, each the
+ * (staged.h). A staged call becomes a pipeline of sub-operations, each the
  * same call on a chunk of the data:
  *
  *   chunk j:  copy in (device -> pinned, async)  ->  the call on the pinned
  *             chunk (the backend's own path)      ->  copy out (pinned ->
  *             device, async)
  *
- * with two pinned slots, so chunk j+1 is copied in while chunk j travels
+ * with two pinned buffers, so chunk j+1 is copied in while chunk j travels
  * and chunk j-1 is copied out. Copies run on the communicator's stream.
  *
- * Chunking keeps pinned memory bounded (2 slots of MLC_STAGE_CHUNK per
+ * Chunking keeps pinned memory bounded (2 pinbufs of MLC_STAGE_CHUNK per
  * buffer) and must be the same on every rank, since each chunk is a
  * collective of its own: it depends only on the call's counts, the dtype,
  * the communicator size and MLC_STAGE_CHUNK, never on where a rank's
  * buffers live. A rank whose buffers are host memory runs the same chunks
  * on them directly. Uniform-count collectives are cut into chunks; each
  * chunk takes elements [lo, lo+len) of every rank's block, so blocked
- * layouts (allgather, alltoall, ...) are packed into the slot block by
+ * layouts (allgather, alltoall, ...) are packed into the pinned buffer block by
  * block. Point-to-point and the v-collectives are staged whole (one
  * chunk): their counts differ between ranks, and a receive may be larger
  * than the message.
@@ -27,12 +27,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include "backend.h"
-#include "error.h"
-#include "gpu/devmem.h"
+#include "base/clock.h"
+#include "core/error.h"
+#include "core/log.h"
 #include "gpu/pinned.h"
-#include "gpu/stage_impl.h"
-#include "log.h"
+#include "stage_impl.h"
 
 static shape_t shape_of(mlc_coll_t coll)
 {
@@ -80,7 +79,7 @@ static void whole_bytes(const mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_
 
 static int primary_of(const mlc_stage_t *op) { return op->shape.send_primary ? SEND : RECV; }
 
-/* Where role r of chunk `j` (in slot s) lives for the sub-operation. */
+/* Where role r of chunk `j` (in pinned buffer s) lives for the sub-operation. */
 static char *sub_ptr(const mlc_stage_t *op, int r, int s, size_t j)
 {
     const role_t *ro = &op->role[r];
@@ -92,15 +91,15 @@ static char *sub_ptr(const mlc_stage_t *op, int r, int s, size_t j)
         if (!op->chunked) return base + (ro->user - op->role[pr].user);
         return base + op->kblk * chunk_len(op, j) * es;
     }
-    if (ro->slot) return ro->pin[s];
-    if (!op->chunked || ro->nblk > 1) return ro->user; /* one chunk: the caller's layout is the slot's */
+    if (ro->pinned) return ro->pin[s];
+    if (!op->chunked || ro->nblk > 1) return ro->user; /* one chunk: the caller's layout is the pinned buffer's */
     return ro->user + j * op->per * es;
 }
 
-static bool in_slot(const mlc_stage_t *op, int r)
+static bool in_pinbuf(const mlc_stage_t *op, int r)
 {
     const role_t *ro = &op->role[r];
-    return ro->slot || (ro->derived && op->role[r == SEND ? RECV : SEND].slot);
+    return ro->pinned || (ro->derived && op->role[r == SEND ? RECV : SEND].pinned);
 }
 
 /* ---- copies -------------------------------------------------------------------- */
@@ -122,28 +121,28 @@ mlc_status_t mlc_stage_copy(mlc_stage_t *op, bool device, void *dst, const void 
 }
 
 /*
- * Copy blocks [b0, b0+nb) of role r between the caller's buffer and slot s
- * for chunk j (to_slot: in, else out). Staged whole: the `bytes` of the extent.
+ * Copy blocks [b0, b0+nb) of role r between the caller's buffer and pinned buffer s
+ * for chunk j (to_pinbuf: in, else out). Staged whole: the `bytes` of the extent.
  */
-static mlc_status_t copy_blocks(mlc_stage_t *op, int r, int s, size_t j, size_t b0, size_t nb, bool to_slot,
+static mlc_status_t copy_blocks(mlc_stage_t *op, int r, int s, size_t j, size_t b0, size_t nb, bool to_pinbuf,
                                 size_t whole)
 {
     role_t *ro = &op->role[r];
-    char *slot = sub_ptr(op, r, s, j);
-    if (!op->chunked) return to_slot ? mlc_stage_copy(op, ro->device, slot, ro->user, whole) : mlc_stage_copy(op, ro->device, ro->user, slot, whole);
+    char *pb = sub_ptr(op, r, s, j);
+    if (!op->chunked) return to_pinbuf ? mlc_stage_copy(op, ro->device, pb, ro->user, whole) : mlc_stage_copy(op, ro->device, ro->user, pb, whole);
     size_t es = op->args.esize, len = chunk_len(op, j), lo = j * op->per, stride = op->count * es;
     if (ro->nblk == 1 && !ro->derived) b0 = 0;
     char *user = ro->user;
     if (ro->derived) user = op->role[primary_of(op)].user + op->kblk * stride;
     for (size_t b = b0; b < b0 + nb; b++) {
-        char *u = user + b * stride + lo * es, *p = slot + b * len * es;
-        mlc_status_t st = to_slot ? mlc_stage_copy(op, ro->device, p, u, len * es) : mlc_stage_copy(op, ro->device, u, p, len * es);
+        char *u = user + b * stride + lo * es, *p = pb + b * len * es;
+        mlc_status_t st = to_pinbuf ? mlc_stage_copy(op, ro->device, p, u, len * es) : mlc_stage_copy(op, ro->device, u, p, len * es);
         if (st != MLC_SUCCESS) return st;
     }
     return MLC_SUCCESS;
 }
 
-mlc_status_t mlc_stage_record(mlc_stage_t *op, slot_t *s)
+mlc_status_t mlc_stage_record(mlc_stage_t *op, pinbuf_t *s)
 {
     if (!s->ev) {
         int e = op->rt->event_create_with_flags(&s->ev, MLC_GPU_EVENT_DISABLE_TIMING);
@@ -164,12 +163,12 @@ mlc_status_t mlc_stage_record(mlc_stage_t *op, slot_t *s)
     return MLC_SUCCESS;
 }
 
-static mlc_status_t copy_in(mlc_stage_t *op, slot_t *s)
+static mlc_status_t copy_in(mlc_stage_t *op, pinbuf_t *s)
 {
     bool device = false;
     for (int r = SEND; r <= RECV; r++) {
         role_t *ro = &op->role[r];
-        if (!ro->user || !ro->slot) continue;
+        if (!ro->user || !ro->pinned) continue;
         bool input = r == SEND || (op->args.inplace && primary_of(op) == RECV);
         if (!input) continue;
         /* In place, the recv buffer holds the send data: only those blocks go in. */
@@ -178,17 +177,17 @@ static mlc_status_t copy_in(mlc_stage_t *op, slot_t *s)
             b0 = op->kblk;
             nb = op->role[SEND].nblk;
         }
-        mlc_status_t st = copy_blocks(op, r, (int)(s - op->slots), s->chunk, b0, nb, true, bytes);
+        mlc_status_t st = copy_blocks(op, r, (int)(s - op->pinbufs), s->chunk, b0, nb, true, bytes);
         if (st != MLC_SUCCESS) return st;
         device |= ro->device;
     }
     return device ? mlc_stage_record(op, s) : MLC_SUCCESS;
 }
 
-static mlc_status_t copy_out(mlc_stage_t *op, slot_t *s)
+static mlc_status_t copy_out(mlc_stage_t *op, pinbuf_t *s)
 {
     role_t *ro = &op->role[RECV];
-    if (!ro->user || !in_slot(op, RECV)) return MLC_SUCCESS;
+    if (!ro->user || !in_pinbuf(op, RECV)) return MLC_SUCCESS;
     size_t bytes = op->whole[RECV];
     /* A receive writes only what arrived. */
     if (op->coll == MLC_COLL_RECV || op->coll == MLC_COLL_SENDRECV)
@@ -199,19 +198,19 @@ static mlc_status_t copy_out(mlc_stage_t *op, slot_t *s)
     const size_t *vd = op->coll == MLC_COLL_ALLTOALLV ? a->displs2 : a->displs;
     if (op->coll == MLC_COLL_ALLGATHERV || op->coll == MLC_COLL_GATHERV || op->coll == MLC_COLL_ALLTOALLV) {
         /* Only the blocks: the gaps between them are not the call's to write. */
-        char *slot = sub_ptr(op, RECV, (int)(s - op->slots), s->chunk);
+        char *pb = sub_ptr(op, RECV, (int)(s - op->pinbufs), s->chunk);
         for (int r = 0; r < op->comm->size && st == MLC_SUCCESS; r++)
-            st = mlc_stage_copy(op, ro->device, ro->user + vd[r] * a->esize, slot + vd[r] * a->esize, vc[r] * a->esize);
+            st = mlc_stage_copy(op, ro->device, ro->user + vd[r] * a->esize, pb + vd[r] * a->esize, vc[r] * a->esize);
     } else {
-        st = copy_blocks(op, RECV, (int)(s - op->slots), s->chunk, 0, ro->nblk, false, bytes);
+        st = copy_blocks(op, RECV, (int)(s - op->pinbufs), s->chunk, 0, ro->nblk, false, bytes);
     }
     if (st != MLC_SUCCESS) return st;
     return ro->device ? mlc_stage_record(op, s) : MLC_SUCCESS;
 }
 
-/* 1: the slot's copy is complete; 0: not yet (*gpu_wait set: the wait loop polls
+/* 1: the pinned buffer's copy is complete; 0: not yet (*gpu_wait set: the wait loop polls
  * the GPU); < 0: error (message set). */
-int mlc_stage_copy_done(mlc_stage_t *op, slot_t *s, int *gpu_wait)
+int mlc_stage_copy_done(mlc_stage_t *op, pinbuf_t *s, int *gpu_wait)
 {
     if (!s->ev_live) return 1;
     int e = op->rt->event_query(s->ev);
@@ -267,7 +266,7 @@ static void abandon_sub(mlc_stage_t *op, mlc_request_t **psub)
 }
 
 /* Pinned memory is reused only once the GPU no longer copies from or to it. */
-void mlc_stage_drop_event(const mlc_stage_t *op, slot_t *s)
+void mlc_stage_drop_event(const mlc_stage_t *op, pinbuf_t *s)
 {
     if (!s->ev) return;
     if (s->ev_live) op->rt->event_synchronize(s->ev);
@@ -286,9 +285,9 @@ static void free_op(mlc_stage_t *op)
     free(op);
 }
 
-static mlc_status_t start_sub(mlc_stage_t *op, slot_t *s)
+static mlc_status_t start_sub(mlc_stage_t *op, pinbuf_t *s)
 {
-    int si = (int)(s - op->slots);
+    int si = (int)(s - op->pinbufs);
     mlc_args_t a = op->args;
     a.sendbuf = sub_ptr(op, SEND, si, s->chunk);
     a.recvbuf = sub_ptr(op, RECV, si, s->chunk);
@@ -317,7 +316,7 @@ void mlc_stage_fail_op(mlc_stage_t *op, mlc_status_t st)
     mlc_request_complete(op->req, st, "%s", msg);
 }
 
-static void finish_sub(mlc_stage_t *op, slot_t *s)
+static void finish_sub(mlc_stage_t *op, pinbuf_t *s)
 {
     mlc_status_t st = mlc_stage_take_sub(&s->sub);
     if (st != MLC_SUCCESS) {
@@ -345,7 +344,7 @@ static bool issued_all(const mlc_stage_t *op)
 
 bool mlc_stage_earlier_pending(const mlc_stage_t *op)
 {
-    for (const mlc_stage_t *o = op->comm->dev->active; o && o != op; o = o->next)
+    for (const mlc_stage_t *o = mlc_devmem_of(op->comm)->active; o && o != op; o = o->next)
         if (same_class(o->coll, op->coll) && !issued_all(o)) return true;
     return false;
 }
@@ -357,8 +356,8 @@ static bool class_busy(const mlc_devmem_t *d, mlc_coll_t coll)
     return false;
 }
 
-/* A slot's copy: 1 complete, 0 not yet, -1 failed (the operation is failed). */
-static int copied(mlc_stage_t *op, slot_t *s, int *gpu_wait)
+/* A pinned buffer's copy: 1 complete, 0 not yet, -1 failed (the operation is failed). */
+static int copied(mlc_stage_t *op, pinbuf_t *s, int *gpu_wait)
 {
     int d = mlc_stage_copy_done(op, s, gpu_wait);
     if (d < 0) mlc_stage_fail_op(op, MLC_ERR_BACKEND);
@@ -377,7 +376,7 @@ static int advance(mlc_stage_t *op, int *gpu_wait)
     for (bool again = true; again && !op->finished;) {
         again = false;
         while (op->next_chunk < op->nchunks) {
-            slot_t *s = &op->slots[op->next_chunk % (size_t)op->nslots];
+            pinbuf_t *s = &op->pinbufs[op->next_chunk % (size_t)op->npinbufs];
             if (s->state != S_FREE) break;
             s->chunk = op->next_chunk++;
             mlc_status_t st = copy_in(op, s);
@@ -388,9 +387,9 @@ static int advance(mlc_stage_t *op, int *gpu_wait)
             s->state = S_IN;
             again = true;
         }
-        for (int i = 0; i < op->nslots && !op->finished; i++) {
+        for (int i = 0; i < op->npinbufs && !op->finished; i++) {
             /* Lower chunk first: sub-operations start in chunk order on every rank. */
-            slot_t *s = &op->slots[(op->next_start + (size_t)i) % (size_t)op->nslots];
+            pinbuf_t *s = &op->pinbufs[(op->next_start + (size_t)i) % (size_t)op->npinbufs];
             mlc_status_t st;
             int d;
             switch (s->state) {
@@ -442,7 +441,8 @@ static int advance(mlc_stage_t *op, int *gpu_wait)
 
 mlc_status_t mlc_stage_progress(mlc_comm_t *comm, int *progressed, int *gpu_wait)
 {
-    for (mlc_stage_t *op = comm->dev ? comm->dev->active : NULL; op; op = op->next)
+    const mlc_devmem_t *d = mlc_devmem_of(comm);
+    for (mlc_stage_t *op = d ? d->active : NULL; op; op = op->next)
         if (!op->finished && advance(op, gpu_wait)) *progressed = 1;
     return MLC_SUCCESS;
 }
@@ -451,39 +451,40 @@ mlc_status_t mlc_stage_progress(mlc_comm_t *comm, int *progressed, int *gpu_wait
 
 static void unlink_op(mlc_stage_t *op)
 {
-    mlc_stage_t **pp = &op->comm->dev->active;
+    mlc_stage_t **pp = &mlc_devmem_of(op->comm)->active;
     while (*pp && *pp != op) pp = &(*pp)->next;
     if (*pp) *pp = op->next;
 }
 
 static void destroy(mlc_stage_t *op)
 {
-    for (int i = 0; i < op->nslots; i++) {
-        abandon_sub(op, &op->slots[i].sub);
-        mlc_stage_drop_event(op, &op->slots[i]);
+    for (int i = 0; i < op->npinbufs; i++) {
+        abandon_sub(op, &op->pinbufs[i].sub);
+        mlc_stage_drop_event(op, &op->pinbufs[i]);
     }
     abandon_sub(op, &op->ipc_sub);
-    mlc_stage_drop_event(op, &op->ipc_slot);
+    mlc_stage_drop_event(op, &op->ipc_pinbuf);
     unlink_op(op);
     free_op(op);
 }
 
 void mlc_stage_release(mlc_request_t *req)
 {
-    mlc_stage_t *op = req->stage;
-    req->stage = NULL;
+    mlc_stage_t *op = req->decor;
+    req->decor = NULL;
     if (op) destroy(op);
 }
 
 void mlc_stage_abandon_all(mlc_comm_t *comm)
 {
-    while (comm->dev && comm->dev->active) {
-        mlc_request_t *req = comm->dev->active->req;
+    const mlc_devmem_t *d = mlc_devmem_of(comm);
+    while (d && d->active) {
+        mlc_request_t *req = d->active->req;
         mlc_stage_release(req);
     }
 }
 
-/* Classify the buffers; decide chunking and slots. as_is: one sub-operation on the caller's buffers. */
+/* Classify the buffers; decide chunking and pinbufs. as_is: one sub-operation on the caller's buffers. */
 static mlc_status_t plan(mlc_stage_t *op, size_t chunk_bytes, bool as_is)
 {
     mlc_comm_t *comm = op->comm;
@@ -505,7 +506,7 @@ static mlc_status_t plan(mlc_stage_t *op, size_t chunk_bytes, bool as_is)
         if (op->per > a->count && a->count) op->per = a->count;
     }
     op->nchunks = op->chunked && a->count ? (a->count + op->per - 1) / op->per : 1;
-    op->nslots = op->nchunks > 1 ? 2 : 1;
+    op->npinbufs = op->nchunks > 1 ? 2 : 1;
     if (a->inplace) {
         int derived = op->shape.send_primary ? RECV : SEND;
         op->role[derived].derived = true;
@@ -528,22 +529,22 @@ static mlc_status_t plan(mlc_stage_t *op, size_t chunk_bytes, bool as_is)
 /* Every rank's buffers turned out to be host memory: one sub-operation on them, as they are. */
 void mlc_stage_replan_as_is(mlc_stage_t *op)
 {
-    plan(op, op->comm->dev->chunk, true); /* as is: no classification, cannot fail */
-    for (int r = SEND; r <= RECV; r++) op->role[r].slot = false;
+    plan(op, mlc_devmem_of(op->comm)->chunk, true); /* as is: no classification, cannot fail */
+    for (int r = SEND; r <= RECV; r++) op->role[r].pinned = false;
 }
 
-mlc_status_t mlc_stage_alloc_slots(mlc_stage_t *op)
+mlc_status_t mlc_stage_alloc_pinbufs(mlc_stage_t *op)
 {
     mlc_pinned_pool_t *pool = NULL;
     for (int r = SEND; r <= RECV; r++) {
         role_t *ro = &op->role[r];
-        if (!ro->slot) continue;
+        if (!ro->pinned) continue;
         size_t bytes = op->chunked ? ro->nblk * op->per * op->args.esize : op->whole[r];
         if (!pool) {
             mlc_status_t st = mlc_pinned_default(&pool);
             if (st != MLC_SUCCESS) return st;
         }
-        for (int i = 0; i < op->nslots; i++) {
+        for (int i = 0; i < op->npinbufs; i++) {
             mlc_status_t st = mlc_pinned_alloc(pool, bytes ? bytes : 1, (void **)&ro->pin[i]);
             if (st != MLC_SUCCESS) return st;
         }
@@ -574,7 +575,7 @@ static mlc_status_t plain(mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_t *a
 mlc_status_t mlc_stage_submit(mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_t *args, size_t bytes,
                               mlc_request_t **out)
 {
-    mlc_devmem_t *dev = comm->dev;
+    mlc_devmem_t *dev = mlc_devmem_of(comm);
     /* Behind a staged operation that has not issued everything, a call waits its turn. */
     bool busy = class_busy(dev, coll), as_is = coll == MLC_COLL_BARRIER;
     if (!as_is && dev->direct && comm->be->device_direct) {
@@ -603,13 +604,13 @@ mlc_status_t mlc_stage_submit(mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_
     }
     for (int r = SEND; r <= RECV; r++) {
         role_t *ro = &op->role[r];
-        ro->slot = ro->user && !ro->derived && (ro->device || (op->nchunks > 1 && ro->nblk > 1));
+        ro->pinned = ro->user && !ro->derived && (ro->device || (op->nchunks > 1 && ro->nblk > 1));
     }
     if (any_device || ipc) st = mlc_devmem_stream(comm, &op->stream);
     if (st == MLC_SUCCESS && ipc) {
         st = mlc_stage_ipc_prepare(op);
     } else if (st == MLC_SUCCESS) {
-        st = mlc_stage_alloc_slots(op);
+        st = mlc_stage_alloc_pinbufs(op);
     }
     mlc_request_t *req = st == MLC_SUCCESS ? mlc_request_alloc(comm) : NULL;
     if (st == MLC_SUCCESS && !req) st = mlc_error(MLC_ERR_NO_MEMORY, "mlc_%s: out of memory for a request", mlc_coll_name(coll));
@@ -624,7 +625,7 @@ mlc_status_t mlc_stage_submit(mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_
     req->blocking = out == NULL;
     req->internal = comm->internal_depth > 0;
     if (comm->prof) req->t_start = mlc_now();
-    req->stage = op;
+    req->decor = op;
     op->req = req;
     op->next = NULL;
     mlc_stage_t **tail = &dev->active;

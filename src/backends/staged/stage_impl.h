@@ -1,16 +1,16 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The stage layer's private state (stage.c: staging through pinned memory;
- * stage_ipc.c: CUDA IPC between shm processes). Not part of devmem.h's
+ * stage_ipc.c: CUDA IPC between shm processes). Not part of staged.h's
  * interface: only these two files include it.
  */
-#ifndef MLC_GPU_STAGE_IMPL_H
-#define MLC_GPU_STAGE_IMPL_H
+#ifndef MLC_STAGED_STAGE_IMPL_H
+#define MLC_STAGED_STAGE_IMPL_H
 #include <stdbool.h>
 #include <stddef.h>
-#include "backend.h"
-#include "gpu/devmem.h"
-#include "gpu/ipc.h"
+#include "core/backend.h"
+#include "ipc.h"
+#include "staged.h"
 
 enum { SEND, RECV };
 /*
@@ -22,7 +22,7 @@ enum { SEND, RECV };
  */
 enum { IPC_OFF, IPC_EXCHANGE, IPC_REDUCE, IPC_HALF, IPC_GATHER, IPC_COPY, IPC_BARRIER };
 typedef enum { L_NONE, L_FLAT, L_BLOCKS } layout_t;
-typedef enum { S_FREE, S_IN, S_RUN, S_OUT } slot_state_t;
+typedef enum { S_FREE, S_IN, S_RUN, S_OUT } pinbuf_state_t;
 
 /* How a collective's two buffers are shaped. */
 typedef struct shape {
@@ -35,20 +35,20 @@ typedef struct role {
     char *user;     /* the caller's buffer; NULL: this rank has none for this call */
     bool device;    /* device memory (never touched from the host) */
     bool derived;   /* in place: it lies inside the other buffer */
-    bool slot;      /* has pinned slots of its own */
+    bool pinned;   /* has pinned buffers of its own */
     size_t nblk;    /* blocks (1 or comm size) */
     size_t whole;   /* staged whole: bytes of the extent */
     char *pin[2];
 } role_t;
 
-typedef struct slot {
-    slot_state_t state;
+typedef struct pinbuf {
+    pinbuf_state_t state;
     size_t chunk;
-    void *ev;       /* the copy in or out of this slot */
+    void *ev;       /* the copy in or out of this pinned buffer */
     bool ev_live;   /* recorded and not yet seen complete */
     mlc_request_t *sub;
     mlc_msg_status_t msg;
-} slot_t;
+} pinbuf_t;
 
 struct mlc_stage {
     mlc_request_t *req; /* the caller's request */
@@ -64,34 +64,34 @@ struct mlc_stage {
     size_t count, per, nchunks, kblk;
     size_t whole[2];     /* staged whole: bytes of each buffer's extent */
     size_t next_chunk, next_start, ndone;
-    int nslots;
-    slot_t slots[2];
+    int npinbufs;
+    pinbuf_t pinbufs[2];
     bool finished;
     /* CUDA IPC */
     int ipc_phase;       /* IPC_*; IPC_OFF: staged (also after the exchange ruled IPC out) */
     bool ipc_issued;     /* the closing barrier is started */
     mlc_request_t *ipc_sub;
-    slot_t ipc_slot;     /* its event tracks the copies */
+    pinbuf_t ipc_pinbuf;     /* its event tracks the copies */
     mlc_ipc_rec_t ipc_mine[2], *ipc_all; /* [0] the buffer peers read, [1] allreduce's recvbuf; 2 per rank */
     const char **ipc_ptr; /* where each of those is mapped here (2 per rank; NULL: not needed) */
     /* CUDA IPC reductions: this rank's block, elements [red_lo, red_lo + red_len) of every
-     * rank's sendbuf, pulled in sub-chunks of red_sub elements into two pinned slots */
+     * rank's sendbuf, pulled in sub-chunks of red_sub elements into two pinned buffers */
     size_t red_lo, red_len, red_sub, red_nsub, red_pulled, red_reduced;
     char *red_pin[2];
-    slot_t red_slot[2];
+    pinbuf_t red_pinbuf[2];
 };
 
 /* stage.c's helpers for stage_ipc.c. */
 mlc_status_t mlc_stage_copy(mlc_stage_t *op, bool device, void *dst, const void *src, size_t n);
-mlc_status_t mlc_stage_record(mlc_stage_t *op, slot_t *s);
-int mlc_stage_copy_done(mlc_stage_t *op, slot_t *s, int *gpu_wait);
-void mlc_stage_drop_event(const mlc_stage_t *op, slot_t *s);
+mlc_status_t mlc_stage_record(mlc_stage_t *op, pinbuf_t *s);
+int mlc_stage_copy_done(mlc_stage_t *op, pinbuf_t *s, int *gpu_wait);
+void mlc_stage_drop_event(const mlc_stage_t *op, pinbuf_t *s);
 mlc_status_t mlc_stage_start_internal(mlc_stage_t *op, mlc_coll_t coll, const mlc_args_t *a, size_t bytes,
                                       mlc_request_t **sub);
 mlc_status_t mlc_stage_take_sub(mlc_request_t **psub);
 void mlc_stage_fail_op(mlc_stage_t *op, mlc_status_t st);
 bool mlc_stage_earlier_pending(const mlc_stage_t *op);
-mlc_status_t mlc_stage_alloc_slots(mlc_stage_t *op);
+mlc_status_t mlc_stage_alloc_pinbufs(mlc_stage_t *op);
 void mlc_stage_replan_as_is(mlc_stage_t *op);
 
 /* stage_ipc.c */

@@ -1,15 +1,15 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * The device-memory state of a host-backend communicator: which runtime
- * classifies its buffers, whether its backend takes device memory itself,
- * and the stream staging copies run on. See devmem.h.
+ * Whether a new communicator is wrapped by the staged backend, and the
+ * device-memory state it then has: which runtime classifies its buffers,
+ * whether its backend takes device memory itself, and the stream staging
+ * copies run on. See staged.h.
  */
-#include "gpu/devmem.h"
 #include <stdlib.h>
-#include "gpu/ipc.h"
-#include "backend.h"
-#include "error.h"
-#include "log.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "ipc.h"
+#include "staged.h"
 
 #define MLC_GPU_STREAM_NON_BLOCKING 1u /* cudaStreamNonBlocking / hipStreamNonBlocking */
 
@@ -47,25 +47,16 @@ static mlc_status_t load_runtime(const mlc_comm_t *comm, const mlc_gpurt_t **out
     return MLC_SUCCESS;
 }
 
-/* Give comm its device-memory state. */
-static mlc_status_t attach(mlc_comm_t *comm, const mlc_gpurt_t *rt, bool direct, bool ipc)
-{
-    mlc_devmem_t *d = calloc(1, sizeof *d);
-    if (!d) return mlc_error(MLC_ERR_NO_MEMORY, "rank %d: out of memory for the device-memory state", comm->rank);
-    d->chunk = comm->cfg.stage_chunk ? comm->cfg.stage_chunk : MLC_STAGE_CHUNK_DEFAULT;
-    d->rt = rt;
-    d->direct = direct;
-    d->ipc = ipc;
-    comm->dev = d;
-    return MLC_SUCCESS;
-}
-
 static bool wants_devmem(const mlc_comm_t *comm)
 {
     return comm->cfg.memory != MLC_MEMORY_HOST && !comm->be->device_native;
 }
 
-mlc_status_t mlc_devmem_setup(mlc_comm_t *comm)
+/* The decorator's wrap: called by core when a communicator is created
+ * (collective: agrees with the other ranks). Memory host: nothing. cuda /
+ * rocm: loads that runtime (UNAVAILABLE with the reason when it cannot).
+ * auto: CUDA, then HIP, else host buffers only (and no wrapper). */
+static mlc_status_t wrap(mlc_comm_t *comm)
 {
     if (!wants_devmem(comm)) return MLC_SUCCESS;
     const mlc_gpurt_t *rt;
@@ -90,9 +81,9 @@ mlc_status_t mlc_devmem_setup(mlc_comm_t *comm)
     if (ipc && !ipc_all) snprintf(why, sizeof why, "another rank cannot use it");
     if (ipc_all && (st = mlc_ipc_probe(comm, rt, &ipc_all, why, sizeof why)) != MLC_SUCCESS) return st;
     ipc = ipc_all;
-    st = attach(comm, rt, all[1] == -1, ipc_all);
+    st = mlc_staged_wrap(comm, rt, all[1] == -1, ipc_all);
     if (st != MLC_SUCCESS) return st;
-    const mlc_devmem_t *d = comm->dev;
+    const mlc_devmem_t *d = mlc_devmem_of(comm);
     if (!ipc && rt && comm->size > 1) MLC_INFO("rank %d: no %s IPC: %s", comm->rank, rt->name, why);
     MLC_INFO("rank %d: device buffers on backend '%s': %s%s%s%s (staging chunk %zu bytes)", comm->rank,
              comm->be->name, d->direct ? "the backend moves them itself where it can" : "staged through pinned host memory",
@@ -101,38 +92,34 @@ mlc_status_t mlc_devmem_setup(mlc_comm_t *comm)
     return MLC_SUCCESS;
 }
 
-mlc_status_t mlc_devmem_setup_local(int n, mlc_comm_t **comms)
+/* mlc_comm_init_all: every rank is in this process; no collective needed. */
+static mlc_status_t wrap_local(int n, mlc_comm_t **comms)
 {
     if (n < 1 || !wants_devmem(comms[0])) return MLC_SUCCESS;
     const mlc_gpurt_t *rt;
     mlc_status_t st = load_runtime(comms[0], &rt);
     if (st != MLC_SUCCESS || !rt) return st;
     bool direct = comms[0]->be->device_capable && comms[0]->be->device_capable(comms[0]);
-    for (int i = 0; i < n && st == MLC_SUCCESS; i++) st = attach(comms[i], rt, direct, false);
+    for (int i = 0; i < n && st == MLC_SUCCESS; i++) st = mlc_staged_wrap(comms[i], rt, direct, false);
     return st;
 }
 
-mlc_status_t mlc_devmem_inherit(mlc_comm_t *child, const mlc_comm_t *parent)
-{
-    if (!parent->dev) return MLC_SUCCESS;
-    return attach(child, parent->dev->rt, parent->dev->direct, parent->dev->ipc && child->size > 1);
-}
+const mlc_decorator_t mlc_decorator_staged = {
+    .name = "staged",
+    .wrap = wrap,
+    .wrap_local = wrap_local,
+};
 
-void mlc_devmem_free(mlc_comm_t *comm)
+void mlc_devmem_release(mlc_devmem_t *d)
 {
-    mlc_devmem_t *d = comm->dev;
-    if (!d) return;
-    /* Requests the user never waited for still hold staging state. */
-    mlc_stage_abandon_all(comm);
     if (d->rt) mlc_ipc_close_all(d);
     if (d->own_stream) d->rt->stream_destroy(d->own_stream);
-    free(d);
-    comm->dev = NULL;
+    d->own_stream = NULL;
 }
 
 mlc_status_t mlc_devmem_is_device(const mlc_comm_t *comm, const void *ptr, bool *device)
 {
-    const mlc_devmem_t *d = comm->dev;
+    const mlc_devmem_t *d = mlc_devmem_of(comm);
     *device = false;
     if (!d || !d->rt || !ptr) return MLC_SUCCESS;
     mlc_gpu_mem_t mem;
@@ -146,9 +133,9 @@ mlc_status_t mlc_devmem_is_device(const mlc_comm_t *comm, const void *ptr, bool 
 
 mlc_status_t mlc_devmem_stream(mlc_comm_t *comm, void **stream)
 {
-    mlc_devmem_t *d = comm->dev;
-    if (comm->stream) {
-        *stream = comm->stream;
+    mlc_devmem_t *d = mlc_devmem_of(comm);
+    if (d->stream) {
+        *stream = d->stream;
         return MLC_SUCCESS;
     }
     if (!d->own_stream) {

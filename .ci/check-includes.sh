@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
+# Includes point down only: every `#include "..."` in src/ names a file of
+# its own folder or of a layer below it (docs/DESIGN.md, "Layers"). Run
+# from anywhere; exits 1 listing each include that points up or sideways,
+# or that names no file.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root/src"
+
+# The layer of a path under src/: its folder, backends and exchange by subfolder.
+layer_of() {
+    case "$1" in
+    backends/*/*) echo "${1%/*}" ;;
+    exchange/mpi/*) echo exchange/mpi ;;
+    */*) echo "${1%%/*}" ;;
+    *) echo "?" ;;
+    esac
+}
+
+# What each layer may include besides itself (and the public headers).
+allowed() {
+    case "$1" in
+    base) echo "" ;;
+    devrt) echo "base" ;;
+    algos) echo "base" ;;
+    core) echo "base devrt algos" ;;
+    backends/engine) echo "base algos core" ;;
+    backends/threads | backends/shm) echo "base algos core backends/engine" ;;
+    backends/mpi) echo "base devrt algos core" ;;
+    backends/nccl) echo "base devrt core" ;;
+    backends/staged) echo "base devrt core" ;;
+    exchange) echo "base core" ;;
+    exchange/mpi) echo "base core exchange backends/mpi" ;;
+    tensor) echo "base core" ;;
+    *) echo "-" ;;
+    esac
+}
+
+bad=0
+while IFS= read -r file; do
+    from=$(layer_of "$file")
+    ok=$(allowed "$from")
+    if [ "$ok" = "-" ]; then
+        echo "$file: not in a known layer folder" >&2
+        bad=1
+        continue
+    fi
+    dir=$(dirname "$file")
+    while IFS= read -r inc; do
+        if [ -f "$dir/$inc" ]; then
+            target="$dir/$inc"
+        elif [ -f "$inc" ]; then
+            target="$inc"
+        elif [ -f "$root/include/$inc" ]; then
+            continue # the public API
+        else
+            echo "$file: #include \"$inc\" names no file of its folder, of src/ or of include/" >&2
+            bad=1
+            continue
+        fi
+        target=$(realpath --relative-to=. "$target")
+        to=$(layer_of "$target")
+        [ "$to" = "$from" ] && continue
+        case " $ok " in
+        *" $to "*) ;;
+        *)
+            echo "$file: #include \"$inc\" points from $from to $to, which is not below it" >&2
+            bad=1
+            ;;
+        esac
+    done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$file")
+done < <(find . -name '*.[ch]' | sed 's|^\./||' | sort)
+
+if [ "$bad" -ne 0 ]; then
+    echo "check-includes: includes must point down (docs/DESIGN.md, Layers)" >&2
+    exit 1
+fi
+echo "check-includes: every include in src/ points down"
