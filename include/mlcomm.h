@@ -545,6 +545,79 @@ typedef struct mlc_profile_stat {
 MLC_API mlc_status_t mlc_profile_stats(const mlc_comm_t *comm, mlc_profile_stat_t *stats,
                                        size_t *n);
 
+/* ------------------------------------------------------------------------ */
+/* Host memory pool, GPU-direct capabilities, backend availability          */
+/* ------------------------------------------------------------------------ */
+/*
+ * What language bindings need to build a framework's memory and backend
+ * managers on the library's own machinery (the C# binding's
+ * PinnedMemoryManager, GPUDirectManager and backend factories).
+ */
+
+/**
+ * A pool of pinned (page-locked) host memory with a byte limit: blocks it
+ * hands out, freed blocks it keeps for reuse, and user memory pinned in
+ * place all count against the limit; when a request would pass it, the
+ * least recently freed cached blocks are unpinned first (memory in use is
+ * never evicted), else the call fails with MLC_ERR_NO_MEMORY naming the
+ * request, the limit and the bytes in use. Pins through the GPU runtime
+ * loaded in the process when it has a device (cudaHostAlloc / hipHostMalloc),
+ * else mmap + mlock (the choice is made when the pool is opened).
+ * Thread-safe.
+ */
+typedef struct mlc_pinned_pool mlc_pinned_pool_t;
+
+typedef struct mlc_pinned_info {
+    size_t limit;          /* byte limit */
+    size_t bytes_pinned;   /* everything pinned now: in use + cached + pinned user memory */
+    size_t bytes_in_use;   /* blocks handed out + pinned user memory */
+    size_t bytes_cached;   /* freed blocks kept for reuse */
+    uint64_t hits;         /* allocations served from the cache */
+    uint64_t misses;       /* allocations that pinned new memory */
+    uint64_t evictions;    /* cached blocks unpinned to stay under the limit */
+    const char *mode;      /* what pins new memory: "cuda", "hip" or "mlock" (static) */
+} mlc_pinned_info_t;
+
+/** A new pool; limit 0 = MLC_PINNED_LIMIT or 1 GiB. Errors: CONFIG, NO_MEMORY, INVALID_ARG. */
+MLC_API mlc_status_t mlc_pinned_pool_open(size_t limit, mlc_pinned_pool_t **pool);
+/** Unpin and free everything the pool holds (blocks in use included). NULL is a no-op. */
+MLC_API mlc_status_t mlc_pinned_pool_close(mlc_pinned_pool_t *pool);
+/** At least `bytes` (> 0) of pinned memory. */
+MLC_API mlc_status_t mlc_pinned_pool_alloc(mlc_pinned_pool_t *pool, size_t bytes, void **ptr);
+/** Give back a block of mlc_pinned_pool_alloc (kept for reuse). */
+MLC_API mlc_status_t mlc_pinned_pool_release(mlc_pinned_pool_t *pool, void *ptr);
+/** Pin user memory in place until mlc_pinned_pool_unpin (counts against the limit). */
+MLC_API mlc_status_t mlc_pinned_pool_pin(mlc_pinned_pool_t *pool, void *ptr, size_t bytes);
+MLC_API mlc_status_t mlc_pinned_pool_unpin(mlc_pinned_pool_t *pool, void *ptr);
+MLC_API mlc_status_t mlc_pinned_pool_info(mlc_pinned_pool_t *pool, mlc_pinned_info_t *info);
+
+/**
+ * GPU-direct capabilities of this machine: 1 yes, 0 no, -1 unknown (no
+ * runtime to ask), each with the evidence it was decided on. Asks the CUDA
+ * (else HIP) runtime the process uses, else a private copy of an installed
+ * one that is closed again (the query changes nothing the process does).
+ * The strings are the calling thread's, valid until its next
+ * mlc_gpudirect_query.
+ */
+typedef struct mlc_gpudirect_info {
+    int rdma;                   /* a NIC reads/writes GPU memory (peer-memory module + RDMA device) */
+    const char *rdma_evidence;
+    int peer_access;            /* GPUs of this host access each other's memory */
+    const char *peer_evidence;
+    int cuda_aware_mpi;         /* the MPI library takes device pointers (known once the mpi backend ran) */
+    const char *mpi_evidence;
+    int ipc;                    /* processes of this host map each other's device memory */
+    const char *ipc_evidence;
+} mlc_gpudirect_info_t;
+MLC_API mlc_status_t mlc_gpudirect_query(mlc_gpudirect_info_t *info);
+
+/**
+ * Whether backend `name` ("shm", "mpi", "nccl", ...) can run here:
+ * MLC_SUCCESS, or MLC_ERR_UNAVAILABLE with the reason as the message
+ * (library or module missing), or MLC_ERR_CONFIG for an unknown name.
+ */
+MLC_API mlc_status_t mlc_backend_check(const char *name);
+
 #ifdef __cplusplus
 }
 #endif

@@ -146,6 +146,30 @@ static int core_api(mlc_comm_t *comm, unsigned char *a, unsigned char *b, size_t
     BAD(mlc_profile_stats, mlc_profile_stats(NULL, stats, &nstats), E);
     BAD(mlc_profile_stats, mlc_profile_stats(comm, stats, NULL), E);
 
+    /* Pinned pool, GPU-direct query, backend check. */
+    mlc_pinned_pool_t *pool = NULL;
+    void *pinned = NULL;
+    mlc_pinned_info_t pinfo;
+    BAD(mlc_pinned_pool_open, mlc_pinned_pool_open(0, NULL), E);
+    CHECK(mlc_pinned_pool_open(1 << 20, &pool) == MLC_SUCCESS, "mlc_pinned_pool_open: %s", mlc_last_error());
+    BADV(mlc_pinned_pool_close, mlc_pinned_pool_close(NULL) == MLC_SUCCESS); /* documented no-op */
+    BAD(mlc_pinned_pool_alloc, mlc_pinned_pool_alloc(NULL, 64, &pinned), E);
+    BAD(mlc_pinned_pool_alloc, mlc_pinned_pool_alloc(pool, 64, NULL), E);
+    BAD(mlc_pinned_pool_alloc, mlc_pinned_pool_alloc(pool, 0, &pinned), E);
+    BAD(mlc_pinned_pool_alloc, mlc_pinned_pool_alloc(pool, (size_t)2 << 20, &pinned), MLC_ERR_NO_MEMORY);
+    BAD(mlc_pinned_pool_release, mlc_pinned_pool_release(NULL, a), E);
+    BAD(mlc_pinned_pool_release, mlc_pinned_pool_release(pool, a), E); /* not from this pool */
+    BAD(mlc_pinned_pool_pin, mlc_pinned_pool_pin(NULL, a, 64), E);
+    BAD(mlc_pinned_pool_pin, mlc_pinned_pool_pin(pool, NULL, 64), E);
+    BAD(mlc_pinned_pool_unpin, mlc_pinned_pool_unpin(NULL, a), E);
+    BAD(mlc_pinned_pool_unpin, mlc_pinned_pool_unpin(pool, a), E); /* never pinned */
+    BAD(mlc_pinned_pool_info, mlc_pinned_pool_info(NULL, &pinfo), E);
+    BAD(mlc_pinned_pool_info, mlc_pinned_pool_info(pool, NULL), E);
+    mlc_pinned_pool_close(pool);
+    BAD(mlc_gpudirect_query, mlc_gpudirect_query(NULL), E);
+    BAD(mlc_backend_check, mlc_backend_check(NULL), E);
+    BAD(mlc_backend_check, mlc_backend_check("no-such"), MLC_ERR_CONFIG);
+
     /* Requests. */
     int done = 0;
     BAD(mlc_request_wait, mlc_request_wait(NULL), E);

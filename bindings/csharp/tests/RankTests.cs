@@ -1,0 +1,68 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Run under a launcher (mlcomm-run for shm, mpirun for mpi): every rank runs
+// these fixtures in the same (alphabetical) order on one world communicator.
+using System;
+using MLFramework.Communication;
+using MLFramework.Communication.Backends;
+using NUnit.Framework;
+
+namespace MLFramework.Tests.Ranks
+{
+    [TestFixture]
+    public class A_CommunicatorTests
+    {
+        [Test] public void AllGather() { Checks.AllGather(World.Comm); }
+        [Test] public void AllReduce() { Checks.AllReduce(World.Comm); }
+        [Test] public void Broadcast() { Checks.Broadcast(World.Comm); }
+        [Test] public void ManyInFlight() { Checks.ManyInFlight(World.Comm); }
+        [Test] public void ReduceScatter() { Checks.ReduceScatter(World.Comm); }
+        [TearDown] public void NoPinsLeft() { Assert.AreEqual(0, ManagedStorage.LivePins); }
+    }
+
+    [TestFixture]
+    public class B_SubgroupAndErrorTests
+    {
+        [Test] public void Errors() { Checks.Errors(World.Comm); }
+        [Test] public void ProcessGroup() { Checks.ProcessGroup(World.Comm); }
+        [TearDown] public void NoPinsLeft() { Assert.AreEqual(0, ManagedStorage.LivePins); }
+    }
+
+    [TestFixture]
+    public class C_BackendTests
+    {
+        [Test] public void Backend() { Checks.Backend(World.Comm); }
+
+        [Test]
+        public void MPIBackendOnMpi()
+        {
+            if (World.Backend != "mpi") { Assert.Ignore("MPIBackend runs under mpirun (csharp.mpi.N)"); return; }
+            var f = new MPIBackendFactory();
+            Assert.IsTrue(f.IsAvailable(), f.UnavailableReason);
+            Assert.AreEqual(50, f.Priority);
+            using (var b = (MPIBackend)f.Create(new CommunicationConfig { TimeoutSeconds = 60 }))
+            {
+                Assert.AreEqual("MPI", b.BackendName);
+                Assert.AreEqual(World.Comm.Rank, b.Rank);
+                var s = b.AllReduce(Tensor.From(new[] { 1.0, b.Rank }), ReduceOp.Sum);
+                CollectionAssert.AreEqual(new[] { (double)b.WorldSize, b.WorldSize * (b.WorldSize - 1) / 2.0 }, s.Data);
+                Checks.Backend(b.Communicator);
+            }
+        }
+        [TearDown] public void NoPinsLeft() { Assert.AreEqual(0, ManagedStorage.LivePins); }
+    }
+
+    [TestFixture]
+    public class D_ParallelTests
+    {
+        [Test] public void Exchange() { Checks.Exchange(World.Comm); }
+        [Test] public void TensorParallelMlp() { Checks.TensorParallelMlp(World.Comm); }
+        [TearDown] public void NoPinsLeft() { Assert.AreEqual(0, ManagedStorage.LivePins); }
+    }
+
+    [TestFixture]
+    public class E_OptimizationTests
+    {
+        [Test] public void AlgorithmSelection() { Checks.AlgorithmSelection(World.Comm); }
+        [Test] public void Profiler() { Checks.Profiler(World.Comm); }
+    }
+}
