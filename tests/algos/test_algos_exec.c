@@ -14,7 +14,6 @@
 #include "check.h"
 #include "sim.h"
 
-int check_failures;
 
 /* Run p single-step-list schedules to completion on the simulator; returns sim_run's status. */
 static int run(int p, mlc_sched_t *s, void **send, void **recv, mlc_dtype_t dt, mlc_op_t op,
@@ -179,25 +178,25 @@ static void test_refusals(void)
     mlc_sched_init(&s);
     CHECK_OK(mlc_sched_add(&s, MLC_STEP_COPY, 0, -1, MLC_BUF_RECV, 0, MLC_BUF_TMP, 8, 16, 0));
     s.tmp_bytes = 16;
-    CHECK_ERR(mlc_exec_create(&s, buf, buf, MLC_INT32, MLC_SUM, 0, 1, 0, &x), MLC_ERR_INTERNAL,
-              "scratch");
+    CHECK_ERR_MSG(mlc_exec_create(&s, buf, buf, MLC_INT32, MLC_SUM, 0, 1, 0, &x), MLC_ERR_INTERNAL,
+                  "scratch");
     CHECK(s.nsteps == 0 && s.steps == s.inline_steps && x == NULL, "failed create kept the schedule");
 
     mlc_sched_init(&s);
     CHECK_OK(mlc_sched_add(&s, MLC_STEP_SEND, 0, 1, MLC_BUF_SEND, 0, MLC_BUF_SEND, 0, 4, 0));
-    CHECK_ERR(mlc_exec_create(&s, NULL, buf, MLC_INT32, MLC_SUM, 0, 1, 0, &x), MLC_ERR_INTERNAL,
-              "send buffer");
+    CHECK_ERR_MSG(mlc_exec_create(&s, NULL, buf, MLC_INT32, MLC_SUM, 0, 1, 0, &x), MLC_ERR_INTERNAL,
+                  "send buffer");
     mlc_sched_init(&s);
     CHECK_OK(mlc_sched_add(&s, MLC_STEP_RECV, 0, 1, MLC_BUF_SEND, 0, MLC_BUF_SEND, 0, 4, 0));
-    CHECK_ERR(mlc_exec_create(&s, buf, buf, MLC_INT32, MLC_SUM, 0, 1, 0, &x), MLC_ERR_INTERNAL,
-              "writes the send buffer");
+    CHECK_ERR_MSG(mlc_exec_create(&s, buf, buf, MLC_INT32, MLC_SUM, 0, 1, 0, &x), MLC_ERR_INTERNAL,
+                  "writes the send buffer");
     mlc_sched_init(&s);
     CHECK_OK(mlc_sched_add(&s, MLC_STEP_REDUCE, 0, -1, MLC_BUF_SEND, 0, MLC_BUF_RECV, 0, 6, 0));
-    CHECK_ERR(mlc_exec_create(&s, buf, buf, MLC_INT32, MLC_SUM, 0, 1, 0, &x), MLC_ERR_INTERNAL,
-              "whole elements");
+    CHECK_ERR_MSG(mlc_exec_create(&s, buf, buf, MLC_INT32, MLC_SUM, 0, 1, 0, &x), MLC_ERR_INTERNAL,
+                  "whole elements");
     mlc_sched_init(&s);
-    CHECK_ERR(mlc_exec_create(&s, buf, NULL, MLC_INT32, MLC_AVG, 4, 2, 0, &x), MLC_ERR_INTERNAL,
-              "avg");
+    CHECK_ERR_MSG(mlc_exec_create(&s, buf, NULL, MLC_INT32, MLC_AVG, 4, 2, 0, &x), MLC_ERR_INTERNAL,
+                  "avg");
     CHECK(x == NULL, "output written on failure");
     /* a zero-byte step may name a buffer the rank lacks */
     mlc_sched_init(&s);

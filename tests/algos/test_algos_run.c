@@ -15,7 +15,6 @@
 #include "check.h"
 #include "sim.h"
 
-int check_failures;
 static long runs;
 
 /* Build, execute and check one case with algorithm a; true when it passed. */
@@ -119,7 +118,7 @@ static void run_noncommutative(const mlc_algo_t *a)
                     trank_t *ranks = calloc((size_t)p, sizeof *ranks);
                     tcase_setup(&c, ranks);
                     mlc_sched_t s;
-                    CHECK_ERR(mlc_algo_build(a, &ranks[0].d, &s), MLC_ERR_UNSUPPORTED, a->name);
+                    CHECK_ERR_MSG(mlc_algo_build(a, &ranks[0].d, &s), MLC_ERR_UNSUPPORTED, a->name);
                     CHECK(s.nsteps == 0, "failed build left %zu steps", s.nsteps);
                     tcase_free(&c, ranks);
                     free(ranks);

@@ -20,7 +20,6 @@
 #include "cases.h"
 #include "check.h"
 
-int check_failures;
 
 typedef struct region {
     int space; /* 0 user memory (real addresses), 1 + rank: that rank's scratch */
@@ -374,27 +373,27 @@ static void check_refusals(void)
                          .commutative = true, .has_send = true, .has_recv = true};
     mlc_sched_t s;
     d.rank = 4;
-    CHECK_ERR(mlc_algo_build(ring, &d, &s), MLC_ERR_INVALID_ARG, "rank 4");
+    CHECK_ERR_MSG(mlc_algo_build(ring, &d, &s), MLC_ERR_INVALID_ARG, "rank 4");
     d.rank = 0;
     d.esize = 0;
-    CHECK_ERR(mlc_algo_build(ring, &d, &s), MLC_ERR_INVALID_ARG, "element size");
+    CHECK_ERR_MSG(mlc_algo_build(ring, &d, &s), MLC_ERR_INVALID_ARG, "element size");
     d.esize = 4;
     d.commutative = false;
-    CHECK_ERR(mlc_algo_build(ring, &d, &s), MLC_ERR_UNSUPPORTED, "non-commutative");
+    CHECK_ERR_MSG(mlc_algo_build(ring, &d, &s), MLC_ERR_UNSUPPORTED, "non-commutative");
     d.commutative = true;
-    CHECK_ERR(mlc_algo_build(bino, &d, &s), MLC_ERR_INVALID_ARG, "broadcast");
+    CHECK_ERR_MSG(mlc_algo_build(bino, &d, &s), MLC_ERR_INVALID_ARG, "broadcast");
     d.coll = MLC_COLL_BROADCAST;
     d.root = 7;
-    CHECK_ERR(mlc_algo_build(bino, &d, &s), MLC_ERR_INVALID_ARG, "root 7");
+    CHECK_ERR_MSG(mlc_algo_build(bino, &d, &s), MLC_ERR_INVALID_ARG, "root 7");
     d.coll = MLC_COLL_ALLGATHERV;
-    CHECK_ERR(mlc_algo_build(mlc_algo_find(MLC_COLL_ALLGATHERV, "ring"), &d, &s),
-              MLC_ERR_INVALID_ARG, "counts");
-    CHECK_ERR(mlc_algo_build(NULL, &d, &s), MLC_ERR_INVALID_ARG, "NULL");
+    CHECK_ERR_MSG(mlc_algo_build(mlc_algo_find(MLC_COLL_ALLGATHERV, "ring"), &d, &s),
+                  MLC_ERR_INVALID_ARG, "counts");
+    CHECK_ERR_MSG(mlc_algo_build(NULL, &d, &s), MLC_ERR_INVALID_ARG, "NULL");
     /* the table's build entries check too (backends may call them directly) */
     d.coll = MLC_COLL_ALLREDUCE;
     d.commutative = false;
     mlc_sched_init(&s);
-    CHECK_ERR(ring->build(&d, &s), MLC_ERR_UNSUPPORTED, "ring");
+    CHECK_ERR_MSG(ring->build(&d, &s), MLC_ERR_UNSUPPORTED, "ring");
     mlc_sched_free(&s);
 }
 

@@ -14,7 +14,6 @@
 #include "bench_model.h"
 #include "check.h"
 
-int check_failures;
 
 static const mlc_cost_model_t M = {1e-6, 1e-9, 5e-10};
 

@@ -13,9 +13,6 @@ static mlc_exchange_config_t cfg1(void)
     return c;
 }
 
-#define CHECK_MSG(text) \
-    CHECK(strstr(mlc_last_error(), (text)) != NULL, "message \"%s\" lacks \"%s\"", mlc_last_error(), (text))
-
 static int create_errors(mlc_comm_t *comm)
 {
     mlc_exchange_t *ex = (mlc_exchange_t *)0x1;

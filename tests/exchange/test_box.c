@@ -19,20 +19,20 @@ static int in_box(const mlc_box_t *b, const int64_t *c)
 static int test_intersect_basics(void)
 {
     mlc_box_t a = box2(0, 0, 4, 4), b = box2(2, 3, 4, 4), c;
-    XCHECK(mlc_box_intersect(&a, &b, &c), "boxes meet");
-    XCHECK(c.start[0] == 2 && c.start[1] == 3 && c.shape[0] == 2 && c.shape[1] == 1, "cut");
+    CHECK(mlc_box_intersect(&a, &b, &c), "boxes meet");
+    CHECK(c.start[0] == 2 && c.start[1] == 3 && c.shape[0] == 2 && c.shape[1] == 1, "cut");
     mlc_box_t far = box2(4, 0, 1, 4);
-    XCHECK(!mlc_box_intersect(&a, &far, &c), "touching boxes do not meet");
-    XCHECK(mlc_box_volume(&a) == 16, "volume");
+    CHECK(!mlc_box_intersect(&a, &far, &c), "touching boxes do not meet");
+    CHECK(mlc_box_volume(&a) == 16, "volume");
     mlc_box_t empty = box2(0, 0, 0, 5);
-    XCHECK(mlc_box_empty(&empty) && mlc_box_volume(&empty) == 0, "empty");
-    XCHECK(mlc_box_contains(&a, &empty), "empty inside anything");
-    XCHECK(mlc_box_contains(&a, &c) && !mlc_box_contains(&a, &b), "contains");
+    CHECK(mlc_box_empty(&empty) && mlc_box_volume(&empty) == 0, "empty");
+    CHECK(mlc_box_contains(&a, &empty), "empty inside anything");
+    CHECK(mlc_box_contains(&a, &c) && !mlc_box_contains(&a, &b), "contains");
     char buf[MLC_BOX_STR_LEN];
-    XCHECK(strcmp(mlc_box_str(&b, buf, sizeof buf), "[2,6)x[3,7)") == 0, "str %s", buf);
-    XCHECK(mlc_floor_div(-1, 4) == -1 && mlc_floor_div(-4, 4) == -1 && mlc_floor_div(3, 4) == 0 &&
-               mlc_floor_div(-5, 4) == -2,
-           "floor_div");
+    CHECK(strcmp(mlc_box_str(&b, buf, sizeof buf), "[2,6)x[3,7)") == 0, "str %s", buf);
+    CHECK(mlc_floor_div(-1, 4) == -1 && mlc_floor_div(-4, 4) == -1 && mlc_floor_div(3, 4) == 0 &&
+              mlc_floor_div(-5, 4) == -2,
+          "floor_div");
     return 0;
 }
 
@@ -51,7 +51,7 @@ static int test_subtract_random(void)
         mlc_box_t a = mlc_box_make(3, s, e), b = mlc_box_make(3, s2, e2);
         mlc_box_t out[2 * MLC_EXCHANGE_MAX_DIMS];
         int n = mlc_box_subtract(&a, &b, out);
-        XCHECK(n <= 6, "at most 2*ndim pieces, got %d", n);
+        CHECK(n <= 6, "at most 2*ndim pieces, got %d", n);
         int64_t c[3];
         for (c[0] = -5; c[0] < 9; c[0]++)
             for (c[1] = -5; c[1] < 9; c[1]++)
@@ -59,10 +59,10 @@ static int test_subtract_random(void)
                     int want = in_box(&a, c) && !in_box(&b, c);
                     int got = 0;
                     for (int i = 0; i < n; i++) got += in_box(&out[i], c);
-                    XCHECK(got == want, "iter %d cell (%lld,%lld,%lld): covered %d times, want %d",
-                           iter, (long long)c[0], (long long)c[1], (long long)c[2], got, want);
+                    CHECK(got == want, "iter %d cell (%lld,%lld,%lld): covered %d times, want %d",
+                          iter, (long long)c[0], (long long)c[1], (long long)c[2], got, want);
                 }
-        for (int i = 0; i < n; i++) XCHECK(!mlc_box_empty(&out[i]), "no empty pieces");
+        for (int i = 0; i < n; i++) CHECK(!mlc_box_empty(&out[i]), "no empty pieces");
     }
     return 0;
 }
@@ -71,43 +71,43 @@ static int test_halo(void)
 {
     mlc_box_t v = box2(10, 20, 4, 5), out[2 * MLC_EXCHANGE_MAX_DIMS];
     int w[2] = {2, 1}, n = -1;
-    XCHECK_OK(mlc_box_halo(&v, w, out, &n));
-    XCHECK(n == 4, "2-D halo has 4 slabs, got %d", n);
+    CHECK_OK(mlc_box_halo(&v, w, out, &n));
+    CHECK(n == 4, "2-D halo has 4 slabs, got %d", n);
     uint64_t vol = 0;
     for (int i = 0; i < n; i++) vol += mlc_box_volume(&out[i]);
-    XCHECK(vol == (uint64_t)(8 * 7 - 4 * 5), "halo volume %llu", (unsigned long long)vol);
+    CHECK(vol == (uint64_t)(8 * 7 - 4 * 5), "halo volume %llu", (unsigned long long)vol);
     /* Corners belong to the axis-0 slabs. */
     int64_t corner[2] = {8, 19};
-    XCHECK(in_box(&out[0], corner), "corner in first slab");
+    CHECK(in_box(&out[0], corner), "corner in first slab");
     int w0[2] = {0, 0};
-    XCHECK_OK(mlc_box_halo(&v, w0, out, &n));
-    XCHECK(n == 0, "zero width: no halo");
+    CHECK_OK(mlc_box_halo(&v, w0, out, &n));
+    CHECK(n == 0, "zero width: no halo");
     int wneg[2] = {1, -1};
-    XCHECK_ERR(mlc_box_halo(&v, wneg, out, &n), MLC_ERR_INVALID_ARG, "width[1] = -1");
+    CHECK_ERR_MSG(mlc_box_halo(&v, wneg, out, &n), MLC_ERR_INVALID_ARG, "width[1] = -1");
     mlc_box_t bad = v;
     bad.ndim = 0;
-    XCHECK_ERR(mlc_box_halo(&bad, w, out, &n), MLC_ERR_INVALID_ARG, "ndim 0");
-    XCHECK_ERR(mlc_box_halo(NULL, w, out, &n), MLC_ERR_INVALID_ARG, "NULL valid");
+    CHECK_ERR_MSG(mlc_box_halo(&bad, w, out, &n), MLC_ERR_INVALID_ARG, "ndim 0");
+    CHECK_ERR_MSG(mlc_box_halo(NULL, w, out, &n), MLC_ERR_INVALID_ARG, "NULL valid");
     /* 4-D: 8 slabs. */
     int64_t s4[4] = {0, 0, 0, 0}, e4[4] = {2, 3, 4, 5};
     mlc_box_t v4 = mlc_box_make(4, s4, e4);
     int w4[4] = {1, 1, 1, 1};
-    XCHECK_OK(mlc_box_halo(&v4, w4, out, &n));
+    CHECK_OK(mlc_box_halo(&v4, w4, out, &n));
     vol = 0;
     for (int i = 0; i < n; i++) vol += mlc_box_volume(&out[i]);
-    XCHECK(n == 8 && vol == (uint64_t)(4 * 5 * 6 * 7 - 2 * 3 * 4 * 5), "4-D halo n=%d vol=%llu", n,
-           (unsigned long long)vol);
+    CHECK(n == 8 && vol == (uint64_t)(4 * 5 * 6 * 7 - 2 * 3 * 4 * 5), "4-D halo n=%d vol=%llu", n,
+          (unsigned long long)vol);
     return 0;
 }
 
 static int test_check(void)
 {
     mlc_box_t b = box2(0, 0, 3, -1);
-    XCHECK_ERR(mlc_box_check(&b, 2, "view"), MLC_ERR_INVALID_ARG, "view has shape[1] = -1");
+    CHECK_ERR_MSG(mlc_box_check(&b, 2, "view"), MLC_ERR_INVALID_ARG, "view has shape[1] = -1");
     b = box2(0, 0, 3, 3);
-    XCHECK_ERR(mlc_box_check(&b, 3, "view"), MLC_ERR_INVALID_ARG, "ndim 2, the exchange has 3");
+    CHECK_ERR_MSG(mlc_box_check(&b, 3, "view"), MLC_ERR_INVALID_ARG, "ndim 2, the exchange has 3");
     b.start[0] = (int64_t)1 << 62;
-    XCHECK_ERR(mlc_box_check(&b, 2, "view"), MLC_ERR_INVALID_ARG, "beyond");
+    CHECK_ERR_MSG(mlc_box_check(&b, 2, "view"), MLC_ERR_INVALID_ARG, "beyond");
     return 0;
 }
 

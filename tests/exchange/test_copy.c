@@ -67,7 +67,7 @@ static int test_pack_unpack_random(void)
             nr *= (size_t)region.shape[d];
         }
         unsigned char *a = malloc(n1), *b = malloc(n2), *packed = malloc(nr + 16);
-        XCHECK(a && b && packed, "malloc");
+        CHECK(a && b && packed, "malloc");
         for (size_t i = 0; i < n1; i++) a[i] = (unsigned char)xrand(&seed);
         memset(b, 0xEE, n2);
         memset(packed, 0xEE, nr + 16);
@@ -76,18 +76,18 @@ static int test_pack_unpack_random(void)
         mlc_strided_t in_a = mlc_strided_in_array(&parent, &region, esize);
         mlc_strided_t pk = mlc_strided_packed(&region, esize, 16 - 16);
         mlc_copy_t c = mlc_copy_make(&region, esize, &in_a, &pk);
-        XCHECK(c.bytes == nr, "bytes %zu want %zu", c.bytes, nr);
+        CHECK(c.bytes == nr, "bytes %zu want %zu", c.bytes, nr);
         mlc_copy_run(&c, a, packed);
         int64_t cell[MLC_EXCHANGE_MAX_DIMS];
         for (int d = 0; d < nd; d++) cell[d] = region.start[d];
         size_t k = 0;
         do {
-            XCHECK(memcmp(packed + k, a + ref_offset(&parent, cell, esize), esize) == 0,
-                   "iter %d: packed element %zu differs (nd %d esize %zu merged ndim %d)", iter,
-                   k / esize, nd, esize, c.ndim);
+            CHECK(memcmp(packed + k, a + ref_offset(&parent, cell, esize), esize) == 0,
+                  "iter %d: packed element %zu differs (nd %d esize %zu merged ndim %d)", iter,
+                  k / esize, nd, esize, c.ndim);
             k += esize;
         } while (next_cell(&region, cell));
-        XCHECK(packed[nr] == 0xEE, "pack wrote past its block");
+        CHECK(packed[nr] == 0xEE, "pack wrote past its block");
 
         /* unpack into the second array */
         mlc_strided_t in_b = mlc_strided_in_array(&parent2, &region, esize);
@@ -102,14 +102,14 @@ static int test_pack_unpack_random(void)
                 in_region &= cell[d] >= region.start[d] && cell[d] < region.start[d] + region.shape[d];
             if (in_region) {
                 inside++;
-                XCHECK(memcmp(got, a + ref_offset(&parent, cell, esize), esize) == 0,
-                       "iter %d: unpacked element differs", iter);
+                CHECK(memcmp(got, a + ref_offset(&parent, cell, esize), esize) == 0,
+                      "iter %d: unpacked element differs", iter);
             } else {
                 for (size_t i = 0; i < esize; i++)
-                    XCHECK(got[i] == 0xEE, "iter %d: unpack wrote outside the region", iter);
+                    CHECK(got[i] == 0xEE, "iter %d: unpack wrote outside the region", iter);
             }
         } while (next_cell(&parent2, cell));
-        XCHECK(inside * esize == nr, "region cells");
+        CHECK(inside * esize == nr, "region cells");
 
         /* direct array-to-array copy gives the same as pack + unpack */
         memset(b, 0xEE, n2);
@@ -117,9 +117,9 @@ static int test_pack_unpack_random(void)
         mlc_copy_run(&l, a, b);
         for (int d = 0; d < nd; d++) cell[d] = region.start[d];
         do {
-            XCHECK(memcmp(b + ref_offset(&parent2, cell, esize), a + ref_offset(&parent, cell, esize),
-                          esize) == 0,
-                   "iter %d: local copy differs", iter);
+            CHECK(memcmp(b + ref_offset(&parent2, cell, esize), a + ref_offset(&parent, cell, esize),
+                         esize) == 0,
+                  "iter %d: local copy differs", iter);
         } while (next_cell(&region, cell));
         free(a);
         free(b);
@@ -138,17 +138,17 @@ static int test_merging(void)
     mlc_strided_t a = mlc_strided_in_array(&parent, &rows, 8);
     mlc_strided_t p = mlc_strided_packed(&rows, 8, 0);
     mlc_copy_t c = mlc_copy_make(&rows, 8, &a, &p);
-    XCHECK(c.ndim == 1 && c.run_bytes == 2 * 6 * 8 * 8, "slab of planes is one run: ndim %d run %zu",
-           c.ndim, c.run_bytes);
-    XCHECK(c.src_offset == 6 * 8 * 8, "offset %lld", (long long)c.src_offset);
+    CHECK(c.ndim == 1 && c.run_bytes == 2 * 6 * 8 * 8, "slab of planes is one run: ndim %d run %zu",
+          c.ndim, c.run_bytes);
+    CHECK(c.src_offset == 6 * 8 * 8, "offset %lld", (long long)c.src_offset);
     int64_t cs[3] = {0, 0, 7}, ce[3] = {4, 6, 1};
     mlc_box_t col = mlc_box_make(3, cs, ce);
     a = mlc_strided_in_array(&parent, &col, 8);
     p = mlc_strided_packed(&col, 8, 0);
     c = mlc_copy_make(&col, 8, &a, &p);
-    XCHECK(c.ndim == 2 && c.run_bytes == 8 && c.shape[0] == 24,
-           "column: the two outer axes merge (stride 64 over 6 rows): ndim %d run %zu shape0 %lld",
-           c.ndim, c.run_bytes, (long long)c.shape[0]);
+    CHECK(c.ndim == 2 && c.run_bytes == 8 && c.shape[0] == 24,
+          "column: the two outer axes merge (stride 64 over 6 rows): ndim %d run %zu shape0 %lld",
+          c.ndim, c.run_bytes, (long long)c.shape[0]);
     return 0;
 }
 

@@ -99,7 +99,7 @@ static int run_scenario(const scenario_t *s)
     /* Patches over the patch grid, dealt to ranks (skipping empty_rank). */
     int npatch = 1, idx[4] = {0};
     for (int d = 0; d < nd; d++) npatch *= s->cuts[d];
-    XCHECK(npatch <= MAX_PATCHES, "too many patches");
+    CHECK(npatch <= MAX_PATCHES, "too many patches");
     for (int p = 0; p < npatch; p++) {
         int rem = p;
         for (int d = nd - 1; d >= 0; d--) {
@@ -127,7 +127,7 @@ static int run_scenario(const scenario_t *s)
         size_t bytes = s->esize;
         for (int d = 0; d < nd; d++) bytes *= (size_t)parent.shape[d];
         unsigned char *data = malloc(bytes);
-        XCHECK(data, "malloc");
+        CHECK(data, "malloc");
         memset(data, SENTINEL, bytes);
         int64_t c[4];
         for (int d = 0; d < nd; d++) c[d] = valid.start[d];
@@ -138,7 +138,7 @@ static int run_scenario(const scenario_t *s)
         v->np++;
         mlc_box_t halo[2 * MLC_EXCHANGE_MAX_DIMS];
         int nh = 0;
-        XCHECK_OK(mlc_box_halo(&valid, w, halo, &nh));
+        CHECK_OK(mlc_box_halo(&valid, w, halo, &nh));
         for (int h = 0; h < nh; h++) {
             v->nv[v->nn] = (mlc_view_t){data, parent, halo[h]};
             v->ns[v->nn] = (mlc_xshape_t){parent, halo[h]};
@@ -151,22 +151,22 @@ static int run_scenario(const scenario_t *s)
     const size_t rl = mlc_xreq_len(nd);
     for (int r = 0; r < s->nranks; r++) {
         mlc_xpub_t *pubs = malloc((total + 1) * sizeof *pubs);
-        XCHECK(pubs, "malloc");
+        CHECK(pubs, "malloc");
         size_t k = 0;
         for (int q = 0; q < s->nranks; q++)
             for (int i = 0; i < R[q].np; i++) pubs[k++] = (mlc_xpub_t){q, i, R[q].pv[i].region};
         mlc_xindex_t index;
-        XCHECK_OK(mlc_xindex_build(&g, pubs, total, &index));
+        CHECK_OK(mlc_xindex_build(&g, pubs, total, &index));
         mlc_box_t needs[MAX_PATCHES * 8];
         for (int i = 0; i < R[r].nn; i++) needs[i] = R[r].nv[i].region;
         mlc_xmatch_t *m = NULL;
         size_t nm = 0;
         uint64_t missing = 0;
-        XCHECK_OK(mlc_xmatch_needs(&g, &index, needs, R[r].nn, allow, &m, &nm, &missing));
-        XCHECK(allow || missing == 0, "periodic everywhere: nothing missing");
-        XCHECK_OK(mlc_xplan_recv_side(&R[r].plan, &g, r, s->nranks, m, nm, R[r].ps, R[r].np,
-                                      R[r].ns, R[r].nn, R[r].req_counts, &R[r].reqs));
-        XCHECK(R[r].req_counts[r] == 0, "no request to self");
+        CHECK_OK(mlc_xmatch_needs(&g, &index, needs, R[r].nn, allow, &m, &nm, &missing));
+        CHECK(allow || missing == 0, "periodic everywhere: nothing missing");
+        CHECK_OK(mlc_xplan_recv_side(&R[r].plan, &g, r, s->nranks, m, nm, R[r].ps, R[r].np,
+                                     R[r].ns, R[r].nn, R[r].req_counts, &R[r].reqs));
+        CHECK(R[r].req_counts[r] == 0, "no request to self");
         free(m);
         mlc_xindex_free(&index);
     }
@@ -176,7 +176,7 @@ static int run_scenario(const scenario_t *s)
         size_t nin = 0;
         for (int r = 0; r < s->nranks; r++) nin += R[r].req_counts[q];
         int64_t *in = malloc((nin + 1) * rl * sizeof *in);
-        XCHECK(in, "malloc");
+        CHECK(in, "malloc");
         size_t k = 0;
         for (int r = 0; r < s->nranks; r++) {
             size_t before = 0;
@@ -185,20 +185,20 @@ static int run_scenario(const scenario_t *s)
             if (in_counts[r]) memcpy(in + k * rl, R[r].reqs + before * rl, in_counts[r] * rl * sizeof *in);
             k += in_counts[r];
         }
-        XCHECK_OK(mlc_xplan_send_side(&R[q].plan, &g, s->nranks, in_counts, in, R[q].ps, R[q].np));
+        CHECK_OK(mlc_xplan_send_side(&R[q].plan, &g, s->nranks, in_counts, in, R[q].ps, R[q].np));
         free(in);
     }
     /* One message per neighbour: peers unique and ascending on both sides. */
     for (int r = 0; r < s->nranks; r++) {
         const mlc_xplan_t *pl = &R[r].plan;
         for (int i = 1; i < pl->nsend; i++)
-            XCHECK(pl->send[i].rank > pl->send[i - 1].rank, "send peers ascending");
+            CHECK(pl->send[i].rank > pl->send[i - 1].rank, "send peers ascending");
         for (int i = 1; i < pl->nrecv; i++)
-            XCHECK(pl->recv[i].rank > pl->recv[i - 1].rank, "recv peers ascending");
-        for (int i = 0; i < pl->nsend; i++) XCHECK(pl->send[i].rank != r, "no message to self");
+            CHECK(pl->recv[i].rank > pl->recv[i - 1].rank, "recv peers ascending");
+        for (int i = 0; i < pl->nsend; i++) CHECK(pl->send[i].rank != r, "no message to self");
         R[r].send_arena = malloc(pl->send_arena + 1);
         R[r].recv_arena = malloc(pl->recv_arena + 1);
-        XCHECK(R[r].send_arena && R[r].recv_arena, "malloc");
+        CHECK(R[r].send_arena && R[r].recv_arena, "malloc");
     }
     /* Execute: pack, deliver, unpack, local copies. */
     for (int q = 0; q < s->nranks; q++) {
@@ -211,10 +211,10 @@ static int run_scenario(const scenario_t *s)
             const mlc_xpeer_t *match = NULL;
             for (int j = 0; j < rp->nrecv; j++)
                 if (rp->recv[j].rank == q) match = &rp->recv[j];
-            XCHECK(match, "rank %d sends to %d, which expects nothing", q, sp->rank);
-            XCHECK(match->bytes == sp->bytes, "message %d->%d: %zu bytes sent, %zu expected", q,
-                   sp->rank, sp->bytes, match->bytes);
-            XCHECK(match->nseg == sp->nseg, "segments agree");
+            CHECK(match, "rank %d sends to %d, which expects nothing", q, sp->rank);
+            CHECK(match->bytes == sp->bytes, "message %d->%d: %zu bytes sent, %zu expected", q,
+                  sp->rank, sp->bytes, match->bytes);
+            CHECK(match->nseg == sp->nseg, "segments agree");
             memcpy(R[sp->rank].recv_arena + match->offset, R[q].send_arena + sp->offset, sp->bytes);
         }
     }
@@ -224,7 +224,7 @@ static int run_scenario(const scenario_t *s)
             bool sent = false;
             const mlc_xplan_t *sp = &R[pl->recv[j].rank].plan;
             for (int i = 0; i < sp->nsend; i++) sent |= sp->send[i].rank == r;
-            XCHECK(sent, "rank %d expects a message from %d that never comes", r, pl->recv[j].rank);
+            CHECK(sent, "rank %d expects a message from %d that never comes", r, pl->recv[j].rank);
         }
         for (size_t k = 0; k < pl->nrecv_segs; k++)
             mlc_copy_run(&pl->recv_segs[k].copy, R[r].recv_arena, R[r].nv[pl->recv_segs[k].id].data);
@@ -233,8 +233,8 @@ static int run_scenario(const scenario_t *s)
     }
     /* Verify every cell of every parent array. */
     for (int r = 0; r < s->nranks; r++) {
-        XCHECK(r != s->empty_rank || (R[r].np == 0 && R[r].plan.nsend == 0 && R[r].plan.nrecv == 0),
-               "empty rank takes no part");
+        CHECK(r != s->empty_rank || (R[r].np == 0 && R[r].plan.nsend == 0 && R[r].plan.nrecv == 0),
+              "empty rank takes no part");
         for (int i = 0; i < R[r].np; i++) {
             const mlc_view_t *v = &R[r].pv[i];
             int64_t c[4], w[4];
@@ -250,11 +250,11 @@ static int run_scenario(const scenario_t *s)
                 unsigned char want[64], *got = (unsigned char *)v->data + offset_in(&v->parent, c, s->esize);
                 if (outside) memset(want, SENTINEL, s->esize);
                 else cell_value(w, nd, s->esize, want);
-                XCHECK(memcmp(got, want, s->esize) == 0,
-                       "%s: rank %d patch %d cell (%lld,%lld,%lld,%lld) wrong%s", s->name, r, i,
-                       (long long)c[0], (long long)(nd > 1 ? c[1] : 0),
-                       (long long)(nd > 2 ? c[2] : 0), (long long)(nd > 3 ? c[3] : 0),
-                       outside ? " (outside: must stay untouched)" : "");
+                CHECK(memcmp(got, want, s->esize) == 0,
+                      "%s: rank %d patch %d cell (%lld,%lld,%lld,%lld) wrong%s", s->name, r, i,
+                      (long long)c[0], (long long)(nd > 1 ? c[1] : 0),
+                      (long long)(nd > 2 ? c[2] : 0), (long long)(nd > 3 ? c[3] : 0),
+                      outside ? " (outside: must stay untouched)" : "");
             } while (next_cell(&v->parent, c));
         }
     }
@@ -317,61 +317,61 @@ static int test_errors(void)
     mlc_xindex_t idx;
     /* Overlapping provides: both boxes and ranks named. */
     mlc_xpub_t *p = malloc(3 * sizeof *p);
-    XCHECK(p, "malloc");
+    CHECK(p, "malloc");
     p[0] = (mlc_xpub_t){0, 0, b2(0, 0, 5, 5)};
     p[1] = (mlc_xpub_t){1, 0, b2(5, 0, 5, 5)};
     p[2] = (mlc_xpub_t){2, 3, b2(4, 4, 2, 2)};
-    XCHECK_ERR(mlc_xindex_build(&g, p, 3, &idx), MLC_ERR_INVALID_ARG,
-               "rank 0 provide 0 [0,5)x[0,5) and rank 2 provide 3 [4,6)x[4,6) share [4,5)x[4,5)");
+    CHECK_ERR_MSG(mlc_xindex_build(&g, p, 3, &idx), MLC_ERR_INVALID_ARG,
+                 "rank 0 provide 0 [0,5)x[0,5) and rank 2 provide 3 [4,6)x[4,6) share [4,5)x[4,5)");
     /* Outside the domain. */
     p = malloc(sizeof *p);
-    XCHECK(p, "malloc");
+    CHECK(p, "malloc");
     p[0] = (mlc_xpub_t){1, 2, b2(8, 8, 3, 1)};
-    XCHECK_ERR(mlc_xindex_build(&g, p, 1, &idx), MLC_ERR_INVALID_ARG,
-               "rank 1 provide 2 [8,11)x[8,9) lies outside the domain [0,10)x[0,10)");
+    CHECK_ERR_MSG(mlc_xindex_build(&g, p, 1, &idx), MLC_ERR_INVALID_ARG,
+                 "rank 1 provide 2 [8,11)x[8,9) lies outside the domain [0,10)x[0,10)");
     /* Empty provides are ignored, even overlapping ones. */
     p = malloc(2 * sizeof *p);
-    XCHECK(p, "malloc");
+    CHECK(p, "malloc");
     p[0] = (mlc_xpub_t){0, 0, b2(0, 0, 10, 10)};
     p[1] = (mlc_xpub_t){1, 0, b2(3, 3, 0, 4)};
-    XCHECK_OK(mlc_xindex_build(&g, p, 2, &idx));
-    XCHECK(idx.n == 1, "empty provide dropped");
+    CHECK_OK(mlc_xindex_build(&g, p, 2, &idx));
+    CHECK(idx.n == 1, "empty provide dropped");
     mlc_xindex_free(&idx);
     /* A need nobody provides: named with an uncovered box; with the flag, counted. */
     p = malloc(2 * sizeof *p);
-    XCHECK(p, "malloc");
+    CHECK(p, "malloc");
     p[0] = (mlc_xpub_t){0, 0, b2(0, 0, 5, 10)};
     p[1] = (mlc_xpub_t){1, 0, b2(5, 0, 5, 4)};
-    XCHECK_OK(mlc_xindex_build(&g, p, 2, &idx));
+    CHECK_OK(mlc_xindex_build(&g, p, 2, &idx));
     mlc_box_t needs[2] = {b2(0, 0, 2, 2), b2(4, 2, 3, 4)};
     mlc_xmatch_t *m = NULL;
     size_t nm = 0;
     uint64_t missing = 0;
-    XCHECK_ERR(mlc_xmatch_needs(&g, &idx, needs, 2, false, &m, &nm, &missing),
-               MLC_ERR_INVALID_ARG, "need 1 [4,7)x[2,6): 4 cells no rank provides (e.g. [5,7)x[4,6))");
-    XCHECK_OK(mlc_xmatch_needs(&g, &idx, needs, 2, true, &m, &nm, &missing));
-    XCHECK(missing == 4 && nm == 3, "missing %llu matches %zu", (unsigned long long)missing, nm);
-    XCHECK(m[0].rank == 0 && m[1].rank == 0 && m[2].rank == 1, "grouped by rank");
-    XCHECK(m[0].need_id == 0 && m[1].need_id == 1, "need order kept within a rank");
+    CHECK_ERR_MSG(mlc_xmatch_needs(&g, &idx, needs, 2, false, &m, &nm, &missing),
+                 MLC_ERR_INVALID_ARG, "need 1 [4,7)x[2,6): 4 cells no rank provides (e.g. [5,7)x[4,6))");
+    CHECK_OK(mlc_xmatch_needs(&g, &idx, needs, 2, true, &m, &nm, &missing));
+    CHECK(missing == 4 && nm == 3, "missing %llu matches %zu", (unsigned long long)missing, nm);
+    CHECK(m[0].rank == 0 && m[1].rank == 0 && m[2].rank == 1, "grouped by rank");
+    CHECK(m[0].need_id == 0 && m[1].need_id == 1, "need order kept within a rank");
     free(m);
     /* Beyond the domain on an open axis is unprovided too. */
     mlc_box_t outside[1] = {b2(-1, 0, 1, 3)};
-    XCHECK_ERR(mlc_xmatch_needs(&g, &idx, outside, 1, false, &m, &nm, &missing),
-               MLC_ERR_INVALID_ARG, "need 0 [-1,0)x[0,3): 3 cells");
+    CHECK_ERR_MSG(mlc_xmatch_needs(&g, &idx, outside, 1, false, &m, &nm, &missing),
+                 MLC_ERR_INVALID_ARG, "need 0 [-1,0)x[0,3): 3 cells");
     mlc_xindex_free(&idx);
     /* Periodic: the same need is served by the image. */
     mlc_xgeom_t gp = geom2(true);
     p = malloc(sizeof *p);
-    XCHECK(p, "malloc");
+    CHECK(p, "malloc");
     p[0] = (mlc_xpub_t){3, 0, b2(0, 0, 10, 10)};
-    XCHECK_OK(mlc_xindex_build(&gp, p, 1, &idx));
-    XCHECK_OK(mlc_xmatch_needs(&gp, &idx, outside, 1, false, &m, &nm, &missing));
-    XCHECK(nm == 1 && m[0].src.start[0] == 9 && m[0].dst.start[0] == -1, "wrapped");
+    CHECK_OK(mlc_xindex_build(&gp, p, 1, &idx));
+    CHECK_OK(mlc_xmatch_needs(&gp, &idx, outside, 1, false, &m, &nm, &missing));
+    CHECK(nm == 1 && m[0].src.start[0] == 9 && m[0].dst.start[0] == -1, "wrapped");
     free(m);
     /* Absurdly many images are refused. */
     mlc_box_t huge[1] = {b2(0, 0, 1000, 1000)};
-    XCHECK_ERR(mlc_xmatch_needs(&gp, &idx, huge, 1, false, &m, &nm, &missing),
-               MLC_ERR_INVALID_ARG, "periodic images");
+    CHECK_ERR_MSG(mlc_xmatch_needs(&gp, &idx, huge, 1, false, &m, &nm, &missing),
+                 MLC_ERR_INVALID_ARG, "periodic images");
     mlc_xindex_free(&idx);
     return 0;
 }
@@ -384,11 +384,11 @@ static int test_bad_request(void)
     uint64_t counts[2] = {1, 0};
     int64_t rec[5] = {0, 3, 3, 4, 1}; /* provide 0, [3,7)x[3,4): beyond the region */
     mlc_xplan_t plan = {0};
-    XCHECK_ERR(mlc_xplan_send_side(&plan, &g, 2, counts, rec, provs, 1), MLC_ERR_INTERNAL,
-               "rank 0 asked for [3,7)x[3,4) of provide 0");
+    CHECK_ERR_MSG(mlc_xplan_send_side(&plan, &g, 2, counts, rec, provs, 1), MLC_ERR_INTERNAL,
+                 "rank 0 asked for [3,7)x[3,4) of provide 0");
     rec[0] = 7;
-    XCHECK_ERR(mlc_xplan_send_side(&plan, &g, 2, counts, rec, provs, 1), MLC_ERR_INTERNAL,
-               "of provide 7 (this rank has 1 provides)");
+    CHECK_ERR_MSG(mlc_xplan_send_side(&plan, &g, 2, counts, rec, provs, 1), MLC_ERR_INTERNAL,
+                 "of provide 7 (this rank has 1 provides)");
     return 0;
 }
 

@@ -51,7 +51,7 @@ static void test_paths(void)
     CHECK_OK(mlc_gpurt_device_count(&rt, &n));
     CHECK(n == 1, "device count %d", n);
     setenv("FAKE_CUDA_DEVICES", "0", 1);
-    CHECK_ERR(mlc_gpurt_device_count(&rt, &n), MLC_ERR_UNAVAILABLE, "cudaGetDeviceCount: cudaErrorNoDevice (100)");
+    CHECK_ERR_MSG(mlc_gpurt_device_count(&rt, &n), MLC_ERR_UNAVAILABLE, "cudaGetDeviceCount: cudaErrorNoDevice (100)");
     setenv("FAKE_CUDA_DEVICES", "2", 1);
     CHECK_OK(mlc_gpurt_device_count(&rt, &n));
     CHECK(n == 2, "device count %d", n);
@@ -78,7 +78,7 @@ static void test_paths(void)
     CHECK(info.total_mem == ((size_t)16 << 30), "total mem %zu", info.total_mem);
     CHECK(info.cc_major == 9 && info.cc_minor == 0, "cc %d.%d", info.cc_major, info.cc_minor);
     CHECK_STR(info.bus_id, "0000:11:00.0");
-    CHECK_ERR(mlc_gpurt_device_info(&rt, 5, &info), MLC_ERR_BACKEND, "cudaGetDeviceProperties(5)");
+    CHECK_ERR_MSG(mlc_gpurt_device_info(&rt, 5, &info), MLC_ERR_BACKEND, "cudaGetDeviceProperties(5)");
     char buf[256];
     mlc_gpurt_strerror(&rt, 2, buf, sizeof buf);
     CHECK(strstr(buf, "cudaErrorMemoryAllocation (2)") != NULL, "strerror: %s", buf);
@@ -96,7 +96,7 @@ static void test_paths(void)
           info.cc_major);
     CHECK_OK(mlc_gpurt_device_count(&rt, &n));
     setenv("FAKE_CUDA_DEVICES", "0", 1);
-    CHECK_ERR(mlc_gpurt_device_count(&rt, &n), MLC_ERR_UNAVAILABLE, "no HIP device: hipGetDeviceCount: ");
+    CHECK_ERR_MSG(mlc_gpurt_device_count(&rt, &n), MLC_ERR_UNAVAILABLE, "no HIP device: hipGetDeviceCount: ");
     unsetenv("FAKE_CUDA_DEVICES");
     mlc_gpurt_close(&rt);
 
@@ -128,14 +128,14 @@ static void test_env_missing(void)
     const mlc_gpurt_t *rt = NULL;
     CHECK(mlc_gpurt_peek(MLC_GPU_CUDA) == NULL, "loaded before first use");
     CHECK(mlc_gpurt_why(MLC_GPU_CUDA)[0] == '\0', "a reason before any attempt");
-    CHECK_ERR(mlc_gpurt_get(MLC_GPU_CUDA, &rt), MLC_ERR_UNAVAILABLE, "MLC_CUDART_LIB=/nonexistent/libcudart.so.13");
+    CHECK_ERR_MSG(mlc_gpurt_get(MLC_GPU_CUDA, &rt), MLC_ERR_UNAVAILABLE, "MLC_CUDART_LIB=/nonexistent/libcudart.so.13");
     CHECK(rt == NULL, "output written on failure");
     /* The answer is cached: same status and reason, no new attempt. */
-    CHECK_ERR(mlc_gpurt_get(MLC_GPU_CUDA, &rt), MLC_ERR_UNAVAILABLE, "cannot be opened");
+    CHECK_ERR_MSG(mlc_gpurt_get(MLC_GPU_CUDA, &rt), MLC_ERR_UNAVAILABLE, "cannot be opened");
     CHECK(strstr(mlc_gpurt_why(MLC_GPU_CUDA), "MLC_CUDART_LIB") != NULL, "why: %s", mlc_gpurt_why(MLC_GPU_CUDA));
     CHECK(mlc_gpurt_peek(MLC_GPU_CUDA) == NULL, "peek after a failed load");
     const mlc_nccl_api_t *api = NULL;
-    CHECK_ERR(mlc_nccl_api_get(MLC_NCCL_FLAVOR_NCCL, &api), MLC_ERR_UNAVAILABLE, "MLC_NCCL_LIB=/nonexistent/libnccl.so.2");
+    CHECK_ERR_MSG(mlc_nccl_api_get(MLC_NCCL_FLAVOR_NCCL, &api), MLC_ERR_UNAVAILABLE, "MLC_NCCL_LIB=/nonexistent/libnccl.so.2");
 }
 
 static void test_env_fake(void)

@@ -212,16 +212,16 @@ static void user_sum(const void *in, void *inout, size_t count, mlc_dtype_t dt, 
 static void test_refusals(mlc_comm_t *comm)
 {
     float *d = dev_floats(64);
-    CHECK_ERR(mlc_send(d, 4, MLC_FLOAT32, 0, 5, comm, NULL), MLC_ERR_UNSUPPORTED, "tag 5");
-    CHECK_ERR(mlc_recv(d, 4, MLC_FLOAT32, MLC_ANY_SOURCE, 0, comm, NULL, NULL), MLC_ERR_UNSUPPORTED,
-              "MLC_ANY_SOURCE");
-    CHECK_ERR(mlc_recv(d, 4, MLC_FLOAT32, 0, 3, comm, NULL, NULL), MLC_ERR_UNSUPPORTED, "NCCL has no tags");
+    CHECK_ERR_MSG(mlc_send(d, 4, MLC_FLOAT32, 0, 5, comm, NULL), MLC_ERR_UNSUPPORTED, "tag 5");
+    CHECK_ERR_MSG(mlc_recv(d, 4, MLC_FLOAT32, MLC_ANY_SOURCE, 0, comm, NULL, NULL), MLC_ERR_UNSUPPORTED,
+                  "MLC_ANY_SOURCE");
+    CHECK_ERR_MSG(mlc_recv(d, 4, MLC_FLOAT32, 0, 3, comm, NULL, NULL), MLC_ERR_UNSUPPORTED, "NCCL has no tags");
     mlc_msg_status_t ms;
     int flag;
-    CHECK_ERR(mlc_iprobe(0, 0, comm, &flag, &ms), MLC_ERR_UNSUPPORTED, "probe is not possible");
+    CHECK_ERR_MSG(mlc_iprobe(0, 0, comm, &flag, &ms), MLC_ERR_UNSUPPORTED, "probe is not possible");
     mlc_op_t op;
     CHECK_OK(mlc_op_create(user_sum, 1, NULL, &op));
-    CHECK_ERR(mlc_allreduce(d, d, 4, MLC_FLOAT32, op, comm, NULL), MLC_ERR_UNSUPPORTED, "user-defined");
+    CHECK_ERR_MSG(mlc_allreduce(d, d, 4, MLC_FLOAT32, op, comm, NULL), MLC_ERR_UNSUPPORTED, "user-defined");
     mlc_op_free(op);
     /* A device buffer of another device. */
     setenv("FAKE_CUDA_DEVICES", "2", 1);
@@ -229,8 +229,8 @@ static void test_refusals(mlc_comm_t *comm)
     rt->set_device(1);
     rt->malloc(&other, 64);
     rt->set_device(0);
-    CHECK_ERR(mlc_allreduce(other, d, 4, MLC_FLOAT32, MLC_SUM, comm, NULL), MLC_ERR_INVALID_ARG,
-              "device 1 but the communicator uses device 0");
+    CHECK_ERR_MSG(mlc_allreduce(other, d, 4, MLC_FLOAT32, MLC_SUM, comm, NULL), MLC_ERR_INVALID_ARG,
+                  "device 1 but the communicator uses device 0");
     rt->free(other);
     unsetenv("FAKE_CUDA_DEVICES");
     /* The communicator is still healthy after refused calls. */
@@ -298,9 +298,9 @@ static void test_split_and_algo(mlc_comm_t *comm)
     /* allreduce may be forced to ring or tree, but only before NCCL starts. */
     float x = 1;
     CHECK_OK(mlc_comm_set_algo(comm, MLC_COLL_ALLREDUCE, "ring"));
-    CHECK_ERR(mlc_allreduce(&x, &x, 1, MLC_FLOAT32, MLC_SUM, comm, NULL), MLC_ERR_UNSUPPORTED,
-              "cannot be switched per call");
-    CHECK_ERR(mlc_comm_set_algo(comm, MLC_COLL_BROADCAST, "ring"), MLC_ERR_INVALID_ARG, "no broadcast algorithm");
+    CHECK_ERR_MSG(mlc_allreduce(&x, &x, 1, MLC_FLOAT32, MLC_SUM, comm, NULL), MLC_ERR_UNSUPPORTED,
+                  "cannot be switched per call");
+    CHECK_ERR_MSG(mlc_comm_set_algo(comm, MLC_COLL_BROADCAST, "ring"), MLC_ERR_INVALID_ARG, "no broadcast algorithm");
     CHECK_OK(mlc_comm_set_algo(comm, MLC_COLL_ALLREDUCE, NULL));
     CHECK_OK(mlc_allreduce(&x, &x, 1, MLC_FLOAT32, MLC_SUM, comm, NULL));
 }
@@ -310,8 +310,8 @@ static void test_pinned_limit(mlc_comm_t *comm)
     /* MLC_PINNED_LIMIT=16M (ctest): a 32 MiB host buffer cannot be staged. */
     size_t n = 8u << 20;
     float *big = calloc(n, sizeof(float));
-    CHECK_ERR(mlc_allreduce(big, big, n, MLC_FLOAT32, MLC_SUM, comm, NULL), MLC_ERR_NO_MEMORY,
-              "pinned memory limit reached");
+    CHECK_ERR_MSG(mlc_allreduce(big, big, n, MLC_FLOAT32, MLC_SUM, comm, NULL), MLC_ERR_NO_MEMORY,
+                  "pinned memory limit reached");
     CHECK(mlc_comm_status(comm) == MLC_SUCCESS, "a staging refusal failed the communicator");
     free(big);
     mlc_pinned_pool_t *pool;
@@ -335,9 +335,9 @@ static void test_abort(void)
     CHECK_OK(mlc_request_test(&req, &done));
     CHECK(!done, "an operation that never ends completed");
     CHECK_OK(mlc_comm_abort(comm));
-    CHECK_ERR(mlc_request_wait(&req), MLC_ERR_ABORTED, "");
+    CHECK_ERR_MSG(mlc_request_wait(&req), MLC_ERR_ABORTED, "");
     CHECK(*ncounter("fake_nccl_aborts") == aborts + 1, "ncclCommAbort not called");
-    CHECK_ERR(mlc_allreduce(d, d, 16, MLC_FLOAT32, MLC_SUM, comm, NULL), MLC_ERR_ABORTED, "");
+    CHECK_ERR_MSG(mlc_allreduce(d, d, 16, MLC_FLOAT32, MLC_SUM, comm, NULL), MLC_ERR_ABORTED, "");
     CHECK_OK(mlc_comm_free(comm));
     CHECK(*ncounter("fake_nccl_aborts") == aborts + 1, "aborted twice");
     unsetenv("FAKE_CUDA_EVENT_NEVER");
@@ -355,9 +355,9 @@ static void test_free_pending(void)
     CHECK_OK(mlc_allreduce(d, d, 16, MLC_FLOAT32, MLC_SUM, comm, &req));
     CHECK_OK(mlc_broadcast(d, d, 16, MLC_FLOAT32, 0, comm, &req2));
     CHECK_OK(mlc_comm_free(comm));
-    CHECK_ERR(mlc_request_wait(&req), MLC_ERR_ABORTED, "freed");
+    CHECK_ERR_MSG(mlc_request_wait(&req), MLC_ERR_ABORTED, "freed");
     int done = 0;
-    CHECK_ERR(mlc_request_test(&req2, &done), MLC_ERR_ABORTED, "freed");
+    CHECK_ERR_MSG(mlc_request_test(&req2, &done), MLC_ERR_ABORTED, "freed");
     CHECK(done && !req && !req2, "handles not released");
     unsetenv("FAKE_CUDA_EVENT_NEVER");
     rt->free(d);
@@ -439,11 +439,11 @@ static void test_async_error(void)
     float *d = dev_floats(16);
     CHECK_OK(mlc_allreduce(d, d, 16, MLC_FLOAT32, MLC_SUM, comm, NULL));
     setenv("FAKE_CUDA_EVENT_NEVER", "1", 1); /* the next one waits: health notices the error */
-    CHECK_ERR(mlc_allreduce(d, d, 16, MLC_FLOAT32, MLC_SUM, comm, NULL), MLC_ERR_PEER_LOST,
-              "remote process exited");
+    CHECK_ERR_MSG(mlc_allreduce(d, d, 16, MLC_FLOAT32, MLC_SUM, comm, NULL), MLC_ERR_PEER_LOST,
+                  "remote process exited");
     CHECK(mlc_comm_status(comm) == MLC_ERR_PEER_LOST, "status %s", mlc_status_name(mlc_comm_status(comm)));
     CHECK(*ncounter("fake_nccl_aborts") == aborts + 1, "NCCL communicator not aborted");
-    CHECK_ERR(mlc_barrier(comm, NULL), MLC_ERR_PEER_LOST, "remote process exited");
+    CHECK_ERR_MSG(mlc_barrier(comm, NULL), MLC_ERR_PEER_LOST, "remote process exited");
     CHECK_OK(mlc_comm_free(comm));
     rt->free(d);
 }
@@ -455,7 +455,7 @@ static void test_timeout(void)
     if (!comm) return;
     setenv("FAKE_CUDA_EVENT_NEVER", "1", 1);
     float *d = dev_floats(16);
-    CHECK_ERR(mlc_allreduce(d, d, 16, MLC_FLOAT32, MLC_SUM, comm, NULL), MLC_ERR_TIMEOUT, "MLC_TIMEOUT");
+    CHECK_ERR_MSG(mlc_allreduce(d, d, 16, MLC_FLOAT32, MLC_SUM, comm, NULL), MLC_ERR_TIMEOUT, "MLC_TIMEOUT");
     CHECK(strstr(mlc_last_error(), "NCCL does not report"), "message: %s", mlc_last_error());
     CHECK(mlc_comm_status(comm) == MLC_ERR_TIMEOUT, "status %s", mlc_status_name(mlc_comm_status(comm)));
     CHECK_OK(mlc_comm_free(comm));
@@ -539,7 +539,7 @@ static void test_nosplit(void)
     mlc_comm_t *comm = make_comm(0);
     if (!comm) return;
     mlc_comm_t *child = NULL;
-    CHECK_ERR(mlc_comm_split(comm, 0, 0, &child), MLC_ERR_UNSUPPORTED, "ncclCommSplit");
+    CHECK_ERR_MSG(mlc_comm_split(comm, 0, 0, &child), MLC_ERR_UNSUPPORTED, "ncclCommSplit");
     CHECK(mlc_comm_status(comm) == MLC_SUCCESS, "an unsupported split failed the communicator");
     CHECK_OK(mlc_comm_free(comm));
 }
@@ -645,7 +645,7 @@ int main(int argc, char **argv)
         pid_t pid = fork();
         if (pid == 0) {
             int rc = init_two("shm", 0);
-            _exit(rc || unit_failures ? 1 : 0);
+            _exit(rc || check_failures ? 1 : 0);
         }
         int status;
         waitpid(pid, &status, 0);
@@ -653,7 +653,7 @@ int main(int argc, char **argv)
         pid = fork();
         if (pid == 0) {
             int rc = init_two("tcp", port);
-            _exit(rc || unit_failures ? 1 : 0);
+            _exit(rc || check_failures ? 1 : 0);
         }
         waitpid(pid, &status, 0);
         CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "tcp bootstrap case failed");

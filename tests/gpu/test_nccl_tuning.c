@@ -67,12 +67,12 @@ int main(void)
     snprintf(cfg.algo[MLC_COLL_ALLREDUCE], sizeof cfg.algo[0], "ring");
     CHECK_OK(mlc_nccl_tuning_resolve(&cfg, 21800, &t));
     CHECK_STR(t.algo, "Ring");
-    CHECK_ERR(mlc_nccl_tuning_apply_to(&proc, &t), MLC_ERR_CONFIG,
-              "MLC_ALGO_ALLREDUCE asks for NCCL_ALGO=Ring, but NCCL read NCCL_ALGO=allreduce:tree");
+    CHECK_ERR_MSG(mlc_nccl_tuning_apply_to(&proc, &t), MLC_ERR_CONFIG,
+                  "MLC_ALGO_ALLREDUCE asks for NCCL_ALGO=Ring, but NCCL read NCCL_ALGO=allreduce:tree");
     /* ... and, before a process's first communicator, from a value already in the environment. */
     mlc_nccl_process_env_t fresh;
     memset(&fresh, 0, sizeof fresh);
-    CHECK_ERR(mlc_nccl_tuning_apply_to(&fresh, &t), MLC_ERR_CONFIG, "NCCL_ALGO=Ring but the environment has NCCL_ALGO=allreduce:tree");
+    CHECK_ERR_MSG(mlc_nccl_tuning_apply_to(&fresh, &t), MLC_ERR_CONFIG, "NCCL_ALGO=Ring but the environment has NCCL_ALGO=allreduce:tree");
     CHECK(!fresh.fixed, "a refused first communicator fixed the process's values");
     /* A later communicator that asks for no buffer size and no algorithm gets the process's. */
     cfg.algo[MLC_COLL_ALLREDUCE][0] = '\0';
@@ -82,8 +82,8 @@ int main(void)
     /* One asking for another buffer size is refused, naming both. */
     setenv("MLC_NCCL_BUFFSIZE", "4M", 1);
     CHECK_OK(mlc_nccl_tuning_resolve(&cfg, 22809, &t));
-    CHECK_ERR(mlc_nccl_tuning_apply_to(&proc, &t), MLC_ERR_CONFIG,
-              "NCCL_BUFFSIZE=4194304, but NCCL read NCCL_BUFFSIZE=8388608");
+    CHECK_ERR_MSG(mlc_nccl_tuning_apply_to(&proc, &t), MLC_ERR_CONFIG,
+                  "NCCL_BUFFSIZE=4194304, but NCCL read NCCL_BUFFSIZE=8388608");
     CHECK_STR(env("NCCL_BUFFSIZE"), "8388608");
     unsetenv("MLC_NCCL_BUFFSIZE");
 
@@ -98,15 +98,15 @@ int main(void)
 
     /* Malformed values name the variable. */
     snprintf(cfg.algo[MLC_COLL_ALLREDUCE], sizeof cfg.algo[0], "rabenseifner");
-    CHECK_ERR(mlc_nccl_tuning_resolve(&cfg, 22809, &t), MLC_ERR_CONFIG, "MLC_ALGO_ALLREDUCE=rabenseifner");
+    CHECK_ERR_MSG(mlc_nccl_tuning_resolve(&cfg, 22809, &t), MLC_ERR_CONFIG, "MLC_ALGO_ALLREDUCE=rabenseifner");
     cfg.algo[MLC_COLL_ALLREDUCE][0] = '\0';
     setenv("MLC_NCCL_NCHANNELS", "0", 1);
-    CHECK_ERR(mlc_nccl_tuning_resolve(&cfg, 22809, &t), MLC_ERR_CONFIG, "MLC_NCCL_NCHANNELS='0'");
+    CHECK_ERR_MSG(mlc_nccl_tuning_resolve(&cfg, 22809, &t), MLC_ERR_CONFIG, "MLC_NCCL_NCHANNELS='0'");
     setenv("MLC_NCCL_NCHANNELS", "four", 1);
-    CHECK_ERR(mlc_nccl_tuning_resolve(&cfg, 22809, &t), MLC_ERR_CONFIG, "MLC_NCCL_NCHANNELS='four'");
+    CHECK_ERR_MSG(mlc_nccl_tuning_resolve(&cfg, 22809, &t), MLC_ERR_CONFIG, "MLC_NCCL_NCHANNELS='four'");
     unsetenv("MLC_NCCL_NCHANNELS");
     setenv("MLC_NCCL_BUFFSIZE", "12Q", 1);
-    CHECK_ERR(mlc_nccl_tuning_resolve(&cfg, 22809, &t), MLC_ERR_CONFIG, "MLC_NCCL_BUFFSIZE='12Q'");
+    CHECK_ERR_MSG(mlc_nccl_tuning_resolve(&cfg, 22809, &t), MLC_ERR_CONFIG, "MLC_NCCL_BUFFSIZE='12Q'");
     clear_env();
     return unit_result("nccl_tuning");
 }

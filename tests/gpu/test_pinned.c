@@ -53,16 +53,16 @@ static void test_reuse_and_lru(mlc_pinned_mode_t mode)
     CHECK(s.bytes_in_use == 3 * blk && s.misses == 3 && s.hits == 0, "in use %zu misses %llu", s.bytes_in_use,
           (unsigned long long)s.misses);
     /* Full: one more block cannot be pinned, and the message says why. */
-    CHECK_ERR(mlc_pinned_alloc(pool, 1, &d), MLC_ERR_NO_MEMORY, "limit 196608 bytes");
+    CHECK_ERR_MSG(mlc_pinned_alloc(pool, 1, &d), MLC_ERR_NO_MEMORY, "limit 196608 bytes");
     CHECK(strstr(mlc_last_error(), "196608 bytes in use") != NULL, "%s", mlc_last_error());
-    CHECK_ERR(mlc_pinned_alloc(pool, 4 * blk, &d), MLC_ERR_NO_MEMORY, "262144 bytes requested");
+    CHECK_ERR_MSG(mlc_pinned_alloc(pool, 4 * blk, &d), MLC_ERR_NO_MEMORY, "262144 bytes requested");
 
     CHECK_OK(mlc_pinned_free(pool, a));
     CHECK_OK(mlc_pinned_free(pool, b));
     CHECK_OK(mlc_pinned_free(pool, c));
-    CHECK_ERR(mlc_pinned_free(pool, c), MLC_ERR_INVALID_ARG, "already freed");
+    CHECK_ERR_MSG(mlc_pinned_free(pool, c), MLC_ERR_INVALID_ARG, "already freed");
     int local;
-    CHECK_ERR(mlc_pinned_free(pool, &local), MLC_ERR_INVALID_ARG, "not allocated by this pool");
+    CHECK_ERR_MSG(mlc_pinned_free(pool, &local), MLC_ERR_INVALID_ARG, "not allocated by this pool");
     mlc_pinned_get_stats(pool, &s);
     CHECK(s.bytes_cached == 3 * blk && s.bytes_in_use == 0 && s.blocks_cached == 3, "cached %zu", s.bytes_cached);
 
@@ -86,16 +86,16 @@ static void test_reuse_and_lru(mlc_pinned_mode_t mode)
     mlc_pinned_get_stats(pool, &s);
     CHECK(s.regions_registered == 1 && s.bytes_in_use == 2 * blk && s.bytes_pinned <= 3 * blk,
           "registered: in use %zu pinned %zu", s.bytes_in_use, s.bytes_pinned);
-    CHECK_ERR(mlc_pinned_register(pool, user, 16), MLC_ERR_INVALID_ARG, "already pinned");
-    CHECK_ERR(mlc_pinned_free(pool, user), MLC_ERR_INVALID_ARG, "mlc_pinned_unregister");
+    CHECK_ERR_MSG(mlc_pinned_register(pool, user, 16), MLC_ERR_INVALID_ARG, "already pinned");
+    CHECK_ERR_MSG(mlc_pinned_free(pool, user), MLC_ERR_INVALID_ARG, "mlc_pinned_unregister");
     CHECK_OK(mlc_pinned_unregister(pool, user));
-    CHECK_ERR(mlc_pinned_unregister(pool, user), MLC_ERR_INVALID_ARG, "was not registered");
+    CHECK_ERR_MSG(mlc_pinned_unregister(pool, user), MLC_ERR_INVALID_ARG, "was not registered");
     free(user);
 
     mlc_pinned_trim(pool);
     mlc_pinned_get_stats(pool, &s);
     CHECK(s.bytes_pinned == 0 && s.blocks_cached == 0, "after trim: %zu pinned", s.bytes_pinned);
-    CHECK_ERR(mlc_pinned_alloc(pool, 0, &d), MLC_ERR_INVALID_ARG, "bad size 0");
+    CHECK_ERR_MSG(mlc_pinned_alloc(pool, 0, &d), MLC_ERR_INVALID_ARG, "bad size 0");
     mlc_pinned_pool_destroy(pool);
 }
 
@@ -164,16 +164,16 @@ static void test_env_limit(void)
     CHECK(s.limit == 2u << 20, "limit %zu", s.limit);
     mlc_pinned_pool_destroy(pool);
     setenv("MLC_PINNED_LIMIT", "lots", 1);
-    CHECK_ERR(mlc_pinned_pool_create(0, MLC_PINNED_MLOCK, &pool), MLC_ERR_CONFIG, "MLC_PINNED_LIMIT='lots'");
+    CHECK_ERR_MSG(mlc_pinned_pool_create(0, MLC_PINNED_MLOCK, &pool), MLC_ERR_CONFIG, "MLC_PINNED_LIMIT='lots'");
     setenv("MLC_PINNED_LIMIT", "0", 1);
-    CHECK_ERR(mlc_pinned_pool_create(0, MLC_PINNED_MLOCK, &pool), MLC_ERR_CONFIG, "MLC_PINNED_LIMIT");
+    CHECK_ERR_MSG(mlc_pinned_pool_create(0, MLC_PINNED_MLOCK, &pool), MLC_ERR_CONFIG, "MLC_PINNED_LIMIT");
     unsetenv("MLC_PINNED_LIMIT");
     CHECK_OK(mlc_pinned_pool_create(0, MLC_PINNED_AUTO, &pool));
     mlc_pinned_get_stats(pool, &s);
     CHECK(s.limit == MLC_PINNED_DEFAULT_LIMIT, "default limit %zu", s.limit);
     CHECK(mlc_pinned_pool_mode(pool) == MLC_PINNED_MLOCK, "AUTO without a GPU runtime should mlock");
     mlc_pinned_pool_destroy(pool);
-    CHECK_ERR(mlc_pinned_pool_create(0, (mlc_pinned_mode_t)9, &pool), MLC_ERR_INVALID_ARG, "unknown mode 9");
+    CHECK_ERR_MSG(mlc_pinned_pool_create(0, (mlc_pinned_mode_t)9, &pool), MLC_ERR_INVALID_ARG, "unknown mode 9");
 }
 
 /* Drop CAP_IPC_LOCK so RLIMIT_MEMLOCK applies even to root. */
@@ -242,7 +242,7 @@ static void test_cuda(void)
     free(user);
 
     setenv("FAKE_CUDA_HOSTALLOC_FAIL", "1", 1);
-    CHECK_ERR(mlc_pinned_alloc(pool, 300000, &p), MLC_ERR_NO_MEMORY, "cudaHostAlloc(327680 bytes)");
+    CHECK_ERR_MSG(mlc_pinned_alloc(pool, 300000, &p), MLC_ERR_NO_MEMORY, "cudaHostAlloc(327680 bytes)");
     unsetenv("FAKE_CUDA_HOSTALLOC_FAIL");
     mlc_pinned_stats_t s;
     mlc_pinned_get_stats(pool, &s);

@@ -109,7 +109,7 @@ static void test_timeouts(void)
     unsigned char id[128];
     make_payload(id);
     mlc_tcp_boot_t b = {"127.0.0.1", port, 0, 3, "s", 1.0};
-    CHECK_ERR(mlc_tcp_boot_serve(l, &b, id, sizeof id), MLC_ERR_TIMEOUT, "heard nothing from rank(s) 2 ");
+    CHECK_ERR_MSG(mlc_tcp_boot_serve(l, &b, id, sizeof id), MLC_ERR_TIMEOUT, "heard nothing from rank(s) 2 ");
     pthread_join(t, NULL);
     CHECK(one.st == MLC_SUCCESS, "rank 1: %s", one.msg);
 
@@ -125,8 +125,8 @@ static void test_timeouts(void)
 
     /* Bad arguments fail at once. */
     mlc_tcp_boot_t bad = {"127.0.0.1", 0, 1, 2, "s", 1.0};
-    CHECK_ERR(mlc_tcp_boot_fetch(&bad, id, sizeof id), MLC_ERR_INVALID_ARG, "bad arguments");
-    CHECK_ERR(mlc_tcp_boot_listen("no.such.host.invalid", 0, &l, &port), MLC_ERR_CONFIG, "cannot resolve");
+    CHECK_ERR_MSG(mlc_tcp_boot_fetch(&bad, id, sizeof id), MLC_ERR_INVALID_ARG, "bad arguments");
+    CHECK_ERR_MSG(mlc_tcp_boot_listen("no.such.host.invalid", 0, &l, &port), MLC_ERR_CONFIG, "cannot resolve");
     /* world size 1: nothing to do */
     mlc_tcp_boot_t single = {"127.0.0.1", 1, 0, 1, "s", 1.0};
     CHECK_OK(mlc_tcp_boot_share(&single, id, sizeof id));

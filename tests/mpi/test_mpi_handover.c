@@ -14,18 +14,11 @@
 #include "mlcomm_mpi.h"
 
 static int failures;
-
-#define EXPECT(cond, ...)                                                   \
-    do {                                                                    \
-        if (!(cond)) {                                                      \
-            fprintf(stderr, "[world rank %d] %s:%d: %s: ", world_rank, __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                   \
-            fprintf(stderr, " (%s)\n", mlc_last_error());                   \
-            failures++;                                                     \
-        }                                                                   \
-    } while (0)
-
 static int world_rank;
+#define CHECK_COUNTER failures
+#define CHECK_WHO() fprintf(stderr, "[world rank %d] ", world_rank)
+#define CHECK_TAIL() fprintf(stderr, " (%s)", mlc_last_error())
+#include "check.h"
 
 int main(int argc, char **argv)
 {
@@ -37,8 +30,8 @@ int main(int argc, char **argv)
 
     /* Errors come back as codes, not crashes. */
     mlc_comm_t *bad = NULL;
-    EXPECT(mlc_comm_from_mpi(MPI_COMM_NULL, NULL, &bad) == MLC_ERR_INVALID_ARG && bad == NULL, "MPI_COMM_NULL");
-    EXPECT(mlc_comm_from_mpi(MPI_COMM_WORLD, NULL, NULL) == MLC_ERR_INVALID_ARG, "out NULL");
+    CHECK(mlc_comm_from_mpi(MPI_COMM_NULL, NULL, &bad) == MLC_ERR_INVALID_ARG && bad == NULL, "MPI_COMM_NULL");
+    CHECK(mlc_comm_from_mpi(MPI_COMM_WORLD, NULL, NULL) == MLC_ERR_INVALID_ARG, "out NULL");
 
     /* The program's own sub-communicator: world ranks in reverse order. */
     MPI_Comm mine;
@@ -50,20 +43,20 @@ int main(int argc, char **argv)
     cfg.backend = "shm"; /* ignored: a handed-over communicator is always on mpi */
     mlc_comm_t *comm = NULL;
     mlc_status_t st = mlc_comm_from_mpi(mine, &cfg, &comm);
-    EXPECT(st == MLC_SUCCESS, "mlc_comm_from_mpi: %s", mlc_status_name(st));
+    CHECK(st == MLC_SUCCESS, "mlc_comm_from_mpi: %s", mlc_status_name(st));
     if (st != MLC_SUCCESS) {
         MPI_Finalize();
         return 1;
     }
-    EXPECT(mlc_comm_rank(comm) == r && mlc_comm_size(comm) == p, "rank %d/%d", mlc_comm_rank(comm),
-           mlc_comm_size(comm));
-    EXPECT(strcmp(mlc_comm_backend(comm), "mpi") == 0, "backend %s", mlc_comm_backend(comm));
+    CHECK(mlc_comm_rank(comm) == r && mlc_comm_size(comm) == p, "rank %d/%d", mlc_comm_rank(comm),
+          mlc_comm_size(comm));
+    CHECK(strcmp(mlc_comm_backend(comm), "mpi") == 0, "backend %s", mlc_comm_backend(comm));
 
     MPI_Comm dup = MPI_COMM_NULL;
-    EXPECT(mlc_comm_get_mpi(comm, &dup) == MLC_SUCCESS, "mlc_comm_get_mpi");
+    CHECK(mlc_comm_get_mpi(comm, &dup) == MLC_SUCCESS, "mlc_comm_get_mpi");
     int cmp = -1;
     MPI_Comm_compare(mine, dup, &cmp);
-    EXPECT(cmp == MPI_CONGRUENT, "mlcomm's communicator compares %d to the program's (want congruent)", cmp);
+    CHECK(cmp == MPI_CONGRUENT, "mlcomm's communicator compares %d to the program's (want congruent)", cmp);
 
     /* The program posts a receive for anything on its communicator... */
     int32_t prog_box = -1;
@@ -74,15 +67,15 @@ int main(int argc, char **argv)
     int32_t out = 100 + r, in = -1, sum = 0;
     mlc_request_t *q = NULL;
     mlc_msg_status_t ms;
-    EXPECT(mlc_recv(&in, 1, MLC_INT32, MLC_ANY_SOURCE, 7, comm, &ms, &q) == MLC_SUCCESS, "recv");
-    EXPECT(mlc_send(&out, 1, MLC_INT32, next, 7, comm, NULL) == MLC_SUCCESS, "send");
-    EXPECT(mlc_request_wait(&q) == MLC_SUCCESS, "wait");
-    EXPECT(in == 100 + prev && ms.source == prev, "ring got %d from %d", in, ms.source);
-    EXPECT(mlc_allreduce(&out, &sum, 1, MLC_INT32, MLC_SUM, comm, NULL) == MLC_SUCCESS, "allreduce");
-    EXPECT(sum == 100 * p + p * (p - 1) / 2, "allreduce %d", sum);
+    CHECK(mlc_recv(&in, 1, MLC_INT32, MLC_ANY_SOURCE, 7, comm, &ms, &q) == MLC_SUCCESS, "recv");
+    CHECK(mlc_send(&out, 1, MLC_INT32, next, 7, comm, NULL) == MLC_SUCCESS, "send");
+    CHECK(mlc_request_wait(&q) == MLC_SUCCESS, "wait");
+    CHECK(in == 100 + prev && ms.source == prev, "ring got %d from %d", in, ms.source);
+    CHECK(mlc_allreduce(&out, &sum, 1, MLC_INT32, MLC_SUM, comm, NULL) == MLC_SUCCESS, "allreduce");
+    CHECK(sum == 100 * p + p * (p - 1) / 2, "allreduce %d", sum);
     int flag = 1;
     MPI_Test(&prog_req, &flag, MPI_STATUS_IGNORE);
-    EXPECT(!flag, "the program's receive matched mlcomm traffic (got %d)", prog_box);
+    CHECK(!flag, "the program's receive matched mlcomm traffic (got %d)", prog_box);
     MPI_Barrier(mine); /* everyone has looked before anyone sends its own message */
     /* The program's own message, same tag, completes its receive. */
     int32_t prog_msg = 7000 + r;
@@ -90,7 +83,7 @@ int main(int argc, char **argv)
     MPI_Isend(&prog_msg, 1, MPI_INT32_T, next, 7, mine, &preq);
     MPI_Wait(&prog_req, MPI_STATUS_IGNORE);
     MPI_Wait(&preq, MPI_STATUS_IGNORE);
-    EXPECT(prog_box == 7000 + prev, "the program's receive got %d", prog_box);
+    CHECK(prog_box == 7000 + prev, "the program's receive got %d", prog_box);
     /* and mlcomm's receive does not see the program's messages either
      * (nonblocking: with one rank, next is this rank) */
     MPI_Request sreq;
@@ -98,32 +91,32 @@ int main(int argc, char **argv)
     int mflag = 1, pflag = 0;
     mlc_msg_status_t ps;
     while (!pflag) MPI_Iprobe(prev, 8, mine, &pflag, MPI_STATUS_IGNORE);
-    EXPECT(mlc_iprobe(MLC_ANY_SOURCE, MLC_ANY_TAG, comm, &mflag, &ps) == MLC_SUCCESS && !mflag,
-           "mlcomm sees the program's message");
+    CHECK(mlc_iprobe(MLC_ANY_SOURCE, MLC_ANY_TAG, comm, &mflag, &ps) == MLC_SUCCESS && !mflag,
+          "mlcomm sees the program's message");
     MPI_Recv(&prog_box, 1, MPI_INT32_T, prev, 8, mine, MPI_STATUS_IGNORE);
     MPI_Wait(&sreq, MPI_STATUS_IGNORE);
 
     /* Split on the handed-over communicator: MPI_Comm_split underneath. */
     mlc_comm_t *half = NULL;
-    EXPECT(mlc_comm_split(comm, r % 2, r, &half) == MLC_SUCCESS, "split");
+    CHECK(mlc_comm_split(comm, r % 2, r, &half) == MLC_SUCCESS, "split");
     if (half) {
         int32_t one = 1, n = 0;
-        EXPECT(mlc_allreduce(&one, &n, 1, MLC_INT32, MLC_SUM, half, NULL) == MLC_SUCCESS && n == (p + 1 - r % 2) / 2,
-               "split allreduce %d", n);
+        CHECK(mlc_allreduce(&one, &n, 1, MLC_INT32, MLC_SUM, half, NULL) == MLC_SUCCESS && n == (p + 1 - r % 2) / 2,
+              "split allreduce %d", n);
         mlc_comm_free(half);
     }
 
     /* Freeing never finalizes MPI: the program still uses it. */
-    EXPECT(mlc_comm_free(comm) == MLC_SUCCESS, "free");
+    CHECK(mlc_comm_free(comm) == MLC_SUCCESS, "free");
     int fin = 1;
     MPI_Finalized(&fin);
-    EXPECT(!fin, "mlc_comm_free finalized MPI");
+    CHECK(!fin, "mlc_comm_free finalized MPI");
     int total = 0, one = 1;
-    EXPECT(MPI_Allreduce(&one, &total, 1, MPI_INT, MPI_SUM, mine) == MPI_SUCCESS && total == p, "MPI after free");
+    CHECK(MPI_Allreduce(&one, &total, 1, MPI_INT, MPI_SUM, mine) == MPI_SUCCESS && total == p, "MPI after free");
     /* A second communicator from the same MPI works as well. */
     comm = NULL;
-    EXPECT(mlc_comm_from_mpi(MPI_COMM_WORLD, NULL, &comm) == MLC_SUCCESS, "second handover");
-    EXPECT(mlc_barrier(comm, NULL) == MLC_SUCCESS, "barrier");
+    CHECK(mlc_comm_from_mpi(MPI_COMM_WORLD, NULL, &comm) == MLC_SUCCESS, "second handover");
+    CHECK(mlc_barrier(comm, NULL) == MLC_SUCCESS, "barrier");
     mlc_comm_free(comm);
     MPI_Comm_free(&mine);
 

@@ -20,52 +20,28 @@
 
 #define MLC_TEST_SKIP 77
 
-/* Report a failed check with rank, place and a message, then fail the body. */
-#define CHECK(cond, ...)                                                                  \
-    do {                                                                                  \
-        if (!(cond)) {                                                                    \
-            fprintf(stderr, "[rank %d] %s:%d: CHECK(%s) failed: ", mlc_comm_rank(comm),   \
-                    __FILE__, __LINE__, #cond);                                           \
-            fprintf(stderr, __VA_ARGS__);                                                 \
-            fprintf(stderr, "\n");                                                        \
-            return 1;                                                                     \
-        }                                                                                 \
-    } while (0)
-/* A call that must succeed. */
-#define CHECK_OK(call)                                                                    \
-    do {                                                                                  \
-        mlc_status_t st_ = (call);                                                        \
-        CHECK(st_ == MLC_SUCCESS, "%s -> %s: %s", #call, mlc_status_name(st_),            \
-              mlc_last_error());                                                          \
-    } while (0)
-/* A call that must fail with `code` and leave a non-empty message. */
-#define CHECK_ERR(call, code)                                                             \
-    do {                                                                                  \
-        mlc_status_t st_ = (call);                                                        \
-        CHECK(st_ == (code), "%s -> %s, expected %s (%s)", #call, mlc_status_name(st_),   \
-              mlc_status_name(code), mlc_last_error());                                   \
-        CHECK(mlc_last_error()[0] != '\0', "%s failed without a message", #call);         \
-    } while (0)
-/* Run a helper that returns non-zero on failure (it has reported why). */
-#define CHECK_RUN(call)                                                                   \
-    do {                                                                                  \
-        if ((call) != 0) {                                                                \
-            fprintf(stderr, "[rank %d] %s:%d: in %s\n", mlc_comm_rank(comm), __FILE__,     \
-                    __LINE__, #call);                                                     \
-            return 1;                                                                     \
-        }                                                                                 \
-    } while (0)
+/*
+ * Checks (tests/check.h): a failed check prints "[rank N] file:line: ..." and
+ * returns 1 from the test body. A test that would rather count and go on
+ * defines CHECK_COUNTER (and CHECK_WHO if it has no `comm`) before this.
+ */
+#if !defined(CHECK_RETURNS) && !defined(CHECK_COUNTER)
+#define CHECK_RETURNS 1
+#endif
+#ifndef CHECK_WHO
+#define CHECK_WHO() fprintf(stderr, "[rank %d] ", mlc_comm_rank(comm))
+#endif
+#include "check.h"
+
 /* Compare two buffers byte for byte; on a mismatch name the first differing
  * element (of esize bytes) and show both values in hex. */
 #define CHECK_MEM(got, want, nbytes, esize, ...)                                          \
     do {                                                                                  \
         char where_[256];                                                                 \
         if (mlc_test_memdiff((got), (want), (nbytes), (esize), where_, sizeof where_)) {  \
-            fprintf(stderr, "[rank %d] %s:%d: %s: ", mlc_comm_rank(comm), __FILE__,        \
-                    __LINE__, where_);                                                    \
-            fprintf(stderr, __VA_ARGS__);                                                 \
-            fprintf(stderr, "\n");                                                        \
-            return 1;                                                                     \
+            size_t len_ = strlen(where_);                                                 \
+            snprintf(where_ + len_, sizeof where_ - len_, ": ");                          \
+            CHECK_FAILED(where_, __VA_ARGS__);                                            \
         }                                                                                 \
     } while (0)
 

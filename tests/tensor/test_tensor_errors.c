@@ -18,16 +18,6 @@ static mlc_tensor_t f32(float *data, int ndim, size_t s0, size_t s1, size_t s2)
     return t;
 }
 
-/* A call that must fail with `code` and a message containing `needle`. */
-#define CHECK_FAIL(call, code, needle)                                                         \
-    do {                                                                                       \
-        mlc_status_t s_ = (call);                                                              \
-        CHECK(s_ == (code), "%s -> %s, want %s (%s)", #call, mlc_status_name(s_),              \
-              mlc_status_name(code), mlc_last_error());                                        \
-        CHECK(strstr(mlc_last_error(), (needle)) != NULL, "%s: message \"%s\" lacks \"%s\"",   \
-              #call, mlc_last_error(), (needle));                                              \
-    } while (0)
-
 /* After an error the communicator still works: a correct all-reduce. */
 static int still_works(mlc_comm_t *comm)
 {
@@ -44,22 +34,22 @@ static int local_errors(mlc_comm_t *comm)
     int p = mlc_comm_size(comm);
     mlc_tensor_t a = f32(buf_a, 2, 2, 3, 0), b = f32(buf_b, 2, 2, 3, 0);
     /* NULL communicator and NULL descriptors */
-    CHECK_FAIL(mlc_tensor_allreduce(&a, &b, MLC_SUM, NULL, NULL), MLC_ERR_INVALID_ARG, "comm");
-    CHECK_FAIL(mlc_tensor_allreduce(NULL, &b, MLC_SUM, comm, NULL), MLC_ERR_INVALID_ARG, "in is NULL");
+    CHECK_ERR_MSG(mlc_tensor_allreduce(&a, &b, MLC_SUM, NULL, NULL), MLC_ERR_INVALID_ARG, "comm");
+    CHECK_ERR_MSG(mlc_tensor_allreduce(NULL, &b, MLC_SUM, comm, NULL), MLC_ERR_INVALID_ARG, "in is NULL");
     /* dim out of range, on every rank */
     mlc_tensor_t out = f32(buf_b, 2, 2 * (size_t)p, 3, 0);
-    CHECK_FAIL(mlc_tensor_allgather(&a, &out, 2, comm, NULL), MLC_ERR_INVALID_ARG, "dim 2");
-    CHECK_FAIL(mlc_tensor_allgather(&a, &out, -3, comm, NULL), MLC_ERR_INVALID_ARG, "dim -3");
+    CHECK_ERR_MSG(mlc_tensor_allgather(&a, &out, 2, comm, NULL), MLC_ERR_INVALID_ARG, "dim 2");
+    CHECK_ERR_MSG(mlc_tensor_allgather(&a, &out, -3, comm, NULL), MLC_ERR_INVALID_ARG, "dim -3");
     /* root out of range */
-    CHECK_FAIL(mlc_tensor_broadcast(&a, p, comm, NULL), MLC_ERR_INVALID_ARG, "root");
+    CHECK_ERR_MSG(mlc_tensor_broadcast(&a, p, comm, NULL), MLC_ERR_INVALID_ARG, "root");
     /* out shape inconsistent with in outside dim */
     mlc_tensor_t bad = f32(buf_b, 2, 2, 4, 0);
-    CHECK_FAIL(mlc_tensor_allreduce(&a, &bad, MLC_SUM, comm, NULL), MLC_ERR_INVALID_ARG,
-               "float32[2, 4]");
+    CHECK_ERR_MSG(mlc_tensor_allreduce(&a, &bad, MLC_SUM, comm, NULL), MLC_ERR_INVALID_ARG,
+                  "float32[2, 4]");
     /* partial overlap */
     mlc_tensor_t shifted = f32(buf_a + 1, 2, 2, 3, 0);
-    CHECK_FAIL(mlc_tensor_allreduce(&a, &shifted, MLC_SUM, comm, NULL), MLC_ERR_INVALID_ARG,
-               "overlap");
+    CHECK_ERR_MSG(mlc_tensor_allreduce(&a, &shifted, MLC_SUM, comm, NULL), MLC_ERR_INVALID_ARG,
+                  "overlap");
     /* unknown op */
     CHECK(mlc_tensor_allreduce(&a, &b, 9999, comm, NULL) != MLC_SUCCESS, "op 9999 accepted");
     /* descriptor helpers */
@@ -84,33 +74,33 @@ static int cross_rank_errors(mlc_comm_t *comm)
     mlc_tensor_t shard = f32(buf_a, 3, 2, 1, r == last ? 5 : 4);
     mlc_tensor_t out = f32(buf_b, 3, 2, (size_t)p, r == last ? 5 : 4);
     snprintf(want, sizeof want, "rank 0 has float32[2, 1, 4], rank %d has float32[2, 1, 5]", last);
-    CHECK_FAIL(mlc_tensor_allgather(&shard, &out, 1, comm, NULL), MLC_ERR_MISMATCH, want);
+    CHECK_ERR_MSG(mlc_tensor_allgather(&shard, &out, 1, comm, NULL), MLC_ERR_MISMATCH, want);
     if (still_works(comm)) return 1;
 
     /* one rank's output does not hold the gathered tensor */
     shard = f32(buf_a, 2, 1, 3, 0);
     out = f32(buf_b, 2, (size_t)p + (r == last ? 1 : 0), 3, 0);
     snprintf(want, sizeof want, "rank %d's out is float32[%d, 3]", last, p + 1);
-    CHECK_FAIL(mlc_tensor_allgather(&shard, &out, 0, comm, NULL),
-               r == last ? MLC_ERR_INVALID_ARG : MLC_ERR_MISMATCH, want);
+    CHECK_ERR_MSG(mlc_tensor_allgather(&shard, &out, 0, comm, NULL),
+                  r == last ? MLC_ERR_INVALID_ARG : MLC_ERR_MISMATCH, want);
 
     /* dtypes differ */
     mlc_tensor_t a = f32(buf_a, 1, 6, 0, 0), b = f32(buf_b, 1, 6, 0, 0);
     if (r == last) a.dtype = b.dtype = MLC_INT32;
-    CHECK_FAIL(mlc_tensor_allreduce(&a, &b, MLC_SUM, comm, NULL), MLC_ERR_MISMATCH, "dtypes differ");
+    CHECK_ERR_MSG(mlc_tensor_allreduce(&a, &b, MLC_SUM, comm, NULL), MLC_ERR_MISMATCH, "dtypes differ");
 
     /* all-reduce shapes differ */
     a = f32(buf_a, 1, r == last ? 7 : 6, 0, 0);
     b = a;
     b.data = buf_b;
     snprintf(want, sizeof want, "rank 0 has float32[6], rank %d has float32[7]", last);
-    CHECK_FAIL(mlc_tensor_allreduce(&a, &b, MLC_SUM, comm, NULL), MLC_ERR_MISMATCH, want);
+    CHECK_ERR_MSG(mlc_tensor_allreduce(&a, &b, MLC_SUM, comm, NULL), MLC_ERR_MISMATCH, want);
 
     /* ops differ */
     a = f32(buf_a, 1, 6, 0, 0);
     b = f32(buf_b, 1, 6, 0, 0);
-    CHECK_FAIL(mlc_tensor_allreduce(&a, &b, r == last ? MLC_MAX : MLC_SUM, comm, NULL),
-               MLC_ERR_MISMATCH, "op max");
+    CHECK_ERR_MSG(mlc_tensor_allreduce(&a, &b, r == last ? MLC_MAX : MLC_SUM, comm, NULL),
+                  MLC_ERR_MISMATCH, "op max");
 
     /* different operations */
     mlc_status_t st = r == last ? mlc_tensor_broadcast(&a, 0, comm, NULL)
@@ -122,30 +112,30 @@ static int cross_rank_errors(mlc_comm_t *comm)
     shard = f32(buf_a, 2, 2, 2, 0);
     out = f32(buf_b, 2, 2, 2, 0);
     out.shape[r == last ? 1 : 0] = 2 * (size_t)p;
-    CHECK_FAIL(mlc_tensor_allgather(&shard, &out, r == last ? 1 : 0, comm, NULL), MLC_ERR_MISMATCH,
-               "dim");
+    CHECK_ERR_MSG(mlc_tensor_allgather(&shard, &out, r == last ? 1 : 0, comm, NULL), MLC_ERR_MISMATCH,
+                  "dim");
 
     /* broadcast: a rank's shape differs from root's */
     a = f32(buf_a, 2, 2, r == last ? 4 : 3, 0);
     snprintf(want, sizeof want, "root 0 has float32[2, 3], rank %d has float32[2, 4]", last);
-    CHECK_FAIL(mlc_tensor_broadcast(&a, 0, comm, NULL), MLC_ERR_MISMATCH, want);
+    CHECK_ERR_MSG(mlc_tensor_broadcast(&a, 0, comm, NULL), MLC_ERR_MISMATCH, want);
 
     /* reduce-scatter parts that do not add up */
     mlc_tensor_t in = f32(buf_a, 2, 2 * (size_t)p, 3, 0);
     out = f32(buf_b, 2, r == 0 ? 3 : 2, 3, 0);
-    CHECK_FAIL(mlc_tensor_reduce_scatter(&in, &out, 0, MLC_SUM, comm, NULL), MLC_ERR_MISMATCH,
-               "add up to");
+    CHECK_ERR_MSG(mlc_tensor_reduce_scatter(&in, &out, 0, MLC_SUM, comm, NULL), MLC_ERR_MISMATCH,
+                  "add up to");
 
     /* a local error on one rank: that rank gets it, the others MISMATCH naming it */
     a = f32(buf_a, 1, 6, 0, 0);
     b = f32(buf_b, 1, 6, 0, 0);
     if (r == 0) a.data = NULL;
     if (r == 0) {
-        CHECK_FAIL(mlc_tensor_allreduce(&a, &b, MLC_SUM, comm, NULL), MLC_ERR_INVALID_ARG,
-                   "in->data is NULL");
+        CHECK_ERR_MSG(mlc_tensor_allreduce(&a, &b, MLC_SUM, comm, NULL), MLC_ERR_INVALID_ARG,
+                      "in->data is NULL");
     } else {
-        CHECK_FAIL(mlc_tensor_allreduce(&a, &b, MLC_SUM, comm, NULL), MLC_ERR_MISMATCH,
-                   "rank 0's arguments failed");
+        CHECK_ERR_MSG(mlc_tensor_allreduce(&a, &b, MLC_SUM, comm, NULL), MLC_ERR_MISMATCH,
+                      "rank 0's arguments failed");
     }
     /* the same, asynchronous: the error comes at the call, no request is handed out */
     mlc_tensor_request_t *req = NULL;
@@ -162,19 +152,19 @@ static int check_levels(mlc_comm_t *comm)
     int p = mlc_comm_size(comm), r = mlc_comm_rank(comm);
     CHECK(mlc_tensor_get_checks(comm) == MLC_TENSOR_CHECKS_FULL, "default level");
     CHECK_ERR(mlc_tensor_set_checks(NULL, MLC_TENSOR_CHECKS_LOCAL), MLC_ERR_INVALID_ARG);
-    CHECK_FAIL(mlc_tensor_set_checks(comm, 7), MLC_ERR_INVALID_ARG, "level 7");
+    CHECK_ERR_MSG(mlc_tensor_set_checks(comm, 7), MLC_ERR_INVALID_ARG, "level 7");
     if (p >= 2) {
         mlc_tensor_checks_t mine = r == p - 1 ? MLC_TENSOR_CHECKS_LOCAL : MLC_TENSOR_CHECKS_FULL;
-        CHECK_FAIL(mlc_tensor_set_checks(comm, mine), MLC_ERR_MISMATCH, "\"local\"");
+        CHECK_ERR_MSG(mlc_tensor_set_checks(comm, mine), MLC_ERR_MISMATCH, "\"local\"");
         CHECK(mlc_tensor_get_checks(comm) == MLC_TENSOR_CHECKS_FULL, "level changed on a mismatch");
     }
     CHECK_OK(mlc_tensor_set_checks(comm, MLC_TENSOR_CHECKS_LOCAL));
     mlc_tensor_t shard = f32(buf_a, 2, 1, 3, 0), out = f32(buf_b, 2, 2 * (size_t)p, 3, 0);
-    CHECK_FAIL(mlc_tensor_allgather(&shard, &out, 0, comm, NULL), MLC_ERR_INVALID_ARG,
-               "mlc_tensor_split");
+    CHECK_ERR_MSG(mlc_tensor_allgather(&shard, &out, 0, comm, NULL), MLC_ERR_INVALID_ARG,
+                  "mlc_tensor_split");
     mlc_tensor_t in = f32(buf_a, 2, 2 * (size_t)p, 3, 0), part = f32(buf_b, 2, 3, 3, 0);
-    CHECK_FAIL(mlc_tensor_reduce_scatter(&in, &part, 0, MLC_SUM, comm, NULL), MLC_ERR_INVALID_ARG,
-               "mlc_tensor_split");
+    CHECK_ERR_MSG(mlc_tensor_reduce_scatter(&in, &part, 0, MLC_SUM, comm, NULL), MLC_ERR_INVALID_ARG,
+                  "mlc_tensor_split");
     if (still_works(comm)) return 1;
     CHECK_OK(mlc_tensor_set_checks(comm, MLC_TENSOR_CHECKS_FULL));
     return 0;

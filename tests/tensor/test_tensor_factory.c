@@ -10,16 +10,8 @@
 #include "mlcomm_tensor.h"
 
 static int failures = 0;
-#define EXPECT(cond, ...)                                              \
-    do {                                                               \
-        if (!(cond)) {                                                 \
-            failures++;                                                \
-            fprintf(stderr, "%s:%d: %s: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                              \
-            fputc('\n', stderr);                                       \
-        }                                                              \
-    } while (0)
-
+#define CHECK_COUNTER failures
+#include "check.h"
 typedef struct rank_job {
     mlc_comm_t *comm;
     const mlc_unique_id_t *uid; /* join by id when set */
@@ -55,8 +47,8 @@ static void run_all(rank_job_t *jobs, int n)
     for (int i = 0; i < n; i++) pthread_create(&t[i], NULL, run_rank, &jobs[i]);
     for (int i = 0; i < n; i++) pthread_join(t[i], NULL);
     for (int i = 0; i < n; i++) {
-        EXPECT(jobs[i].st == MLC_SUCCESS, "rank %d: %s", i, mlc_status_name(jobs[i].st));
-        EXPECT(jobs[i].result == (float)(n * (n + 1) / 2), "rank %d: sum %g", i, jobs[i].result);
+        CHECK(jobs[i].st == MLC_SUCCESS, "rank %d: %s", i, mlc_status_name(jobs[i].st));
+        CHECK(jobs[i].result == (float)(n * (n + 1) / 2), "rank %d: sum %g", i, jobs[i].result);
     }
 }
 
@@ -66,14 +58,14 @@ static void test_threads_all_at_once(void)
     int made = 0;
     mlc_option_t opts[] = {{"world_size", "3"}, {"timeout", "60"}, {"log_level", "warn"}};
     mlc_status_t st = mlc_comm_create_from("threads", opts, 3, NULL, 3, comms, &made);
-    EXPECT(st == MLC_SUCCESS, "create: %s: %s", mlc_status_name(st), mlc_last_error());
+    CHECK(st == MLC_SUCCESS, "create: %s: %s", mlc_status_name(st), mlc_last_error());
     if (st != MLC_SUCCESS) return;
-    EXPECT(made == 3, "made %d", made);
+    CHECK(made == 3, "made %d", made);
     rank_job_t jobs[3];
     for (int i = 0; i < 3; i++) {
-        EXPECT(mlc_comm_rank(comms[i]) == i && mlc_comm_size(comms[i]) == 3, "comm %d", i);
-        EXPECT(strcmp(mlc_comm_backend(comms[i]), "threads") == 0, "backend %s",
-               mlc_comm_backend(comms[i]));
+        CHECK(mlc_comm_rank(comms[i]) == i && mlc_comm_size(comms[i]) == 3, "comm %d", i);
+        CHECK(strcmp(mlc_comm_backend(comms[i]), "threads") == 0, "backend %s",
+              mlc_comm_backend(comms[i]));
         jobs[i] = (rank_job_t){.comm = comms[i], .rank = i, .size = 3};
     }
     run_all(jobs, 3);
@@ -83,7 +75,7 @@ static void test_threads_all_at_once(void)
 static void test_threads_by_unique_id(void)
 {
     mlc_unique_id_t id;
-    EXPECT(mlc_get_unique_id(&id) == MLC_SUCCESS, "unique id: %s", mlc_last_error());
+    CHECK(mlc_get_unique_id(&id) == MLC_SUCCESS, "unique id: %s", mlc_last_error());
     rank_job_t jobs[2];
     for (int i = 0; i < 2; i++) jobs[i] = (rank_job_t){.uid = &id, .rank = i, .size = 2};
     run_all(jobs, 2);
@@ -95,32 +87,32 @@ static void test_refusals(void)
     mlc_comm_t *comms[4] = {NULL};
     int made = -1;
     mlc_option_t unknown = {"world_sise", "2"};
-    EXPECT(mlc_comm_create_from("threads", &unknown, 1, NULL, 4, comms, &made) == MLC_ERR_CONFIG,
-           "unknown key accepted");
-    EXPECT(strstr(mlc_last_error(), "\"world_sise\"") != NULL, "message %s", mlc_last_error());
+    CHECK(mlc_comm_create_from("threads", &unknown, 1, NULL, 4, comms, &made) == MLC_ERR_CONFIG,
+          "unknown key accepted");
+    CHECK(strstr(mlc_last_error(), "\"world_sise\"") != NULL, "message %s", mlc_last_error());
     mlc_option_t bad_value = {"world_size", "many"};
-    EXPECT(mlc_comm_create_from("threads", &bad_value, 1, NULL, 4, comms, &made) == MLC_ERR_CONFIG,
-           "bad value accepted");
-    EXPECT(strstr(mlc_last_error(), "many") != NULL, "message %s", mlc_last_error());
-    EXPECT(mlc_comm_create_from("mock", NULL, 0, NULL, 4, comms, &made) == MLC_ERR_CONFIG,
-           "unknown backend accepted");
-    EXPECT(strstr(mlc_last_error(), "\"mock\"") != NULL, "message %s", mlc_last_error());
+    CHECK(mlc_comm_create_from("threads", &bad_value, 1, NULL, 4, comms, &made) == MLC_ERR_CONFIG,
+          "bad value accepted");
+    CHECK(strstr(mlc_last_error(), "many") != NULL, "message %s", mlc_last_error());
+    CHECK(mlc_comm_create_from("mock", NULL, 0, NULL, 4, comms, &made) == MLC_ERR_CONFIG,
+          "unknown backend accepted");
+    CHECK(strstr(mlc_last_error(), "\"mock\"") != NULL, "message %s", mlc_last_error());
     mlc_option_t rank_only = {"rank", "1"};
-    EXPECT(mlc_comm_create_from("threads", &rank_only, 1, NULL, 4, comms, &made) == MLC_ERR_CONFIG,
-           "rank without a unique id accepted");
+    CHECK(mlc_comm_create_from("threads", &rank_only, 1, NULL, 4, comms, &made) == MLC_ERR_CONFIG,
+          "rank without a unique id accepted");
     mlc_option_t four = {"world_size", "4"};
-    EXPECT(mlc_comm_create_from("threads", &four, 1, NULL, 2, comms, &made) == MLC_ERR_INVALID_ARG,
-           "capacity 2 for 4 ranks accepted");
+    CHECK(mlc_comm_create_from("threads", &four, 1, NULL, 2, comms, &made) == MLC_ERR_INVALID_ARG,
+          "capacity 2 for 4 ranks accepted");
     mlc_unique_id_t id;
     mlc_get_unique_id(&id);
-    EXPECT(mlc_comm_create_from("threads", &four, 1, &id, 1, comms, &made) == MLC_ERR_CONFIG,
-           "unique id without rank accepted");
+    CHECK(mlc_comm_create_from("threads", &four, 1, &id, 1, comms, &made) == MLC_ERR_CONFIG,
+          "unique id without rank accepted");
     mlc_option_t bad_algo[] = {{"world_size", "2"}, {"algo_allreduce", "no-such-algorithm"}};
-    EXPECT(mlc_comm_create_from("threads", bad_algo, 2, NULL, 4, comms, &made) != MLC_SUCCESS,
-           "unknown algorithm accepted");
-    EXPECT(mlc_comm_create_from("threads", NULL, 0, NULL, 0, comms, &made) == MLC_ERR_INVALID_ARG,
-           "capacity 0 accepted");
-    EXPECT(made == -1 && comms[0] == NULL, "outputs written on failure");
+    CHECK(mlc_comm_create_from("threads", bad_algo, 2, NULL, 4, comms, &made) != MLC_SUCCESS,
+          "unknown algorithm accepted");
+    CHECK(mlc_comm_create_from("threads", NULL, 0, NULL, 0, comms, &made) == MLC_ERR_INVALID_ARG,
+          "capacity 0 accepted");
+    CHECK(made == -1 && comms[0] == NULL, "outputs written on failure");
 }
 
 int main(void)

@@ -13,11 +13,14 @@
  */
 #include <sched.h>
 #include <stdint.h>
+/* Checks count into the test's context (`c`) and go on; the first 12 are shown. */
+#define CHECK_COUNTER (c->failures)
+#define CHECK_WHO() fprintf(stderr, "[rank %d] ", mlc_comm_rank(c->world))
+#define CHECK_MAX_REPORTS 12
 #include "harness.h"
 #include "mlcomm_tensor.h"
 #include "tvalues.h"
 
-#define MAX_REPORTS 12
 #define NDIM 3
 #define SENTINEL 100.0
 
@@ -34,18 +37,6 @@ typedef struct ctx {
     int cases;
     int local_checks; /* MLC_TENSOR_CHECKS_LOCAL: uneven shards follow mlc_tensor_split */
 } ctx_t;
-
-#define EXPECT(c, cond, ...)                                                              \
-    do {                                                                                  \
-        if (!(cond)) {                                                                    \
-            if ((c)->failures++ < MAX_REPORTS) {                                          \
-                fprintf(stderr, "[rank %d] %s:%d: ", mlc_comm_rank((c)->world), __FILE__, \
-                        __LINE__);                                                        \
-                fprintf(stderr, __VA_ARGS__);                                             \
-                fputc('\n', stderr);                                                      \
-            }                                                                             \
-        }                                                                                 \
-    } while (0)
 
 static const mlc_dtype_t all_dtypes[] = {
 #define X_DT(name, str, size) name,
@@ -98,8 +89,8 @@ static mlc_status_t finish(mlc_tensor_request_t **req, int poll)
         mlc_tensor_request_t **slot_ = (async) ? &req_ : NULL;                                 \
         mlc_status_t st_ = call_with_req;                                                      \
         if (st_ == MLC_SUCCESS && (async)) st_ = finish(&req_, (c)->cases % 2);                 \
-        EXPECT(c, st_ == MLC_SUCCESS, "%s -> %s: %s", what, mlc_status_name(st_),              \
-               mlc_last_error());                                                              \
+        CHECK(st_ == MLC_SUCCESS, "%s -> %s: %s", what, mlc_status_name(st_),                  \
+            mlc_last_error());                                                                 \
         (c)->cases++;                                                                          \
     } while (0)
 
@@ -147,8 +138,8 @@ static void case_allgather(ctx_t *c, const layout_t *L, mlc_dtype_t dt, int dim,
                 double want = val(L->members[q], flat(qshape, local));
                 double got = tv_get(dt, obuf, flat(oshape, idx));
                 if (got != want && bad++ == 0)
-                    EXPECT(c, 0, "%s: out[%zu,%zu,%zu] = %g, want %g (from group rank %d)", what,
-                           idx[0], idx[1], idx[2], got, want, q);
+                    CHECK(0, "%s: out[%zu,%zu,%zu] = %g, want %g (from group rank %d)", what,
+                        idx[0], idx[1], idx[2], got, want, q);
             }
     free(sbuf);
     free(obuf);
@@ -171,7 +162,7 @@ static void case_allgather_in_place(ctx_t *c, const layout_t *L, mlc_dtype_t dt,
         for (size_t k = 0; k < per; k++) {
             double got = tv_get(dt, obuf, (size_t)q * per + k), want = val(L->members[q], k);
             if (got != want) {
-                EXPECT(c, 0, "%s: block %d [%zu] = %g, want %g", what, q, k, got, want);
+                CHECK(0, "%s: block %d [%zu] = %g, want %g", what, q, k, got, want);
                 q = gp;
                 break;
             }
@@ -235,8 +226,8 @@ static void case_reduce_scatter(ctx_t *c, const layout_t *L, mlc_dtype_t dt, int
                 double want = expect_reduce(L, gp, dt, op, flat(ishape, src));
                 double got = tv_get(dt, obuf, flat(oshape, idx));
                 if (got != want && bad++ == 0)
-                    EXPECT(c, 0, "%s: out[%zu,%zu,%zu] = %g, want %g", what, idx[0], idx[1],
-                           idx[2], got, want);
+                    CHECK(0, "%s: out[%zu,%zu,%zu] = %g, want %g", what, idx[0], idx[1],
+                        idx[2], got, want);
             }
     free(ibuf);
     if (!overlap) free(obuf);
@@ -260,7 +251,7 @@ static void case_reduce_scatter_in_place(ctx_t *c, const layout_t *L, mlc_dtype_
         double want = expect_reduce(L, gp, dt, MLC_SUM, (size_t)g * per + k);
         double got = tv_get(dt, mine, k);
         if (got != want) {
-            EXPECT(c, 0, "%s: [%zu] = %g, want %g", what, k, got, want);
+            CHECK(0, "%s: [%zu] = %g, want %g", what, k, got, want);
             break;
         }
     }
@@ -285,7 +276,7 @@ static void case_allreduce(ctx_t *c, const layout_t *L, mlc_dtype_t dt, mlc_op_t
     for (size_t k = 0; k < n; k++) {
         double want = expect_reduce(L, gp, dt, op, k), got = tv_get(dt, obuf, k);
         if (got != want) {
-            EXPECT(c, 0, "%s: [%zu] = %g, want %g", what, k, got, want);
+            CHECK(0, "%s: [%zu] = %g, want %g", what, k, got, want);
             break;
         }
     }
@@ -308,7 +299,7 @@ static void case_broadcast(ctx_t *c, const layout_t *L, mlc_dtype_t dt, int root
     for (size_t k = 0; k < n; k++) {
         double want = val(L->members[root], k), got = tv_get(dt, buf, k);
         if (got != want) {
-            EXPECT(c, 0, "%s: [%zu] = %g, want %g", what, k, got, want);
+            CHECK(0, "%s: [%zu] = %g, want %g", what, k, got, want);
             break;
         }
     }
@@ -352,9 +343,9 @@ static void run_layout(ctx_t *c, const layout_t *L)
 static void run_layout_local_checks(ctx_t *c, const layout_t *L)
 {
     mlc_status_t st = mlc_tensor_set_checks(L->comm, MLC_TENSOR_CHECKS_LOCAL);
-    EXPECT(c, st == MLC_SUCCESS, "set_checks local on %s: %s", L->name, mlc_last_error());
+    CHECK(st == MLC_SUCCESS, "set_checks local on %s: %s", L->name, mlc_last_error());
     if (st != MLC_SUCCESS) return;
-    EXPECT(c, mlc_tensor_get_checks(L->comm) == MLC_TENSOR_CHECKS_LOCAL, "get_checks");
+    CHECK(mlc_tensor_get_checks(L->comm) == MLC_TENSOR_CHECKS_LOCAL, "get_checks");
     c->local_checks = 1;
     static const mlc_dtype_t types[] = {MLC_INT8, MLC_BFLOAT16, MLC_FLOAT32, MLC_UINT64};
     int gp = mlc_comm_size(L->comm);
@@ -372,7 +363,7 @@ static void run_layout_local_checks(ctx_t *c, const layout_t *L)
         }
     c->local_checks = 0;
     st = mlc_tensor_set_checks(L->comm, MLC_TENSOR_CHECKS_FULL);
-    EXPECT(c, st == MLC_SUCCESS, "set_checks full on %s: %s", L->name, mlc_last_error());
+    CHECK(st == MLC_SUCCESS, "set_checks full on %s: %s", L->name, mlc_last_error());
 }
 
 /* ---- layouts ------------------------------------------------------------------ */
@@ -381,12 +372,12 @@ static int add_split_layout(ctx_t *c, mlc_comm_t *world, layout_t *L)
     int w = mlc_comm_rank(world), color = w % 2;
     snprintf(L->name, sizeof L->name, "parity group %d", color);
     mlc_status_t st = mlc_comm_split(world, color, w, &L->comm);
-    EXPECT(c, st == MLC_SUCCESS, "mlc_comm_split -> %s: %s", mlc_status_name(st), mlc_last_error());
+    CHECK(st == MLC_SUCCESS, "mlc_comm_split -> %s: %s", mlc_status_name(st), mlc_last_error());
     if (st != MLC_SUCCESS) return -1;
     int gp = mlc_comm_size(L->comm), want = (mlc_comm_size(world) - color + 1) / 2;
-    EXPECT(c, gp == want, "parity group %d has %d ranks, want %d", color, gp, want);
-    EXPECT(c, mlc_comm_rank(L->comm) == w / 2, "parity rank %d, want %d", mlc_comm_rank(L->comm),
-           w / 2);
+    CHECK(gp == want, "parity group %d has %d ranks, want %d", color, gp, want);
+    CHECK(mlc_comm_rank(L->comm) == w / 2, "parity rank %d, want %d", mlc_comm_rank(L->comm),
+        w / 2);
     for (int g = 0; g < gp; g++) L->members[g] = 2 * g + color;
     L->owned = 1;
     return 0;
@@ -394,7 +385,7 @@ static int add_split_layout(ctx_t *c, mlc_comm_t *world, layout_t *L)
 
 static int body(mlc_comm_t *world)
 {
-    ctx_t c = {world, 0, 0};
+    ctx_t ctx = {world, 0, 0}, *c = &ctx;
     int p = mlc_comm_size(world), w = mlc_comm_rank(world);
     layout_t layouts[4];
     int n = 0;
@@ -403,14 +394,14 @@ static int body(mlc_comm_t *world)
     layouts[n].comm = world;
     for (int g = 0; g < p; g++) layouts[n].members[g] = g;
     n++;
-    if (p >= 2 && add_split_layout(&c, world, &layouts[n]) == 0) n++;
+    if (p >= 2 && add_split_layout(c, world, &layouts[n]) == 0) n++;
     mlc_mesh_t *mesh = NULL;
     if (p == 4) {
         int dims[2] = {2, 2};
         const char *names[2] = {"dp", "tp"};
         mlc_status_t st = mlc_mesh_create(world, dims, 2, names, &mesh);
-        EXPECT(&c, st == MLC_SUCCESS, "mlc_mesh_create -> %s: %s", mlc_status_name(st),
-               mlc_last_error());
+        CHECK(st == MLC_SUCCESS, "mlc_mesh_create -> %s: %s", mlc_status_name(st),
+            mlc_last_error());
         if (st == MLC_SUCCESS) {
             int dp = w / 2, tp = w % 2;
             layout_t *L = &layouts[n++];
@@ -424,15 +415,15 @@ static int body(mlc_comm_t *world)
         }
     }
     for (int i = 0; i < n; i++) {
-        run_layout(&c, &layouts[i]);
-        run_layout_local_checks(&c, &layouts[i]);
+        run_layout(c, &layouts[i]);
+        run_layout_local_checks(c, &layouts[i]);
     }
     for (int i = 0; i < n; i++)
         if (layouts[i].owned) mlc_comm_free(layouts[i].comm);
     mlc_mesh_free(mesh);
-    if (w == 0) printf("tensor_ops: %d cases per rank on %d layouts, %d failures\n", c.cases, n,
-                       c.failures);
-    return mlc_test_any_failed(world, c.failures != 0);
+    if (w == 0) printf("tensor_ops: %d cases per rank on %d layouts, %d failures\n", c->cases, n,
+                       c->failures);
+    return mlc_test_any_failed(world, c->failures != 0);
 }
 
 int main(int argc, char **argv) { return mlc_test_main(argc, argv, body); }

@@ -11,16 +11,8 @@
 #include "tensor/tensor_internal.h"
 
 static int failures = 0;
-#define EXPECT(cond, ...)                                            \
-    do {                                                             \
-        if (!(cond)) {                                               \
-            failures++;                                              \
-            fprintf(stderr, "%s:%d: %s: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                            \
-            fputc('\n', stderr);                                     \
-        }                                                            \
-    } while (0)
-
+#define CHECK_COUNTER failures
+#include "check.h"
 /* Concatenating p shards along a dimension, then splitting again, against
  * a naive element-by-element model of the same layout. */
 static void test_concat_split(void)
@@ -58,11 +50,11 @@ static void test_concat_split(void)
                             break;
                         }
                     }
-        EXPECT(!bad, "concat trial %d (p %d outer %zu inner %zu esz %zu)", trial, p, outer, inner,
-               esz);
+        CHECK(!bad, "concat trial %d (p %d outer %zu inner %zu esz %zu)", trial, p, outer, inner,
+              esz);
         mlc_tcopy_plan_split(outer, inner * esz, d, block, p, parts, &c);
         mlc_tcopy_run(&c, full, back);
-        EXPECT(memcmp(back, blocks, bytes) == 0, "split(concat(x)) != x, trial %d", trial);
+        CHECK(memcmp(back, blocks, bytes) == 0, "split(concat(x)) != x, trial %d", trial);
         free(blocks);
         free(full);
         free(back);
@@ -76,19 +68,19 @@ static void test_split(void)
             size_t next = 0, first_len = 0;
             for (int r = 0; r < size; r++) {
                 size_t off = 99, len = 99;
-                EXPECT(mlc_tensor_split(n, size, r, &off, &len) == MLC_SUCCESS, "split");
-                EXPECT(off == next, "n %zu size %d rank %d: offset %zu, want %zu", n, size, r, off,
-                       next);
+                CHECK(mlc_tensor_split(n, size, r, &off, &len) == MLC_SUCCESS, "split");
+                CHECK(off == next, "n %zu size %d rank %d: offset %zu, want %zu", n, size, r, off,
+                      next);
                 if (r == 0) first_len = len;
-                EXPECT(len == first_len || len + 1 == first_len, "uneven beyond one: %zu vs %zu",
-                       len, first_len);
+                CHECK(len == first_len || len + 1 == first_len, "uneven beyond one: %zu vs %zu",
+                      len, first_len);
                 next = off + len;
             }
-            EXPECT(next == n, "n %zu size %d: parts add up to %zu", n, size, next);
+            CHECK(next == n, "n %zu size %d: parts add up to %zu", n, size, next);
         }
     size_t off, len;
-    EXPECT(mlc_tensor_split(5, 2, 2, &off, &len) == MLC_ERR_INVALID_ARG, "rank out of range");
-    EXPECT(mlc_tensor_split(5, 2, 0, NULL, &len) == MLC_ERR_INVALID_ARG, "NULL offset");
+    CHECK(mlc_tensor_split(5, 2, 2, &off, &len) == MLC_ERR_INVALID_ARG, "rank out of range");
+    CHECK(mlc_tensor_split(5, 2, 0, NULL, &len) == MLC_ERR_INVALID_ARG, "NULL offset");
 }
 
 static void test_descriptors(void)
@@ -96,36 +88,36 @@ static void test_descriptors(void)
     char buf[64];
     uint64_t shape[3] = {4, 3, 5};
     mlc_tshape_format(buf, sizeof buf, MLC_FLOAT32, 3, shape);
-    EXPECT(strcmp(buf, "float32[4, 3, 5]") == 0, "got %s", buf);
+    CHECK(strcmp(buf, "float32[4, 3, 5]") == 0, "got %s", buf);
     mlc_tshape_format(buf, sizeof buf, MLC_INT8, 0, shape);
-    EXPECT(strcmp(buf, "int8[]") == 0, "got %s", buf);
+    CHECK(strcmp(buf, "int8[]") == 0, "got %s", buf);
     mlc_tshape_format(buf, 8, MLC_FLOAT32, 3, shape); /* truncates, terminated */
-    EXPECT(strlen(buf) == 7, "truncated to %zu", strlen(buf));
+    CHECK(strlen(buf) == 7, "truncated to %zu", strlen(buf));
 
     mlc_tensor_t t;
     size_t s[2] = {3, 7};
     float data[21];
-    EXPECT(mlc_tensor_init(&t, data, MLC_FLOAT32, 2, s) == MLC_SUCCESS, "init");
-    EXPECT(mlc_tensor_numel(&t) == 21 && mlc_tensor_bytes(&t) == 84, "numel %zu bytes %zu",
-           mlc_tensor_numel(&t), mlc_tensor_bytes(&t));
-    EXPECT(t.device == MLC_DEVICE_HOST, "device %d", t.device);
-    EXPECT(mlc_tensor_init(&t, data, MLC_FLOAT32, 0, NULL) == MLC_SUCCESS && mlc_tensor_numel(&t) == 1,
-           "scalar");
+    CHECK(mlc_tensor_init(&t, data, MLC_FLOAT32, 2, s) == MLC_SUCCESS, "init");
+    CHECK(mlc_tensor_numel(&t) == 21 && mlc_tensor_bytes(&t) == 84, "numel %zu bytes %zu",
+          mlc_tensor_numel(&t), mlc_tensor_bytes(&t));
+    CHECK(t.device == MLC_DEVICE_HOST, "device %d", t.device);
+    CHECK(mlc_tensor_init(&t, data, MLC_FLOAT32, 0, NULL) == MLC_SUCCESS && mlc_tensor_numel(&t) == 1,
+          "scalar");
     size_t huge[2] = {SIZE_MAX / 2, 3};
-    EXPECT(mlc_tensor_init(&t, data, MLC_FLOAT32, 2, huge) == MLC_ERR_INVALID_ARG, "overflow");
-    EXPECT(mlc_tensor_init(&t, data, MLC_FLOAT32, 2, NULL) == MLC_ERR_INVALID_ARG, "NULL shape");
-    EXPECT(mlc_tensor_numel(NULL) == 0, "NULL numel");
+    CHECK(mlc_tensor_init(&t, data, MLC_FLOAT32, 2, huge) == MLC_ERR_INVALID_ARG, "overflow");
+    CHECK(mlc_tensor_init(&t, data, MLC_FLOAT32, 2, NULL) == MLC_ERR_INVALID_ARG, "NULL shape");
+    CHECK(mlc_tensor_numel(NULL) == 0, "NULL numel");
 
     int d = -9;
-    EXPECT(mlc_tdim_normalize(-1, 3, "t", &d) == MLC_SUCCESS && d == 2, "-1 -> %d", d);
-    EXPECT(mlc_tdim_normalize(3, 3, "t", &d) == MLC_ERR_INVALID_ARG, "dim 3 of 3");
-    EXPECT(mlc_tdim_normalize(-4, 3, "t", &d) == MLC_ERR_INVALID_ARG, "dim -4 of 3");
-    EXPECT(mlc_tdim_normalize(0, 0, "t", &d) == MLC_ERR_INVALID_ARG, "scalar has no dim");
+    CHECK(mlc_tdim_normalize(-1, 3, "t", &d) == MLC_SUCCESS && d == 2, "-1 -> %d", d);
+    CHECK(mlc_tdim_normalize(3, 3, "t", &d) == MLC_ERR_INVALID_ARG, "dim 3 of 3");
+    CHECK(mlc_tdim_normalize(-4, 3, "t", &d) == MLC_ERR_INVALID_ARG, "dim -4 of 3");
+    CHECK(mlc_tdim_normalize(0, 0, "t", &d) == MLC_ERR_INVALID_ARG, "scalar has no dim");
 
     int x[8];
-    EXPECT(mlc_tbytes_overlap(x, 8, x + 1, 8), "overlap");
-    EXPECT(!mlc_tbytes_overlap(x, 4, x + 1, 4), "adjacent");
-    EXPECT(!mlc_tbytes_overlap(x, 0, x, 4), "empty");
+    CHECK(mlc_tbytes_overlap(x, 8, x + 1, 8), "overlap");
+    CHECK(!mlc_tbytes_overlap(x, 4, x + 1, 4), "adjacent");
+    CHECK(!mlc_tbytes_overlap(x, 0, x, 4), "empty");
 }
 
 static void test_options(void)
@@ -137,17 +129,17 @@ static void test_options(void)
                          {"cma", "0"},           {"job_id", "j1"},     {"algo_allreduce", "ring"},
                          {"local_rank", "0"},    {"local_size", "1"}};
     mlc_status_t st = mlc_options_apply(ok, sizeof ok / sizeof ok[0], &cfg, &algos);
-    EXPECT(st == MLC_SUCCESS, "apply: %s", mlc_last_error());
-    EXPECT(cfg.rank == 2 && cfg.world_size == 4 && cfg.local_rank == 0 && cfg.local_size == 1,
-           "ranks %d %d %d %d", cfg.rank, cfg.world_size, cfg.local_rank, cfg.local_size);
-    EXPECT(cfg.timeout_s == 2.5, "timeout %g", cfg.timeout_s);
-    EXPECT(cfg.log_level == MLC_LOG_DEBUG && cfg.memory == MLC_MEMORY_AUTO, "enums");
-    EXPECT(cfg.mpi_thread_level == 1 && cfg.cma == 0, "thread level %d cma %d",
-           cfg.mpi_thread_level, cfg.cma);
-    EXPECT(cfg.job_id && strcmp(cfg.job_id, "j1") == 0, "job id");
-    EXPECT(algos == 1, "algos %zu", algos);
-    EXPECT(mlc_options_algo_coll("algo_allreduce") == MLC_COLL_ALLREDUCE, "algo key");
-    EXPECT(mlc_options_algo_coll("algo_nonsense") == -1, "bad algo key");
+    CHECK(st == MLC_SUCCESS, "apply: %s", mlc_last_error());
+    CHECK(cfg.rank == 2 && cfg.world_size == 4 && cfg.local_rank == 0 && cfg.local_size == 1,
+          "ranks %d %d %d %d", cfg.rank, cfg.world_size, cfg.local_rank, cfg.local_size);
+    CHECK(cfg.timeout_s == 2.5, "timeout %g", cfg.timeout_s);
+    CHECK(cfg.log_level == MLC_LOG_DEBUG && cfg.memory == MLC_MEMORY_AUTO, "enums");
+    CHECK(cfg.mpi_thread_level == 1 && cfg.cma == 0, "thread level %d cma %d",
+          cfg.mpi_thread_level, cfg.cma);
+    CHECK(cfg.job_id && strcmp(cfg.job_id, "j1") == 0, "job id");
+    CHECK(algos == 1, "algos %zu", algos);
+    CHECK(mlc_options_algo_coll("algo_allreduce") == MLC_COLL_ALLREDUCE, "algo key");
+    CHECK(mlc_options_algo_coll("algo_nonsense") == -1, "bad algo key");
 
     /* Each failure: CONFIG, the message names the key, cfg untouched. */
     static const struct {
@@ -160,17 +152,17 @@ static void test_options(void)
         mlc_config_t c2 = MLC_CONFIG_INIT;
         mlc_option_t o = {bad[i].key, bad[i].value};
         st = mlc_options_apply(&o, 1, &c2, &algos);
-        EXPECT(st == MLC_ERR_CONFIG, "%s=%s -> %s", bad[i].key, bad[i].value, mlc_status_name(st));
-        EXPECT(strstr(mlc_last_error(), bad[i].key) != NULL, "message \"%s\" lacks \"%s\"",
-               mlc_last_error(), bad[i].key);
-        EXPECT(c2.rank == MLC_UNSET && c2.world_size == MLC_UNSET, "cfg written on failure");
+        CHECK(st == MLC_ERR_CONFIG, "%s=%s -> %s", bad[i].key, bad[i].value, mlc_status_name(st));
+        CHECK(strstr(mlc_last_error(), bad[i].key) != NULL, "message \"%s\" lacks \"%s\"",
+              mlc_last_error(), bad[i].key);
+        CHECK(c2.rank == MLC_UNSET && c2.world_size == MLC_UNSET, "cfg written on failure");
     }
     mlc_option_t twice[] = {{"rank", "1"}, {"rank", "1"}};
-    EXPECT(mlc_options_apply(twice, 2, &cfg, &algos) == MLC_ERR_CONFIG, "duplicate key");
-    EXPECT(strstr(mlc_last_error(), "twice") != NULL, "message %s", mlc_last_error());
+    CHECK(mlc_options_apply(twice, 2, &cfg, &algos) == MLC_ERR_CONFIG, "duplicate key");
+    CHECK(strstr(mlc_last_error(), "twice") != NULL, "message %s", mlc_last_error());
     mlc_option_t null_value = {"rank", NULL};
-    EXPECT(mlc_options_apply(&null_value, 1, &cfg, &algos) == MLC_ERR_CONFIG, "NULL value");
-    EXPECT(mlc_options_apply(NULL, 1, &cfg, &algos) == MLC_ERR_INVALID_ARG, "NULL options");
+    CHECK(mlc_options_apply(&null_value, 1, &cfg, &algos) == MLC_ERR_CONFIG, "NULL value");
+    CHECK(mlc_options_apply(NULL, 1, &cfg, &algos) == MLC_ERR_INVALID_ARG, "NULL options");
 }
 
 int main(void)

@@ -18,17 +18,9 @@
 #include "bench_opts.h"
 
 static int failures;
-
-#define EXPECT(cond, ...)                                                                \
-    do {                                                                                 \
-        if (!(cond)) {                                                                   \
-            if (failures++ < 20) {                                                       \
-                fprintf(stderr, "%s:%d: EXPECT(%s) failed: ", __FILE__, __LINE__, #cond); \
-                fprintf(stderr, __VA_ARGS__);                                            \
-                fprintf(stderr, "\n");                                                   \
-            }                                                                            \
-        }                                                                                \
-    } while (0)
+#define CHECK_COUNTER failures
+#define CHECK_MAX_REPORTS 20
+#include "check.h"
 
 static bool is_float(mlc_dtype_t d)
 {
@@ -105,31 +97,31 @@ static void check_case(const mlc_bench_coll_t *c, mlc_dtype_t dt, mlc_op_t op, i
         bool defined = !c->root_result || rank == root;
         for (size_t j = 0; defined && j < geo.recv_count; j++) {
             double v = reference(c, &g, &geo, inputs, rank, root, j);
-            EXPECT(mlc_bench_store(dt, result, j, v),
-                   "%s %s %s p=%d: result %g at %zu is not exact in the dtype", c->name, dn, on,
-                   p, v, j);
+            CHECK(mlc_bench_store(dt, result, j, v),
+                  "%s %s %s p=%d: result %g at %zu is not exact in the dtype", c->name, dn, on,
+                  p, v, j);
         }
         size_t wrong = mlc_bench_count_wrong(c, &g, &geo, rank, root, result);
-        EXPECT(wrong == 0, "%s %s %s p=%d n=%zu rank %d: %zu wrong in a correct result", c->name,
-               dn, on, p, elems, rank, wrong);
+        CHECK(wrong == 0, "%s %s %s p=%d n=%zu rank %d: %zu wrong in a correct result", c->name,
+              dn, on, p, elems, rank, wrong);
         if (!defined || geo.recv_count == 0) continue;
         /* One changed element is one wrong value. */
         size_t k = geo.recv_count / 2;
         double old = mlc_bench_load(dt, result, k);
         mlc_bench_store(dt, result, k, old == 1 ? 2 : 1);
         wrong = mlc_bench_count_wrong(c, &g, &geo, rank, root, result);
-        EXPECT(wrong == 1, "%s %s %s p=%d rank %d: %zu wrong after changing one element",
-               c->name, dn, on, p, rank, wrong);
+        CHECK(wrong == 1, "%s %s %s p=%d rank %d: %zu wrong after changing one element",
+              c->name, dn, on, p, rank, wrong);
         /* An unwritten result never passes. */
         memset(result, MLC_BENCH_SENTINEL_BYTE, geo.recv_count * g.esize);
         wrong = mlc_bench_count_wrong(c, &g, &geo, rank, root, result);
-        EXPECT(wrong == geo.recv_count, "%s %s %s p=%d rank %d: sentinel gave %zu of %zu wrong",
-               c->name, dn, on, p, rank, wrong, geo.recv_count);
+        CHECK(wrong == geo.recv_count, "%s %s %s p=%d rank %d: sentinel gave %zu of %zu wrong",
+              c->name, dn, on, p, rank, wrong, geo.recv_count);
     }
     /* Ranks' data differ wherever the dtype leaves room, so a mix-up shows. */
     if (p > 1 && op != MLC_PROD && geo.send_count > 0 && g.rank_term)
-        EXPECT(mlc_bench_load(dt, inputs[0], 0) != mlc_bench_load(dt, inputs[1], 0),
-               "%s %s: ranks 0 and 1 have the same data", c->name, dn);
+        CHECK(mlc_bench_load(dt, inputs[0], 0) != mlc_bench_load(dt, inputs[1], 0),
+              "%s %s: ranks 0 and 1 have the same data", c->name, dn);
     for (int r = 0; r < p; r++) free(inputs[r]);
     free(result);
 }
@@ -166,27 +158,27 @@ static void check_geometry(void)
     };
     for (size_t k = 0; k < sizeof want / sizeof want[0]; k++) {
         const mlc_bench_coll_t *c = mlc_bench_coll_find(want[k].name);
-        EXPECT(c != NULL, "no collective %s", want[k].name);
+        CHECK(c != NULL, "no collective %s", want[k].name);
         if (!c) continue;
         mlc_bench_geom_t g;
         c->geometry(1024, 4, 4, &g);
-        EXPECT(g.count == want[k].count && g.send_count == want[k].send &&
-                   g.recv_count == want[k].recv && g.size_bytes == want[k].size_bytes &&
-                   g.algbw_bytes == want[k].algbw_bytes,
-               "%s: count %zu send %zu recv %zu size %zu algbw bytes %zu", want[k].name, g.count,
-               g.send_count, g.recv_count, g.size_bytes, g.algbw_bytes);
-        EXPECT(c->busbw_factor(4) == want[k].factor, "%s: busbw factor %g, want %g",
-               want[k].name, c->busbw_factor(4), want[k].factor);
+        CHECK(g.count == want[k].count && g.send_count == want[k].send &&
+                  g.recv_count == want[k].recv && g.size_bytes == want[k].size_bytes &&
+                  g.algbw_bytes == want[k].algbw_bytes,
+              "%s: count %zu send %zu recv %zu size %zu algbw bytes %zu", want[k].name, g.count,
+              g.send_count, g.recv_count, g.size_bytes, g.algbw_bytes);
+        CHECK(c->busbw_factor(4) == want[k].factor, "%s: busbw factor %g, want %g",
+              want[k].name, c->busbw_factor(4), want[k].factor);
     }
     /* In-place offsets as NCCL's in-place forms. */
     mlc_bench_geom_t g;
     mlc_bench_coll_find("allgather")->geometry(1024, 4, 4, &g);
-    EXPECT(g.send_inplace == 256 && g.recv_inplace == 0, "allgather in place");
+    CHECK(g.send_inplace == 256 && g.recv_inplace == 0, "allgather in place");
     mlc_bench_coll_find("reduce_scatter")->geometry(1024, 4, 4, &g);
-    EXPECT(g.send_inplace == 0 && g.recv_inplace == 256, "reduce_scatter in place");
+    CHECK(g.send_inplace == 0 && g.recv_inplace == 256, "reduce_scatter in place");
     /* Sizes that do not divide by p round down, as nccl-tests. */
     mlc_bench_coll_find("allgather")->geometry(10, 4, 4, &g);
-    EXPECT(g.count == 2 && g.recv_count == 8 && g.size_bytes == 32, "allgather of 10 on 4");
+    CHECK(g.count == 2 && g.recv_count == 8 && g.size_bytes == 32, "allgather of 10 on 4");
 }
 
 static int sweep_length(const char *const *argv, int argc)
@@ -202,18 +194,18 @@ static int sweep_length(const char *const *argv, int argc)
 static void check_options(void)
 {
     const char *a1[] = {"b", "allreduce", "-b", "8", "-e", "1M", "-f", "4"};
-    EXPECT(sweep_length(a1, 8) == 9, "8..1M by 4: %d sizes", sweep_length(a1, 8));
+    CHECK(sweep_length(a1, 8) == 9, "8..1M by 4: %d sizes", sweep_length(a1, 8));
     const char *a2[] = {"b", "-b", "1K", "-e", "4K", "-i", "1K", "allgather"};
-    EXPECT(sweep_length(a2, 8) == 4, "1K..4K by 1K: %d sizes", sweep_length(a2, 8));
+    CHECK(sweep_length(a2, 8) == 4, "1K..4K by 1K: %d sizes", sweep_length(a2, 8));
     const char *a3[] = {"b", "-b0", "--maxbytes=4", "--stepfactor", "2", "sendrecv"};
-    EXPECT(sweep_length(a3, 6) == 4, "0..4 by 2: %d sizes (0 1 2 4)", sweep_length(a3, 6));
+    CHECK(sweep_length(a3, 6) == 4, "0..4 by 2: %d sizes (0 1 2 4)", sweep_length(a3, 6));
     mlc_bench_opts_t o;
     const char *a4[] = {"b", "-t", "3", "reduce", "-d", "bfloat16", "-o", "max", "-r", "2", "-a", "all",
                         "-c", "0", "-n", "7", "-w", "0"};
-    EXPECT(mlc_bench_parse(18, (char **)a4, &o) == 0 && o.threads == 3 && o.dtype == MLC_BFLOAT16 &&
-               o.op == MLC_MAX && o.root == 2 && strcmp(o.algo, "all") == 0 && o.check == 0 &&
-               o.iters == 7 && o.warmup == 0 && strcmp(o.coll->name, "reduce") == 0,
-           "options of a4 not parsed as given");
+    CHECK(mlc_bench_parse(18, (char **)a4, &o) == 0 && o.threads == 3 && o.dtype == MLC_BFLOAT16 &&
+              o.op == MLC_MAX && o.root == 2 && strcmp(o.algo, "all") == 0 && o.check == 0 &&
+              o.iters == 7 && o.warmup == 0 && strcmp(o.coll->name, "reduce") == 0,
+          "options of a4 not parsed as given");
     const char *bad[][4] = {
         {"b", "allreduce", "-c", "2"},      {"b", "nosuchcoll", NULL, NULL},
         {"b", "allreduce", "-b", "1x"},     {"b", "allreduce", "-d", "float128"},
@@ -224,10 +216,10 @@ static void check_options(void)
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
         int argc = 0;
         while (argc < 4 && bad[k][argc]) argc++;
-        EXPECT(mlc_bench_parse(argc, (char **)bad[k], &o) == -1, "bad case %zu accepted", k);
+        CHECK(mlc_bench_parse(argc, (char **)bad[k], &o) == -1, "bad case %zu accepted", k);
     }
     const char *a5[] = {"b", "allreduce", "-b", "2M", "-e", "1M"};
-    EXPECT(mlc_bench_parse(6, (char **)a5, &o) == -1, "min > max accepted");
+    CHECK(mlc_bench_parse(6, (char **)a5, &o) == -1, "min > max accepted");
 }
 
 int main(void)

@@ -31,16 +31,8 @@
 static const char *run_path, *child_path;
 static char dir[64];
 static int failures;
-
-#define EXPECT(cond, ...)                                                 \
-    do {                                                                  \
-        if (!(cond)) {                                                    \
-            fprintf(stderr, "%s:%d: EXPECT(%s) failed: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                 \
-            fprintf(stderr, "\n");                                        \
-            failures++;                                                   \
-        }                                                                 \
-    } while (0)
+#define CHECK_COUNTER failures
+#include "check.h"
 
 typedef struct result {
     int status; /* wait status of mlcomm-run */
@@ -179,9 +171,9 @@ static bool process_gone(int pid)
     return zombie;
 }
 
-#define EXPECT_CODE(res, want)                                                           \
-    EXPECT(exit_code(res) == (want), "mlcomm-run exit code %d, want %d; its stderr:\n%s", \
-           exit_code(res), (want), (res)->err)
+#define CHECK_EXIT_CODE(res, want)                                                           \
+    CHECK(exit_code(res) == (want), "mlcomm-run exit code %d, want %d; its stderr:\n%s",     \
+          exit_code(res), (want), (res)->err)
 
 /* ---- scenarios ------------------------------------------------------------ */
 
@@ -189,22 +181,22 @@ static void scenario_env(void)
 {
     static result_t r;
     run(&r, NULL, "-n", "3", child_path, dir, "env", NULL);
-    EXPECT_CODE(&r, 0);
+    CHECK_EXIT_CODE(&r, 0);
     char ids[3][64];
     for (int k = 0; k < 3; k++) {
         char name[32];
         snprintf(name, sizeof name, "rank.%d", k);
-        EXPECT(read_file(name, ids[k], sizeof ids[k]), "rank %d did not check in", k);
+        CHECK(read_file(name, ids[k], sizeof ids[k]), "rank %d did not check in", k);
     }
-    EXPECT(strcmp(ids[0], ids[1]) == 0 && strcmp(ids[0], ids[2]) == 0,
-           "ranks got different job ids: %s %s %s", ids[0], ids[1], ids[2]);
+    CHECK(strcmp(ids[0], ids[1]) == 0 && strcmp(ids[0], ids[2]) == 0,
+          "ranks got different job ids: %s %s %s", ids[0], ids[1], ids[2]);
     /* Two jobs never share an id. */
     char first[64];
     snprintf(first, sizeof first, "%s", ids[0]);
     run(&r, NULL, "-n1", child_path, dir, "env", NULL);
-    EXPECT_CODE(&r, 0);
-    EXPECT(read_file("rank.0", ids[0], sizeof ids[0]) && strcmp(ids[0], first) != 0,
-           "two jobs got the same id %s", first);
+    CHECK_EXIT_CODE(&r, 0);
+    CHECK(read_file("rank.0", ids[0], sizeof ids[0]) && strcmp(ids[0], first) != 0,
+          "two jobs got the same id %s", first);
 }
 
 static void scenario_argv(void)
@@ -212,47 +204,47 @@ static void scenario_argv(void)
     static result_t r;
     run(&r, NULL, "-n", "2", "--timeout", "60", "--", child_path, dir, "argv", "x y", "-n", "--",
         NULL);
-    EXPECT_CODE(&r, 0);
+    CHECK_EXIT_CODE(&r, 0);
 }
 
 static void scenario_exit_code(void)
 {
     static result_t r;
     run(&r, NULL, "-n", "3", child_path, dir, "exit", "1", "7", NULL);
-    EXPECT_CODE(&r, 7);
+    CHECK_EXIT_CODE(&r, 7);
     char want[128];
     snprintf(want, sizeof want, "rank 1 (pid %d) exited with code 7", rank_pid(1));
-    EXPECT(has(&r, want), "stderr lacks '%s':\n%s", want, r.err);
-    EXPECT(has(&r, "job failed: rank 1 "), "the final line does not name rank 1:\n%s", r.err);
-    EXPECT(r.elapsed_s < STOP_BOUND_S, "the sleeping ranks were not stopped (%.1f s)",
-           r.elapsed_s);
+    CHECK(has(&r, want), "stderr lacks '%s':\n%s", want, r.err);
+    CHECK(has(&r, "job failed: rank 1 "), "the final line does not name rank 1:\n%s", r.err);
+    CHECK(r.elapsed_s < STOP_BOUND_S, "the sleeping ranks were not stopped (%.1f s)",
+          r.elapsed_s);
 }
 
 static void scenario_signal(void)
 {
     static result_t r;
     run(&r, NULL, "-n", "3", child_path, dir, "kill", "2", "9", NULL);
-    EXPECT_CODE(&r, 128 + SIGKILL);
+    CHECK_EXIT_CODE(&r, 128 + SIGKILL);
     char want[128];
     snprintf(want, sizeof want, "rank 2 (pid %d) killed by signal 9 (Killed)", rank_pid(2));
-    EXPECT(has(&r, want), "stderr lacks '%s':\n%s", want, r.err);
-    EXPECT(has(&r, "job failed: rank 2 "), "the final line does not name rank 2:\n%s", r.err);
+    CHECK(has(&r, want), "stderr lacks '%s':\n%s", want, r.err);
+    CHECK(has(&r, "job failed: rank 2 "), "the final line does not name rank 2:\n%s", r.err);
     /* The stopped peers are named as stopped, not as the cause. */
-    EXPECT(has(&r, "(stopped by mlcomm-run after rank 2 failed)"), "stderr:\n%s", r.err);
-    EXPECT(r.elapsed_s < STOP_BOUND_S, "the sleeping ranks were not stopped (%.1f s)",
-           r.elapsed_s);
+    CHECK(has(&r, "(stopped by mlcomm-run after rank 2 failed)"), "stderr:\n%s", r.err);
+    CHECK(r.elapsed_s < STOP_BOUND_S, "the sleeping ranks were not stopped (%.1f s)",
+          r.elapsed_s);
 }
 
 static void scenario_timeout(void)
 {
     static result_t r;
     run(&r, NULL, "-n", "2", "--timeout", "0.5", child_path, dir, "sleep", "60", NULL);
-    EXPECT_CODE(&r, 124);
-    EXPECT(has(&r, "timed out after 0.5 s"), "stderr:\n%s", r.err);
-    EXPECT(r.elapsed_s < STOP_BOUND_S, "the job ran %.1f s", r.elapsed_s);
+    CHECK_EXIT_CODE(&r, 124);
+    CHECK(has(&r, "timed out after 0.5 s"), "stderr:\n%s", r.err);
+    CHECK(r.elapsed_s < STOP_BOUND_S, "the job ran %.1f s", r.elapsed_s);
     /* A job that ends in time is unaffected. */
     run(&r, NULL, "-n", "2", "--timeout=30", child_path, dir, "sleep", "0", NULL);
-    EXPECT_CODE(&r, 0);
+    CHECK_EXIT_CODE(&r, 0);
 }
 
 static void check_watchers(int n, int dead_rank)
@@ -261,8 +253,8 @@ static void check_watchers(int n, int dead_rank)
         if (k == dead_rank) continue;
         char name[32], buf[256];
         snprintf(name, sizeof name, "watch.%d", k);
-        EXPECT(read_file(name, buf, sizeof buf), "rank %d did not report", k);
-        EXPECT(strcmp(buf, "ok") == 0, "rank %d saw: %s", k, buf);
+        CHECK(read_file(name, buf, sizeof buf), "rank %d did not report", k);
+        CHECK(strcmp(buf, "ok") == 0, "rank %d saw: %s", k, buf);
     }
 }
 
@@ -270,7 +262,7 @@ static void scenario_jobfd_exit(void)
 {
     static result_t r;
     run(&r, NULL, "-n", "3", child_path, dir, "watch", "1", "exit", "5", NULL);
-    EXPECT_CODE(&r, 5);
+    CHECK_EXIT_CODE(&r, 5);
     check_watchers(3, 1);
 }
 
@@ -278,7 +270,7 @@ static void scenario_jobfd_signal(void)
 {
     static result_t r;
     run(&r, NULL, "-n", "2", child_path, dir, "watch", "1", "signal", "9", NULL);
-    EXPECT_CODE(&r, 128 + SIGKILL);
+    CHECK_EXIT_CODE(&r, 128 + SIGKILL);
     check_watchers(2, 1);
 }
 
@@ -289,17 +281,17 @@ static void check_shm_swept(const char *want_code_text, int want_code, const cha
     char decoy[96];
     snprintf(decoy, sizeof decoy, "/mlc-0000000000000000-decoy-of-test_launcher-%d", (int)getpid());
     int fd = shm_open(decoy, O_CREAT | O_RDWR, 0600);
-    EXPECT(fd >= 0, "shm_open(%s): %s", decoy, strerror(errno));
+    CHECK(fd >= 0, "shm_open(%s): %s", decoy, strerror(errno));
     if (fd >= 0) close(fd);
     run(&r, NULL, "-n", "2", child_path, dir, "shm", "1", sig, NULL);
-    EXPECT(exit_code(&r) == want_code, "%s: exit code %d, want %d; stderr:\n%s", want_code_text,
-           exit_code(&r), want_code, r.err);
+    CHECK(exit_code(&r) == want_code, "%s: exit code %d, want %d; stderr:\n%s", want_code_text,
+          exit_code(&r), want_code, r.err);
     char id[64], prefix[96];
-    EXPECT(read_file("seg.0", id, sizeof id), "rank 0 did not create its segment");
+    CHECK(read_file("seg.0", id, sizeof id), "rank 0 did not create its segment");
     snprintf(prefix, sizeof prefix, "mlc-%s-", id);
-    EXPECT(count_shm(prefix) == 0, "%d /dev/shm/%s* entries left", count_shm(prefix), prefix);
-    EXPECT(has(&r, "removed 2 shared-memory segment(s)"), "stderr:\n%s", r.err);
-    EXPECT(count_shm(decoy + 1) == 1, "another job's segment was removed");
+    CHECK(count_shm(prefix) == 0, "%d /dev/shm/%s* entries left", count_shm(prefix), prefix);
+    CHECK(has(&r, "removed 2 shared-memory segment(s)"), "stderr:\n%s", r.err);
+    CHECK(count_shm(decoy + 1) == 1, "another job's segment was removed");
     shm_unlink(decoy);
 }
 
@@ -310,11 +302,11 @@ static void scenario_exec_fail(void)
 {
     static result_t r;
     run(&r, NULL, "-n", "2", "/nonexistent/mlc-program", NULL);
-    EXPECT_CODE(&r, 127);
-    EXPECT(has(&r, "cannot start rank 0: /nonexistent/mlc-program: No such file"), "stderr:\n%s",
-           r.err);
+    CHECK_EXIT_CODE(&r, 127);
+    CHECK(has(&r, "cannot start rank 0: /nonexistent/mlc-program: No such file"), "stderr:\n%s",
+          r.err);
     run(&r, NULL, "-n", "2", "/dev/null", NULL);
-    EXPECT_CODE(&r, 126);
+    CHECK_EXIT_CODE(&r, 126);
 }
 
 static void scenario_usage(void)
@@ -328,16 +320,16 @@ static void scenario_usage(void)
     };
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
         run(&r, NULL, bad[k][0], bad[k][1], bad[k][2], bad[k][3], NULL);
-        EXPECT(exit_code(&r) == 2 && r.err[0] != '\0',
-               "usage error case %zu: exit code %d, stderr '%s'", k, exit_code(&r), r.err);
+        CHECK(exit_code(&r) == 2 && r.err[0] != '\0',
+              "usage error case %zu: exit code %d, stderr '%s'", k, exit_code(&r), r.err);
     }
     run(&r, NULL, "--help", NULL);
-    EXPECT_CODE(&r, 0);
+    CHECK_EXIT_CODE(&r, 0);
 }
 
 static void send_term_when_started(pid_t launcher)
 {
-    EXPECT(wait_ranks_started(2), "the ranks did not start");
+    CHECK(wait_ranks_started(2), "the ranks did not start");
     kill(launcher, SIGTERM);
 }
 
@@ -345,15 +337,15 @@ static void scenario_forward(void)
 {
     static result_t r;
     run(&r, send_term_when_started, "-n", "2", child_path, dir, "sleep", "60", NULL);
-    EXPECT_CODE(&r, 128 + SIGTERM);
-    EXPECT(has(&r, "passing signal 15 (Terminated) on to every rank"), "stderr:\n%s", r.err);
-    EXPECT(has(&r, "killed by signal 15"), "stderr:\n%s", r.err);
-    EXPECT(r.elapsed_s < STOP_BOUND_S, "the ranks ignored the forwarded SIGTERM");
+    CHECK_EXIT_CODE(&r, 128 + SIGTERM);
+    CHECK(has(&r, "passing signal 15 (Terminated) on to every rank"), "stderr:\n%s", r.err);
+    CHECK(has(&r, "killed by signal 15"), "stderr:\n%s", r.err);
+    CHECK(r.elapsed_s < STOP_BOUND_S, "the ranks ignored the forwarded SIGTERM");
 }
 
 static void kill_launcher_when_started(pid_t launcher)
 {
-    EXPECT(wait_ranks_started(2), "the ranks did not start");
+    CHECK(wait_ranks_started(2), "the ranks did not start");
     kill(launcher, SIGKILL);
 }
 
@@ -361,11 +353,11 @@ static void scenario_parent_death(void)
 {
     static result_t r;
     run(&r, kill_launcher_when_started, "-n", "2", child_path, dir, "sleep", "60", NULL);
-    EXPECT(WIFSIGNALED(r.status) && WTERMSIG(r.status) == SIGKILL, "launcher status %#x",
-           r.status);
+    CHECK(WIFSIGNALED(r.status) && WTERMSIG(r.status) == SIGKILL, "launcher status %#x",
+          r.status);
     /* Reading stderr to EOF waited for every holder of the pipe: ranks that
      * outlived the launcher would have held it for the 60 s they sleep. */
-    EXPECT(r.elapsed_s < STOP_BOUND_S, "the ranks outlived their launcher (%.1f s)", r.elapsed_s);
+    CHECK(r.elapsed_s < STOP_BOUND_S, "the ranks outlived their launcher (%.1f s)", r.elapsed_s);
     for (int k = 0; k < 2; k++) {
         int pid = rank_pid(k);
         bool gone = pid <= 0 || process_gone(pid);
@@ -373,7 +365,7 @@ static void scenario_parent_death(void)
             sleep_s(0.01);
             gone = process_gone(pid);
         }
-        EXPECT(gone, "rank %d (pid %d) outlived its launcher", k, pid);
+        CHECK(gone, "rank %d (pid %d) outlived its launcher", k, pid);
         if (!gone) kill(pid, SIGKILL);
     }
 }
@@ -383,7 +375,7 @@ static void scenario_parent_death(void)
  * still name rank 1 as the cause. */
 static void stop_launcher_while_rank_1_dies(pid_t launcher)
 {
-    EXPECT(wait_ranks_started(3), "the ranks did not start");
+    CHECK(wait_ranks_started(3), "the ranks did not start");
     kill(launcher, SIGSTOP);
     char go[128];
     snprintf(go, sizeof go, "%s/go", dir);
@@ -401,12 +393,12 @@ static void scenario_cause(void)
 {
     static result_t r;
     run(&r, stop_launcher_while_rank_1_dies, "-n", "3", child_path, dir, "follow", "1", NULL);
-    EXPECT_CODE(&r, 128 + SIGKILL);
+    CHECK_EXIT_CODE(&r, 128 + SIGKILL);
     char want[128];
     snprintf(want, sizeof want, "mlcomm-run: rank 1 (pid %d) killed by signal 9 (Killed)\n",
              rank_pid(1));
-    EXPECT(strncmp(r.err, want, strlen(want)) == 0, "the first line is not '%s':\n%s", want, r.err);
-    EXPECT(has(&r, "job failed: rank 1 "), "the final line does not name rank 1:\n%s", r.err);
+    CHECK(strncmp(r.err, want, strlen(want)) == 0, "the first line is not '%s':\n%s", want, r.err);
+    CHECK(has(&r, "job failed: rank 1 "), "the final line does not name rank 1:\n%s", r.err);
 }
 
 /* What a failed rank started in its process group does not outlive the job. */
@@ -414,19 +406,19 @@ static void scenario_orphan(void)
 {
     static result_t r;
     run(&r, NULL, "-n", "2", child_path, dir, "orphan", "1", NULL);
-    EXPECT_CODE(&r, 3);
+    CHECK_EXIT_CODE(&r, 3);
     char buf[32];
-    EXPECT(read_file("orphan.1", buf, sizeof buf), "rank 1 did not start its child");
+    CHECK(read_file("orphan.1", buf, sizeof buf), "rank 1 did not start its child");
     int pid = atoi(buf);
     bool gone = pid <= 0 || process_gone(pid);
     for (int i = 0; i < 500 && !gone; i++) {
         sleep_s(0.01);
         gone = process_gone(pid);
     }
-    EXPECT(gone, "rank 1's child (pid %d) outlived the job", pid);
+    CHECK(gone, "rank 1's child (pid %d) outlived the job", pid);
     if (!gone) kill(pid, SIGKILL);
     /* it held the stderr pipe: had it lived, reading to EOF took 60 s */
-    EXPECT(r.elapsed_s < STOP_BOUND_S, "the job's processes lived %.1f s", r.elapsed_s);
+    CHECK(r.elapsed_s < STOP_BOUND_S, "the job's processes lived %.1f s", r.elapsed_s);
 }
 
 #define SCENARIOS(X)  \

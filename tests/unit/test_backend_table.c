@@ -36,21 +36,21 @@ int main(void)
 
     mlc_backend_t bad = good;
     bad.abi = MLC_BACKEND_ABI + 1;
-    CHECK_ERR(mlc_backend_validate(&bad), MLC_ERR_CONFIG, "another backend interface");
+    CHECK_ERR_MSG(mlc_backend_validate(&bad), MLC_ERR_CONFIG, "another backend interface");
     bad = good;
     bad.size = 8;
-    CHECK_ERR(mlc_backend_validate(&bad), MLC_ERR_CONFIG, "another backend interface");
+    CHECK_ERR_MSG(mlc_backend_validate(&bad), MLC_ERR_CONFIG, "another backend interface");
     bad = good;
     bad.health = NULL;
-    CHECK_ERR(mlc_backend_validate(&bad), MLC_ERR_CONFIG, "has no 'health' entry");
+    CHECK_ERR_MSG(mlc_backend_validate(&bad), MLC_ERR_CONFIG, "has no 'health' entry");
     bad = good;
     bad.start[MLC_COLL_GATHERV] = NULL;
-    CHECK_ERR(mlc_backend_validate(&bad), MLC_ERR_CONFIG, "no start entry for gatherv");
+    CHECK_ERR_MSG(mlc_backend_validate(&bad), MLC_ERR_CONFIG, "no start entry for gatherv");
     bad = good;
     bad.idle = NULL; /* optional */
     bad.accepts = NULL;
     CHECK_OK(mlc_backend_validate(&bad));
-    CHECK_ERR(mlc_backend_validate(NULL), MLC_ERR_CONFIG, "NULL");
+    CHECK_ERR_MSG(mlc_backend_validate(NULL), MLC_ERR_CONFIG, "NULL");
 
     /* The shared stubs say which backend lacks what. */
     mlc_comm_t comm = {0};
@@ -58,9 +58,9 @@ int main(void)
     mlc_request_t req = {0};
     req.comm = &comm;
     req.coll = MLC_COLL_ALLTOALLV;
-    CHECK_ERR(mlc_backend_unsupported_start(&req), MLC_ERR_UNSUPPORTED, "mlc_alltoallv is not supported by backend 'test'");
+    CHECK_ERR_MSG(mlc_backend_unsupported_start(&req), MLC_ERR_UNSUPPORTED, "mlc_alltoallv is not supported by backend 'test'");
     int flag = 0;
-    CHECK_ERR(mlc_backend_unsupported_iprobe(&comm, 0, 0, &flag, NULL), MLC_ERR_UNSUPPORTED,
-              "probing is not supported by backend 'test'");
+    CHECK_ERR_MSG(mlc_backend_unsupported_iprobe(&comm, 0, 0, &flag, NULL), MLC_ERR_UNSUPPORTED,
+                  "probing is not supported by backend 'test'");
     return unit_result("backend_table");
 }

@@ -48,7 +48,7 @@ static mlc_cfg_t resolve_ok(const mlc_config_t *cfg, int line)
         mlc_cfg_t out_, before_;                                                          \
         memset(&out_, 0x5a, sizeof out_);                                                 \
         before_ = out_;                                                                   \
-        CHECK_ERR(mlc_config_resolve((cfg), &out_), (code), (needle));                    \
+        CHECK_ERR_MSG(mlc_config_resolve((cfg), &out_), (code), (needle));                \
         CHECK(memcmp(&out_, &before_, sizeof out_) == 0, "output written on failure");    \
     } while (0)
 
@@ -120,13 +120,13 @@ static void test_env_accessors(void)
     CHECK_OK(mlc_env_size(MLC_ENV_PINNED_LIMIT, &z, &is_set));
     CHECK(!is_set, "empty counts as unset");
     set("MLC_NCCL_NCHANNELS", "65");
-    CHECK_ERR(mlc_env_int(MLC_ENV_NCCL_NCHANNELS, &x, NULL), MLC_ERR_CONFIG, "MLC_NCCL_NCHANNELS='65' is not an integer in [1, 64]");
+    CHECK_ERR_MSG(mlc_env_int(MLC_ENV_NCCL_NCHANNELS, &x, NULL), MLC_ERR_CONFIG, "MLC_NCCL_NCHANNELS='65' is not an integer in [1, 64]");
     set("MLC_NCCL_BUFFSIZE", "1K");
-    CHECK_ERR(mlc_env_size(MLC_ENV_NCCL_BUFFSIZE, &z, NULL), MLC_ERR_CONFIG, "from 4K to 2G");
+    CHECK_ERR_MSG(mlc_env_size(MLC_ENV_NCCL_BUFFSIZE, &z, NULL), MLC_ERR_CONFIG, "from 4K to 2G");
     set("MLC_TIMEOUT", "7.5");
     CHECK_OK(mlc_env_seconds(MLC_ENV_TIMEOUT, &d, &is_set));
     CHECK(d == 7.5 && is_set, "seconds");
-    CHECK_ERR(mlc_env_int(MLC_ENV_TIMEOUT, &x, NULL), MLC_ERR_INTERNAL, "MLC_TIMEOUT");
+    CHECK_ERR_MSG(mlc_env_int(MLC_ENV_TIMEOUT, &x, NULL), MLC_ERR_INTERNAL, "MLC_TIMEOUT");
     clear_env();
 }
 
@@ -359,7 +359,7 @@ static void test_caller_struct(void)
     cfg.backend = "gloo";
     RESOLVE_FAILS(&cfg, MLC_ERR_INVALID_ARG, "cfg->backend 'gloo'");
     RESOLVE_FAILS(&cfg, MLC_ERR_INVALID_ARG, "threads");
-    CHECK_ERR(mlc_config_resolve(NULL, NULL), MLC_ERR_INVALID_ARG, "NULL");
+    CHECK_ERR_MSG(mlc_config_resolve(NULL, NULL), MLC_ERR_INVALID_ARG, "NULL");
 }
 
 typedef struct family_case {

@@ -42,12 +42,12 @@ static void test_aliases(void)
               (int)cases[i].d);
     }
     mlc_dtype_t d = 12345;
-    CHECK_ERR(mlc_dtype_from_name("float8", &d), MLC_ERR_INVALID_ARG, "'float8'");
+    CHECK_ERR_MSG(mlc_dtype_from_name("float8", &d), MLC_ERR_INVALID_ARG, "'float8'");
     CHECK(d == 12345, "output untouched on failure");
-    CHECK_ERR(mlc_dtype_from_name("", &d), MLC_ERR_INVALID_ARG, "''");
-    CHECK_ERR(mlc_dtype_from_name("int32 ", &d), MLC_ERR_INVALID_ARG, "'int32 '");
-    CHECK_ERR(mlc_dtype_from_name(NULL, &d), MLC_ERR_INVALID_ARG, "NULL");
-    CHECK_ERR(mlc_dtype_from_name("int8", NULL), MLC_ERR_INVALID_ARG, "NULL");
+    CHECK_ERR_MSG(mlc_dtype_from_name("", &d), MLC_ERR_INVALID_ARG, "''");
+    CHECK_ERR_MSG(mlc_dtype_from_name("int32 ", &d), MLC_ERR_INVALID_ARG, "'int32 '");
+    CHECK_ERR_MSG(mlc_dtype_from_name(NULL, &d), MLC_ERR_INVALID_ARG, "NULL");
+    CHECK_ERR_MSG(mlc_dtype_from_name("int8", NULL), MLC_ERR_INVALID_ARG, "NULL");
     CHECK_OK(mlc_dtype_from_name("int8", &d));
     CHECK_STR(mlc_last_error(), ""); /* success clears the message */
 }

@@ -30,9 +30,9 @@ static void test_builtin_names(void)
     CHECK_OK(mlc_op_from_name("MAX", &op));
     CHECK(op == MLC_MAX, "case-insensitive");
     op = 77;
-    CHECK_ERR(mlc_op_from_name("mean", &op), MLC_ERR_INVALID_ARG, "'mean'");
+    CHECK_ERR_MSG(mlc_op_from_name("mean", &op), MLC_ERR_INVALID_ARG, "'mean'");
     CHECK(op == 77, "output untouched on failure");
-    CHECK_ERR(mlc_op_from_name(NULL, &op), MLC_ERR_INVALID_ARG, "NULL");
+    CHECK_ERR_MSG(mlc_op_from_name(NULL, &op), MLC_ERR_INVALID_ARG, "NULL");
     CHECK(mlc_op_name(-1) == NULL, "no name for -1");
     CHECK(mlc_op_name(MLC_OP_BUILTIN_COUNT + 5) == NULL, "no name for a free user slot");
     CHECK(!mlc_op_valid(-1), "-1 invalid");
@@ -42,20 +42,20 @@ static void test_check(void)
 {
     for (mlc_dtype_t d = 0; d < MLC_DTYPE_COUNT; d++)
         for (mlc_op_t op = 0; op < MLC_OP_BUILTIN_COUNT; op++) CHECK_OK(mlc_op_check(d, op));
-    CHECK_ERR(mlc_op_check(MLC_RECORD(24), MLC_SUM), MLC_ERR_INVALID_ARG, "'sum'");
+    CHECK_ERR_MSG(mlc_op_check(MLC_RECORD(24), MLC_SUM), MLC_ERR_INVALID_ARG, "'sum'");
     CHECK(strstr(mlc_last_error(), "record") != NULL, "names the dtype: %s", mlc_last_error());
     CHECK(strstr(mlc_last_error(), "24") != NULL, "names the record size: %s", mlc_last_error());
-    CHECK_ERR(mlc_op_check(MLC_RECORD(8), MLC_MAX), MLC_ERR_INVALID_ARG, "'max'");
-    CHECK_ERR(mlc_op_check(42, MLC_SUM), MLC_ERR_INVALID_ARG, "42");
-    CHECK_ERR(mlc_op_check(MLC_FLOAT32, 99), MLC_ERR_INVALID_ARG, "99");
-    CHECK_ERR(mlc_op_check(MLC_FLOAT32, -3), MLC_ERR_INVALID_ARG, "-3");
+    CHECK_ERR_MSG(mlc_op_check(MLC_RECORD(8), MLC_MAX), MLC_ERR_INVALID_ARG, "'max'");
+    CHECK_ERR_MSG(mlc_op_check(42, MLC_SUM), MLC_ERR_INVALID_ARG, "42");
+    CHECK_ERR_MSG(mlc_op_check(MLC_FLOAT32, 99), MLC_ERR_INVALID_ARG, "99");
+    CHECK_ERR_MSG(mlc_op_check(MLC_FLOAT32, -3), MLC_ERR_INVALID_ARG, "-3");
 
     mlc_op_t user;
     CHECK_OK(mlc_op_create(noop_fn, 1, NULL, &user));
     CHECK_OK(mlc_op_check(MLC_RECORD(24), user)); /* user ops take every dtype */
     for (mlc_dtype_t d = 0; d < MLC_DTYPE_COUNT; d++) CHECK_OK(mlc_op_check(d, user));
     CHECK_OK(mlc_op_free(user));
-    CHECK_ERR(mlc_op_check(MLC_FLOAT32, user), MLC_ERR_INVALID_ARG, "unknown op");
+    CHECK_ERR_MSG(mlc_op_check(MLC_FLOAT32, user), MLC_ERR_INVALID_ARG, "unknown op");
 }
 
 static void test_user_table(void)
@@ -75,15 +75,15 @@ static void test_user_table(void)
     CHECK_OK(mlc_op_free(a));
     CHECK(!mlc_op_valid(a), "freed");
     CHECK(mlc_op_name(a) == NULL, "freed op has no name");
-    CHECK_ERR(mlc_op_free(a), MLC_ERR_INVALID_ARG, "not a live user op");
+    CHECK_ERR_MSG(mlc_op_free(a), MLC_ERR_INVALID_ARG, "not a live user op");
     mlc_op_t c = -1;
     CHECK_OK(mlc_op_create(noop_fn, 1, NULL, &c));
     CHECK(c == a, "slot reused: %d vs %d", (int)c, (int)a);
 
-    CHECK_ERR(mlc_op_free(MLC_SUM), MLC_ERR_INVALID_ARG, "built-in");
-    CHECK_ERR(mlc_op_free(-7), MLC_ERR_INVALID_ARG, "-7");
-    CHECK_ERR(mlc_op_create(NULL, 1, NULL, &c), MLC_ERR_INVALID_ARG, "fn is NULL");
-    CHECK_ERR(mlc_op_create(noop_fn, 1, NULL, NULL), MLC_ERR_INVALID_ARG, "NULL");
+    CHECK_ERR_MSG(mlc_op_free(MLC_SUM), MLC_ERR_INVALID_ARG, "built-in");
+    CHECK_ERR_MSG(mlc_op_free(-7), MLC_ERR_INVALID_ARG, "-7");
+    CHECK_ERR_MSG(mlc_op_create(NULL, 1, NULL, &c), MLC_ERR_INVALID_ARG, "fn is NULL");
+    CHECK_ERR_MSG(mlc_op_create(noop_fn, 1, NULL, NULL), MLC_ERR_INVALID_ARG, "NULL");
 
     /* Fill the table: the next create is NO_MEMORY; freeing one makes room. */
     static mlc_op_t ops[USER_TABLE_CAPACITY];
@@ -95,7 +95,7 @@ static void test_user_table(void)
     CHECK(st == MLC_ERR_NO_MEMORY, "full table -> %s", mlc_status_name(st));
     CHECK(strstr(mlc_last_error(), "full") != NULL, "message: %s", mlc_last_error());
     mlc_op_t extra = 12345;
-    CHECK_ERR(mlc_op_create(noop_fn, 1, NULL, &extra), MLC_ERR_NO_MEMORY, "full");
+    CHECK_ERR_MSG(mlc_op_create(noop_fn, 1, NULL, &extra), MLC_ERR_NO_MEMORY, "full");
     CHECK(extra == 12345, "output untouched on failure");
     CHECK_OK(mlc_op_free(ops[100]));
     CHECK_OK(mlc_op_create(noop_fn, 1, NULL, &extra));

@@ -397,7 +397,7 @@ static void test_user_int32(void)
     int32_t *a = malloc(N * 4), *b = malloc(N * 4), *o = malloc(N * 4);
 #define FILL()                                         \
     for (int i = 0; i < N; i++) a[i] = i % 7 - 3, b[i] = i % 5
-#define EXPECT(buf, x, y, what)                                              \
+#define CHECK_USER_OP(buf, x, y, what)                                       \
     do {                                                                     \
         int bad_ = 0;                                                        \
         for (int i = 0; i < N; i++) bad_ += (buf)[i] != (x) * 10 + (y);      \
@@ -405,29 +405,29 @@ static void test_user_int32(void)
     } while (0)
     FILL();
     mlc_reduce_apply(a, b, N, MLC_INT32, op);
-    EXPECT(b, i % 7 - 3, i % 5, "apply");
+    CHECK_USER_OP(b, i % 7 - 3, i % 5, "apply");
     FILL();
     mlc_reduce_apply3(a, b, o, N, MLC_INT32, op);
-    EXPECT(o, i % 7 - 3, i % 5, "apply3");
-    EXPECT(b, 0, i % 5, "apply3 leaves b");
+    CHECK_USER_OP(o, i % 7 - 3, i % 5, "apply3");
+    CHECK_USER_OP(b, 0, i % 5, "apply3 leaves b");
     mlc_reduce_apply3(a, b, b, N, MLC_INT32, op);
-    EXPECT(b, i % 7 - 3, i % 5, "apply3 out=b");
+    CHECK_USER_OP(b, i % 7 - 3, i % 5, "apply3 out=b");
     FILL();
     mlc_reduce_apply3(a, b, a, N, MLC_INT32, op);
-    EXPECT(a, i % 7 - 3, i % 5, "apply3 out=a (a stays the left operand)");
+    CHECK_USER_OP(a, i % 7 - 3, i % 5, "apply3 out=a (a stays the left operand)");
     FILL();
     mlc_reduce_apply(a, a, N, MLC_INT32, op);
-    EXPECT(a, i % 7 - 3, i % 7 - 3, "apply in=inout");
+    CHECK_USER_OP(a, i % 7 - 3, i % 7 - 3, "apply in=inout");
     FILL();
     mlc_reduce_apply3(a, a, o, N, MLC_INT32, op);
-    EXPECT(o, i % 7 - 3, i % 7 - 3, "apply3 a=b");
+    CHECK_USER_OP(o, i % 7 - 3, i % 7 - 3, "apply3 a=b");
     FILL();
     CHECK_OK(mlc_reduce_local(a, b, N, MLC_INT32, op));
-    EXPECT(b, i % 7 - 3, i % 5, "mlc_reduce_local");
+    CHECK_USER_OP(b, i % 7 - 3, i % 5, "mlc_reduce_local");
     CHECK(!ctx.bad_args, "user fn got its dtype and never aliased buffers");
     CHECK(ctx.calls >= 7, "calls %d", ctx.calls);
 #undef FILL
-#undef EXPECT
+#undef CHECK_USER_OP
     free(a), free(b), free(o);
     CHECK_OK(mlc_op_free(op));
 }
@@ -452,7 +452,7 @@ static void test_user_records(void)
     CHECK(bad == 0, "record user op: %d bytes wrong", bad);
     CHECK(ctx.elements == 2 * n, "user fn saw %zu records", ctx.elements);
     CHECK(!ctx.bad_args, "record user op args");
-    CHECK_ERR(mlc_reduce_local(a, b, n, d, MLC_SUM), MLC_ERR_INVALID_ARG, "record");
+    CHECK_ERR_MSG(mlc_reduce_local(a, b, n, d, MLC_SUM), MLC_ERR_INVALID_ARG, "record");
     CHECK_OK(mlc_reduce_local(a, b, n, d, op));
     free(a), free(b), free(o);
     CHECK_OK(mlc_op_free(op));
@@ -461,15 +461,15 @@ static void test_user_records(void)
 static void test_reduce_local_errors(void)
 {
     float x[8] = {1, 2, 3, 4, 5, 6, 7, 8};
-    CHECK_ERR(mlc_reduce_local(NULL, x, 4, MLC_FLOAT32, MLC_SUM), MLC_ERR_INVALID_ARG, "in is NULL");
-    CHECK_ERR(mlc_reduce_local(x, NULL, 4, MLC_FLOAT32, MLC_SUM), MLC_ERR_INVALID_ARG,
-              "inout is NULL");
+    CHECK_ERR_MSG(mlc_reduce_local(NULL, x, 4, MLC_FLOAT32, MLC_SUM), MLC_ERR_INVALID_ARG, "in is NULL");
+    CHECK_ERR_MSG(mlc_reduce_local(x, NULL, 4, MLC_FLOAT32, MLC_SUM), MLC_ERR_INVALID_ARG,
+                  "inout is NULL");
     CHECK_OK(mlc_reduce_local(NULL, NULL, 0, MLC_FLOAT32, MLC_SUM));
-    CHECK_ERR(mlc_reduce_local(x, x + 2, 4, MLC_FLOAT32, MLC_SUM), MLC_ERR_INVALID_ARG, "overlap");
-    CHECK_ERR(mlc_reduce_local(x, x + 4, 4, 77, MLC_SUM), MLC_ERR_INVALID_ARG, "77");
-    CHECK_ERR(mlc_reduce_local(x, x + 4, 4, MLC_FLOAT32, 1000), MLC_ERR_INVALID_ARG, "1000");
-    CHECK_ERR(mlc_reduce_local(x, x + 4, SIZE_MAX / 2, MLC_FLOAT32, MLC_SUM), MLC_ERR_INVALID_ARG,
-              "overflows");
+    CHECK_ERR_MSG(mlc_reduce_local(x, x + 2, 4, MLC_FLOAT32, MLC_SUM), MLC_ERR_INVALID_ARG, "overlap");
+    CHECK_ERR_MSG(mlc_reduce_local(x, x + 4, 4, 77, MLC_SUM), MLC_ERR_INVALID_ARG, "77");
+    CHECK_ERR_MSG(mlc_reduce_local(x, x + 4, 4, MLC_FLOAT32, 1000), MLC_ERR_INVALID_ARG, "1000");
+    CHECK_ERR_MSG(mlc_reduce_local(x, x + 4, SIZE_MAX / 2, MLC_FLOAT32, MLC_SUM), MLC_ERR_INVALID_ARG,
+                  "overflows");
     CHECK_OK(mlc_reduce_local(x, x + 4, 4, MLC_FLOAT32, MLC_SUM));
     CHECK(x[4] == 6 && x[7] == 12, "adjacent buffers");
     CHECK_OK(mlc_reduce_local(x, x, 2, MLC_FLOAT32, MLC_PROD));
