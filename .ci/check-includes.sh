@@ -40,6 +40,13 @@ allowed() {
 }
 
 bad=0
+# Internal headers are included with quotes, so the check below sees them.
+angled=$(grep -rnE '^[[:space:]]*#[[:space:]]*include[[:space:]]*<(base|devrt|algos|core|backends|exchange|tensor)/' \
+         --include='*.[ch]' . || true)
+if [ -n "$angled" ]; then
+    echo "$angled: an internal header included with <...>; use \"...\"" >&2
+    bad=1
+fi
 while IFS= read -r file; do
     from=$(layer_of "$file")
     ok=$(allowed "$from")

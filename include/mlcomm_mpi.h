@@ -16,6 +16,7 @@
 #define MLCOMM_MPI_H
 
 #include <mpi.h>
+#include <stdint.h>
 #include "mlcomm.h"
 
 #ifdef __cplusplus
@@ -43,18 +44,29 @@ static inline mlc_status_t mlc_comm_from_mpi(MPI_Comm comm, const mlc_config_t *
  */
 static inline mlc_status_t mlc_comm_get_mpi(const mlc_comm_t *comm, MPI_Comm *out);
 
-/* The same two calls with the communicator as its Fortran handle. */
-MLC_API mlc_status_t mlc_comm_from_mpi_f(long comm_f, const mlc_config_t *cfg, mlc_comm_t **out);
-MLC_API mlc_status_t mlc_comm_get_mpi_f(const mlc_comm_t *comm, long *comm_f);
+/* The same two calls with the communicator as its Fortran handle
+ * (MPI_Comm_c2f). mlc_comm_from_mpi_f also takes MLC_MPI_NOT_INITIALIZED or
+ * MLC_MPI_FINALIZED (outside MPI_Fint's range) for a program whose MPI
+ * cannot convert a handle now: it then fails with INVALID_ARG saying so. */
+#define MLC_MPI_NOT_INITIALIZED INT64_MIN
+#define MLC_MPI_FINALIZED (INT64_MIN + 1)
+MLC_API mlc_status_t mlc_comm_from_mpi_f(int64_t comm_f, const mlc_config_t *cfg, mlc_comm_t **out);
+MLC_API mlc_status_t mlc_comm_get_mpi_f(const mlc_comm_t *comm, int64_t *comm_f);
 
 static inline mlc_status_t mlc_comm_from_mpi(MPI_Comm comm, const mlc_config_t *cfg, mlc_comm_t **out)
 {
-    return mlc_comm_from_mpi_f((long)MPI_Comm_c2f(comm), cfg, out);
+    /* MPI_Comm_c2f is not to be called before MPI_Init or after MPI_Finalize. */
+    int initialized = 0, finalized = 0;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    if (!initialized || finalized)
+        return mlc_comm_from_mpi_f(finalized ? MLC_MPI_FINALIZED : MLC_MPI_NOT_INITIALIZED, cfg, out);
+    return mlc_comm_from_mpi_f((int64_t)MPI_Comm_c2f(comm), cfg, out);
 }
 
 static inline mlc_status_t mlc_comm_get_mpi(const mlc_comm_t *comm, MPI_Comm *out)
 {
-    long comm_f = 0;
+    int64_t comm_f = 0;
     mlc_status_t st = mlc_comm_get_mpi_f(comm, out ? &comm_f : NULL);
     if (st == MLC_SUCCESS) *out = MPI_Comm_f2c((MPI_Fint)comm_f);
     return st;

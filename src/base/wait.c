@@ -32,8 +32,9 @@ mlc_wait_status_t mlc_wait_run(mlc_wait_t *w)
     const unsigned check_every = w->spin_check ? w->spin_check : WAIT_SPIN_CHECK;
     double now = mlc_now();
     double idle_since = now, spin_until = now + spin, yield_until = spin_until + yield, nap = nap_min;
+    double last_check = now;
     int restart_clock = 0, restart_spin = 0;
-    unsigned calls = 0;
+    unsigned calls = 0, moves = 0;
     w->idle_s = 0;
     for (;;) {
         int r = w->step(w->ctx);
@@ -42,6 +43,17 @@ mlc_wait_status_t mlc_wait_run(mlc_wait_t *w)
         if (r == MLC_WAIT_MOVED) {
             restart_clock = restart_spin = 1;
             calls = 0;
+            /* Work that keeps moving (other traffic) must not hide a remote
+             * abort or a dead peer: the checks still run every slice. */
+            if (w->check && ++moves % check_every == 0) {
+                now = mlc_now();
+                if (now - last_check >= slice_max) {
+                    last_check = now;
+                    int stop = w->check(w->ctx);
+                    if (w->done(w->ctx)) return MLC_WAIT_DONE;
+                    if (stop) return MLC_WAIT_STOPPED;
+                }
+            }
             continue;
         }
         if (r == MLC_WAIT_MOVED_ELSEWHERE) restart_clock = 1;
@@ -69,6 +81,7 @@ mlc_wait_status_t mlc_wait_run(mlc_wait_t *w)
 
         /* Slow path: checks, the deadline, then block or sleep a slice. */
         if (w->check) {
+            last_check = now;
             int stop = w->check(w->ctx);
             if (w->done(w->ctx)) return MLC_WAIT_DONE;
             if (stop) return MLC_WAIT_STOPPED;

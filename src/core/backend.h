@@ -120,6 +120,9 @@ typedef struct mlc_backend {
                            mlc_request_t **out);
     /* Optional: a request whose `decor` is set is released: free that state. */
     void (*release)(mlc_request_t *req);
+    /* Optional: true while waiting for req must keep calling progress (the
+     * decorator's own operations move only there), so no native wait. */
+    bool (*keeps_polling)(const mlc_request_t *req);
 
     /* ---- device memory ------------------------------------------------------- */
     /* Optional: set a GPU stream. */

@@ -34,7 +34,8 @@ static int mpi_accepts(const mlc_cfg_t *cfg)
     if (!by_mpi) return 0;
     if (cfg->local_size <= 0 || cfg->local_size < cfg->world_size) return 1;
     char why[256];
-    return !mlc_backend_shm.available(why, sizeof why);
+    const mlc_backend_t *shm = mlc_backend_find("shm");
+    return !shm || !shm->available(why, sizeof why);
 }
 
 /* ---- forwarding entries -------------------------------------------------------- */

@@ -354,7 +354,8 @@ mlc_status_t mlc_comm_init_all(int n, const mlc_config_t *cfg_in, mlc_comm_t **c
     cfg.rank_source = "mlc_comm_init_all";
     snprintf(cfg.rank_origin, sizeof cfg.rank_origin, "rank and size: threads of mlc_comm_init_all");
     random_hex(cfg.job_id, 8);
-    const mlc_backend_t *be = &mlc_backend_threads;
+    const mlc_backend_t *be = mlc_backend_find("threads");
+    if (!be) return mlc_error(MLC_ERR_UNAVAILABLE, "mlc_comm_init_all: backend 'threads' is not usable");
     for (int i = 0; i < n; i++) comms[i] = NULL;
     for (int i = 0; i < n; i++) {
         mlc_comm_t *c = mlc_comm_alloc();
@@ -380,7 +381,7 @@ mlc_status_t mlc_comm_init_all(int n, const mlc_config_t *cfg_in, mlc_comm_t **c
     for (int i = 1; i < n; i++) comms[i]->model = comms[0]->model;
     st = mlc_decorate_local(n, comms);
     if (st != MLC_SUCCESS) {
-        for (int i = 0; i < n; i++) be->destroy(comms[i]);
+        for (int i = 0; i < n; i++) comms[i]->be->destroy(comms[i]);
         goto fail;
     }
     return MLC_SUCCESS;

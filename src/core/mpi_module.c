@@ -13,6 +13,10 @@
 #include <stdio.h>
 #include <string.h>
 
+/* mlcomm_mpi.h's values for an MPI that cannot convert a handle now. */
+#define MLC_MPI_NOT_INITIALIZED INT64_MIN
+#define MLC_MPI_FINALIZED (INT64_MIN + 1)
+
 #ifndef MLC_MPI_MODULE_NAME
 #define MLC_MPI_MODULE_NAME "libmlcomm-mpi.so"
 #endif
@@ -116,16 +120,23 @@ int mlc_mpi_module_available(char *why, size_t why_len)
 
 /* ---- mlcomm_mpi.h ------------------------------------------------------------ */
 
-MLC_API mlc_status_t mlc_comm_from_mpi_f(long comm_f, const mlc_config_t *cfg, mlc_comm_t **out)
+MLC_API mlc_status_t mlc_comm_from_mpi_f(int64_t comm_f, const mlc_config_t *cfg, mlc_comm_t **out)
 {
     mlc_error_clear();
     if (!out) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_comm_from_mpi: out is NULL");
     *out = NULL;
+    if (comm_f == MLC_MPI_NOT_INITIALIZED || comm_f == MLC_MPI_FINALIZED)
+        return mlc_error(MLC_ERR_INVALID_ARG, "mlc_comm_from_mpi: MPI is %s: the program calls MPI_Init "
+                         "first (or uses mlc_comm_init with MLC_BACKEND=mpi)",
+                         comm_f == MLC_MPI_FINALIZED ? "already finalized" : "not initialized");
+    if (comm_f < INT32_MIN || comm_f > INT32_MAX)
+        return mlc_error(MLC_ERR_INVALID_ARG, "mlc_comm_from_mpi: %lld is not a Fortran communicator handle",
+                         (long long)comm_f);
     const mlc_mpi_module_t *m = mlc_mpi_module();
     return m ? m->from_mpi(comm_f, cfg, out) : MLC_ERR_UNAVAILABLE;
 }
 
-MLC_API mlc_status_t mlc_comm_get_mpi_f(const mlc_comm_t *comm, long *comm_f)
+MLC_API mlc_status_t mlc_comm_get_mpi_f(const mlc_comm_t *comm, int64_t *comm_f)
 {
     mlc_error_clear();
     if (!comm || !comm_f)

@@ -47,9 +47,13 @@
     X(exec_progress, mlc_exec_progress)              \
     X(exec_pending_peers, mlc_exec_pending_peers)    \
     X(exec_destroy, mlc_exec_destroy)                \
-    X(gpudirect_set_mpi, mlc_gpudirect_set_mpi)
+    X(gpudirect_set_mpi, mlc_gpudirect_set_mpi)      \
+    X(coll_name, mlc_coll_name)                      \
+    X(dtype_name, mlc_dtype_name)                    \
+    X(dtype_size, mlc_dtype_size)                    \
+    X(op_name, mlc_op_name)
 
-#define MLC_MPI_ABI 2u
+#define MLC_MPI_ABI 3u
 
 typedef struct mlc_mpi_core {
     uint32_t abi;  /* MLC_MPI_ABI */
@@ -84,8 +88,8 @@ typedef struct mlc_mpi_module {
     const struct mlc_xexec_mpi_table *xexec;
     /* mlcomm_mpi.h, with the MPI communicator as its Fortran handle
      * (MPI_Comm_c2f), the one representation both sides can name. */
-    mlc_status_t (*from_mpi)(long comm_f, const mlc_config_t *cfg, mlc_comm_t **out);
-    mlc_status_t (*get_mpi)(const mlc_comm_t *comm, long *comm_f);
+    mlc_status_t (*from_mpi)(int64_t comm_f, const mlc_config_t *cfg, mlc_comm_t **out);
+    mlc_status_t (*get_mpi)(const mlc_comm_t *comm, int64_t *comm_f);
 } mlc_mpi_module_t;
 
 #define MLC_MPI_ENTRY_SYMBOL "mlc_mpi_module_entry"

@@ -171,7 +171,8 @@ static int is_done(const mlc_request_t *req)
 static bool waits_natively(const mlc_request_t *req)
 {
     const mlc_comm_t *comm = req->comm;
-    return comm->be->wait_native && !comm->cfg.timeout_set;
+    return comm->be->wait_native && !comm->cfg.timeout_set &&
+           !(comm->be->keeps_polling && comm->be->keeps_polling(req));
 }
 
 /* req's communicator has failed (st). Peers may have finished this call and

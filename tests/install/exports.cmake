@@ -1,10 +1,12 @@
 # SPDX-License-Identifier: BSD-3-Clause
-# cmake -DLIB=libmlcomm.so -DPUBLIC=public_symbols.txt [-DMODULE=libmlcomm-mpi.so] -P exports.cmake
+# cmake -DLIB=libmlcomm.so -DPUBLIC=public_symbols.txt -DHEADERS=include/ [-DMODULE=libmlcomm-mpi.so] -P exports.cmake
 # libmlcomm.so must export exactly the public API (the MLC_API functions of
-# include/*.h, listed in PUBLIC), nothing internal and nothing missing. The
-# MPI module must take nothing but public API from it (it reaches core
-# through its entry point's table) and export only its entry point and the
-# two test hooks.
+# include/*.h, listed in PUBLIC), nothing internal and nothing missing; and
+# every function the headers declare, read here independently of MLC_API,
+# must be in that list (a declaration without MLC_API would fall out of the
+# version script). The MPI module must not link libmlcomm nor take any mlc_
+# symbol from it (it reaches core through its entry point's table), and
+# exports only its entry point and the two test hooks.
 cmake_minimum_required(VERSION 3.16)
 file(STRINGS ${PUBLIC} public)
 list(LENGTH public npublic)
@@ -25,6 +27,37 @@ function(dynamic_symbols file flags out)
   endforeach()
   set(${out} ${names} PARENT_SCOPE)
 endfunction()
+
+# Every function the public headers declare (not static inline).
+file(GLOB headers ${HEADERS}/*.h)
+set(declared "")
+foreach(h ${headers})
+  file(READ ${h} text)
+  string(REGEX REPLACE "/\\*([^*]|\\*+[^*/])*\\*+/" "" text "${text}")  # comments
+  string(REGEX MATCHALL "[^;{}#]*[ *]mlc_[a-z0-9_]+[ ]*\\([^;{]*\\)[ \n]*;" decls "${text}")
+  foreach(d ${decls})
+    if(d MATCHES "static|typedef|\\(\\*")
+      continue()
+    endif()
+    string(REGEX MATCH "mlc_[a-z0-9_]+[ ]*\\(" name "${d}")
+    string(REGEX REPLACE "[ ]*\\($" "" name "${name}")
+    list(APPEND declared ${name})
+  endforeach()
+endforeach()
+list(REMOVE_DUPLICATES declared)
+list(LENGTH declared ndeclared)
+set(unlisted "")
+foreach(s ${declared})
+  if(NOT s IN_LIST public)
+    list(APPEND unlisted ${s})
+  endif()
+endforeach()
+if(unlisted)
+  message(FATAL_ERROR "public headers declare functions that are not exported (missing MLC_API?): ${unlisted}")
+endif()
+if(ndeclared LESS npublic)
+  message(FATAL_ERROR "only ${ndeclared} declarations found in ${HEADERS}, fewer than the ${npublic} listed")
+endif()
 
 dynamic_symbols(${LIB} --defined-only exported)
 set(extra "")
@@ -51,12 +84,19 @@ if(MODULE)
   dynamic_symbols(${MODULE} --undefined-only imports)
   set(bad "")
   foreach(s ${imports})
-    if(s MATCHES "^mlc_" AND NOT s IN_LIST public)
+    if(s MATCHES "^mlc_")
       list(APPEND bad ${s})
     endif()
   endforeach()
   if(bad)
     message(FATAL_ERROR "${MODULE} calls core directly instead of through its entry point's table: ${bad}")
+  endif()
+  execute_process(COMMAND readelf -dW ${MODULE} OUTPUT_VARIABLE dyn RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "readelf -d ${MODULE} failed")
+  endif()
+  if(dyn MATCHES "NEEDED[^\n]*libmlcomm")
+    message(FATAL_ERROR "${MODULE} links libmlcomm; it must reach core only through its entry point's table")
   endif()
   dynamic_symbols(${MODULE} --defined-only mod_exported)
   set(allowed mlc_mpi_module_entry mlc_mpi_set_limits mlc_mpi_set_spill_bytes)
@@ -69,5 +109,5 @@ if(MODULE)
   if(bad)
     message(FATAL_ERROR "${MODULE} exports more than its entry point: ${bad}")
   endif()
-  message(STATUS "${MODULE} takes only public API from libmlcomm and exports its entry point")
+  message(STATUS "${MODULE} does not link libmlcomm and exports only its entry point")
 endif()

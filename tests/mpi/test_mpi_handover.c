@@ -22,6 +22,12 @@ static int world_rank;
 
 int main(int argc, char **argv)
 {
+    /* Before MPI_Init (and after MPI_Finalize, below) a handover is an error,
+     * not a crash in MPI's handle conversion. */
+    mlc_comm_t *early = NULL;
+    CHECK(mlc_comm_from_mpi(MPI_COMM_WORLD, NULL, &early) == MLC_ERR_INVALID_ARG && early == NULL &&
+              strstr(mlc_last_error(), "not initialized") != NULL,
+          "before MPI_Init");
     int provided = 0;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     int p = 0;
@@ -123,5 +129,9 @@ int main(int argc, char **argv)
     int any = 0;
     MPI_Allreduce(&failures, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     MPI_Finalize();
-    return any ? 1 : 0;
+    mlc_comm_t *late = NULL;
+    CHECK(mlc_comm_from_mpi(MPI_COMM_WORLD, NULL, &late) == MLC_ERR_INVALID_ARG && late == NULL &&
+              strstr(mlc_last_error(), "already finalized") != NULL,
+          "after MPI_Finalize");
+    return any || failures ? 1 : 0;
 }

@@ -173,8 +173,26 @@ static void test_sleeps(void)
     CHECK(cpu < 0.3 * wall, "a %.2f s wait used %.3f s of CPU", wall, cpu);
 }
 
+/* Work that moves on every step (other traffic of the communicator) must not
+ * hide a remote abort or a dead peer: the check still runs, within a slice. */
+static void test_check_runs_while_moving(void)
+{
+    sim_t s = sim(0, 5.0);
+    s.every = 1e-9; /* moves on every step */
+    s.check_stops = 1;
+    mlc_wait_t w = waiter(&s, 0);
+    w.check = sim_check;
+    w.slice_s = 0.05;
+    mlc_wait_status_t st = mlc_wait_run(&w);
+    double took = mlc_now() - s.t0;
+    CHECK(st == MLC_WAIT_STOPPED && s.checks >= 1, "a wait that keeps moving ended with %d after %.2f s, %d checks",
+          (int)st, took, s.checks);
+    CHECK(took < 2.0, "the check ran only after %.2f s of moving", took);
+}
+
 int main(void)
 {
+    test_check_runs_while_moving();
     test_progress_resets();
     test_no_progress_times_out();
     test_timeout_counts_from_last_progress();

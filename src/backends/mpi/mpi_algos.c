@@ -90,7 +90,7 @@ static mlc_status_t tp_post(void *tp, bool send, int peer, uint64_t tag64, void 
     if (rc != MPI_SUCCESS) {
         handle_put(c, h);
         return mlc_mpi_error(rc, "rank %d: %s algorithm '%s': %s of %zu bytes %s rank %d", req->comm->rank,
-                             mlc_coll_name(req->coll), req->algo, send ? "send" : "receive", bytes,
+                             mlc_core->coll_name(req->coll), req->algo, send ? "send" : "receive", bytes,
                              send ? "to" : "from", peer);
     }
     *handle = h;
@@ -117,7 +117,7 @@ static int tp_test(void *tp, void *handle)
     if (rc != MPI_SUCCESS) {
         handle_put(c, h);
         return mlc_mpi_error(rc, "rank %d: %s algorithm '%s': a step failed", op->req->comm->rank,
-                             mlc_coll_name(op->req->coll), op->req->algo);
+                             mlc_core->coll_name(op->req->coll), op->req->algo);
     }
     if (!flag) return 0;
     handle_put(c, h);
@@ -145,7 +145,7 @@ mlc_status_t mlc_mpi_start_algo(mlc_request_t *req)
     const mlc_args_t *a = &req->args;
     mlc_mpi_comm_t *c = req->comm->impl;
     mlc_mpi_op_t *op = mlc_mpi_op_init(req);
-    const char *cn = mlc_coll_name(req->coll);
+    const char *cn = mlc_core->coll_name(req->coll);
     if (c->seq_window == 0)
         return mlc_core->error(MLC_ERR_UNSUPPORTED, "rank %d: %s algorithm '%s': MPI_TAG_UB %d leaves no room for "
                          "algorithm tags (use native)", req->comm->rank, cn, req->algo, c->tag_ub);

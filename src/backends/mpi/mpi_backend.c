@@ -39,7 +39,7 @@ static mlc_status_t mpi_start(mlc_request_t *req)
         /* A forced algorithm that cannot take this call falls back to MPI's own
          * (as NCCL_ALGO does); every rank sees the same reason. */
         MLC_DEBUG("rank %d: %s #%llu: algorithm '%s' cannot run it (%s); using MPI's own", req->comm->rank,
-                  mlc_coll_name(req->coll), (unsigned long long)req->seq, req->algo, mlc_core->last_error());
+                  mlc_core->coll_name(req->coll), (unsigned long long)req->seq, req->algo, mlc_core->last_error());
         mlc_core->error_clear();
         req->algo = NULL;
     }

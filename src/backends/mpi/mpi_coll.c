@@ -52,7 +52,7 @@ static mlc_status_t issued(mlc_mpi_op_t *op, int rc, const char *call)
         mlc_request_t *req = op->req;
         mlc_mpi_op_discard(op);
         return mlc_mpi_error(rc, "rank %d: %s (%s #%llu, %zu bytes)", req->comm->rank, call,
-                             mlc_coll_name(req->coll), (unsigned long long)req->seq, req->bytes);
+                             mlc_core->coll_name(req->coll), (unsigned long long)req->seq, req->bytes);
     }
     return mlc_mpi_op_submit(op);
 }
@@ -209,7 +209,7 @@ static mlc_status_t reduce_setup(mlc_mpi_op_t *op, size_t calls, bool blk, void 
     if (st != MLC_SUCCESS) return st;
     if (calls > (size_t)INT_MAX / 2)
         return mlc_core->error(MLC_ERR_UNSUPPORTED, "rank %d: %s of %zu elements needs %zu MPI calls",
-                         op->req->comm->rank, mlc_coll_name(op->req->coll), a->count, calls);
+                         op->req->comm->rank, mlc_core->coll_name(op->req->coll), a->count, calls);
     if (!blk && (st = mlc_mpi_op_reserve(op, (int)calls)) != MLC_SUCCESS) return st;
     if (a->op == MLC_AVG && avg_buf) {
         op->avg_buf = avg_buf;

@@ -9,7 +9,7 @@
 
 extern const mlc_backend_t mlc_mpi_backend_table;
 
-mlc_status_t mlc_mpi_from_mpi(long comm_f, const mlc_config_t *cfg, mlc_comm_t **out)
+mlc_status_t mlc_mpi_from_mpi(int64_t comm_f, const mlc_config_t *cfg, mlc_comm_t **out)
 {
     int inited = 0, fin = 0;
     MPI_Initialized(&inited);
@@ -46,14 +46,15 @@ mlc_status_t mlc_mpi_from_mpi(long comm_f, const mlc_config_t *cfg, mlc_comm_t *
 const mlc_mpi_comm_t *mlc_mpi_comm_of(const mlc_comm_t *comm)
 {
     const mlc_mpi_comm_t *c = comm ? comm->impl : NULL;
-    return comm && comm->be == &mlc_mpi_backend_table && c && c->magic == MLC_MPI_COMM_MAGIC ? c : NULL;
+    /* comm->be may be a decorator's copy of this module's table (device buffers). */
+    return comm && comm->be->init == mlc_mpi_init && c && c->magic == MLC_MPI_COMM_MAGIC ? c : NULL;
 }
 
-mlc_status_t mlc_mpi_get_mpi(const mlc_comm_t *comm, long *comm_f)
+mlc_status_t mlc_mpi_get_mpi(const mlc_comm_t *comm, int64_t *comm_f)
 {
     const mlc_mpi_comm_t *c = mlc_mpi_comm_of(comm);
     if (!c)
         return mlc_core->error(MLC_ERR_INVALID_ARG, "mlc_comm_get_mpi: the communicator is not one of this MPI module's");
-    *comm_f = (long)MPI_Comm_c2f(c->comm);
+    *comm_f = (int64_t)MPI_Comm_c2f(c->comm);
     return MLC_SUCCESS;
 }

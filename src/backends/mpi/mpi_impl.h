@@ -35,8 +35,8 @@ extern const mlc_mpi_core_t *mlc_core;
 
 /* ---- mlcomm_mpi.h (mpi_handover.c) ------------------------------------------ */
 
-mlc_status_t mlc_mpi_from_mpi(long comm_f, const mlc_config_t *cfg, mlc_comm_t **out);
-mlc_status_t mlc_mpi_get_mpi(const mlc_comm_t *comm, long *comm_f);
+mlc_status_t mlc_mpi_from_mpi(int64_t comm_f, const mlc_config_t *cfg, mlc_comm_t **out);
+mlc_status_t mlc_mpi_get_mpi(const mlc_comm_t *comm, int64_t *comm_f);
 /* comm's MPI state, or NULL when comm is not on this module's backend. */
 const struct mlc_mpi_comm *mlc_mpi_comm_of(const mlc_comm_t *comm);
 

@@ -57,7 +57,7 @@ mlc_status_t mlc_mpi_op_reserve(mlc_mpi_op_t *op, int n)
     MPI_Request *r = malloc(sizeof *r * ((size_t)cap + 1));
     if (!r)
         return mlc_core->error(MLC_ERR_NO_MEMORY, "backend 'mpi': out of memory for %d MPI requests of one %s",
-                         cap, mlc_coll_name(op->req->coll));
+                         cap, mlc_core->coll_name(op->req->coll));
     for (int i = 0; i <= cap; i++) r[i] = i <= op->nreq ? op->reqs[i] : MPI_REQUEST_NULL;
     if (op->reqs != op->inline_reqs) free(op->reqs);
     op->reqs = r;
@@ -77,7 +77,7 @@ mlc_status_t mlc_mpi_op_keep_type(mlc_mpi_op_t *op, MPI_Datatype type)
     if (op->ntypes == MLC_MPI_MAX_TYPES) {
         MPI_Type_free(&type);
         return mlc_core->error(MLC_ERR_INTERNAL, "backend 'mpi': more than %d datatypes for one %s",
-                         MLC_MPI_MAX_TYPES, mlc_coll_name(op->req->coll));
+                         MLC_MPI_MAX_TYPES, mlc_core->coll_name(op->req->coll));
     }
     int rc = MPI_Type_commit(&type);
     op->types[op->ntypes++] = type;
@@ -90,7 +90,7 @@ void *mlc_mpi_op_alloc(mlc_mpi_op_t *op, size_t bytes)
     heap_block_t *b = malloc(sizeof *b + (bytes ? bytes : 1));
     if (!b) {
         mlc_core->error(MLC_ERR_NO_MEMORY, "backend 'mpi': out of memory for %zu bytes of scratch (%s)", bytes,
-                  mlc_coll_name(op->req->coll));
+                  mlc_core->coll_name(op->req->coll));
         return NULL;
     }
     b->next = op->heap;
@@ -147,12 +147,12 @@ static mlc_status_t recv_report(mlc_mpi_op_t *op, char *msg, size_t len)
     if (truncated || got > op->recv_cap) {
         if (got > op->recv_cap)
             snprintf(msg, len, "rank %d: %s from rank %d (tag %d): the message of %zu bytes is longer than "
-                     "the %zu-byte receive buffer", op->req->comm->rank, mlc_coll_name(op->req->coll),
+                     "the %zu-byte receive buffer", op->req->comm->rank, mlc_core->coll_name(op->req->coll),
                      st->MPI_SOURCE, st->MPI_TAG, got, op->recv_cap);
         else
             snprintf(msg, len, "rank %d: %s from rank %d (tag %d): the message is longer than the %zu-byte "
                      "receive buffer (MPI did not report its size)", op->req->comm->rank,
-                     mlc_coll_name(op->req->coll), st->MPI_SOURCE, st->MPI_TAG, op->recv_cap);
+                     mlc_core->coll_name(op->req->coll), st->MPI_SOURCE, st->MPI_TAG, op->recv_cap);
         return MLC_ERR_TRUNCATE;
     }
     if (a->msg_status) *a->msg_status = (mlc_msg_status_t){st->MPI_SOURCE, st->MPI_TAG, got};
@@ -211,7 +211,7 @@ static void op_fail(mlc_mpi_op_t *op, int rc, const char *what)
     mlc_mpi_errtext(rc, text, sizeof text);
     op_abandon(op);
     mlc_core->request_complete(req, MLC_ERR_BACKEND, "rank %d: %s (%s): %s", req->comm->rank, what,
-                         mlc_coll_name(req->coll), text);
+                         mlc_core->coll_name(req->coll), text);
 }
 
 void mlc_mpi_op_discard(mlc_mpi_op_t *op) { op_abandon(op); }

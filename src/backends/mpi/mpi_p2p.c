@@ -123,7 +123,7 @@ static mlc_status_t post_recv(mlc_mpi_op_t *op, void *buf, size_t cap, int peer,
     if (rc != MPI_SUCCESS) MPI_Error_class(rc, &cls);
     if (rc != MPI_SUCCESS && !(blk && cls == MPI_ERR_TRUNCATE))
         return mlc_mpi_error(rc, "rank %d: %s of up to %zu bytes from rank %d (tag %d)", req->comm->rank,
-                             mlc_coll_name(req->coll), cap, peer, tag);
+                             mlc_core->coll_name(req->coll), cap, peer, tag);
     if (blk) blocking_recv_done(op, rc);
     else op->recv_index = op->nreq;
     return MLC_SUCCESS;

@@ -94,10 +94,10 @@ static mlc_status_t keyed_type(mlc_dtype_t dtype, mlc_op_t op, MPI_Datatype *out
         goto out;
     }
     MPI_Datatype t;
-    int rc = MPI_Type_contiguous((int)mlc_dtype_size(dtype), MPI_BYTE, &t);
+    int rc = MPI_Type_contiguous((int)mlc_core->dtype_size(dtype), MPI_BYTE, &t);
     if (rc == MPI_SUCCESS) rc = MPI_Type_commit(&t);
     if (rc != MPI_SUCCESS) {
-        st = mlc_mpi_error(rc, "backend 'mpi': MPI_Type_contiguous for %s", mlc_dtype_name(dtype));
+        st = mlc_mpi_error(rc, "backend 'mpi': MPI_Type_contiguous for %s", mlc_core->dtype_name(dtype));
         goto out;
     }
     keyed[n] = (keyed_type_t){t, dtype, op};
@@ -167,7 +167,7 @@ static void probe_value(mlc_dtype_t d, size_t k, uint64_t *state, unsigned char 
         for (size_t b = 0; b < 8; b++) out[b] = (unsigned char)(bits >> (8 * (b % 6)));
         if (k % 4 == 0) {
             memset(out, tops[(k / 4) % 4] == 0x80 ? 0x00 : tops[(k / 4) % 4], 8);
-            out[mlc_dtype_size(d) - 1] = tops[(k / 4) % 4];
+            out[mlc_core->dtype_size(d) - 1] = tops[(k / 4) % 4];
         }
     }
 }
@@ -175,7 +175,7 @@ static void probe_value(mlc_dtype_t d, size_t k, uint64_t *state, unsigned char 
 static bool native_agrees(mlc_dtype_t d, mlc_op_t op, unsigned char *in, unsigned char *mine, unsigned char *want,
                           unsigned char *theirs)
 {
-    size_t e = mlc_dtype_size(d);
+    size_t e = mlc_core->dtype_size(d);
     for (size_t l = 0; l < sizeof probe_lengths / sizeof probe_lengths[0]; l++) {
         for (size_t skew = 0; skew < 2; skew++) {
             size_t n = probe_lengths[l], at = skew * e;
@@ -195,7 +195,7 @@ static void check_native_ops(void)
     unsigned char *in = malloc(bytes), *mine = malloc(bytes), *want = malloc(bytes), *theirs = malloc(bytes);
     for (mlc_dtype_t d = 0; d < MLC_DTYPE_COUNT; d++) {
         if (d == MLC_FLOAT16 || d == MLC_BFLOAT16) continue;
-        size_t e = mlc_dtype_size(d);
+        size_t e = mlc_core->dtype_size(d);
         uint64_t state = 0x9e3779b97f4a7c15u + (uint64_t)d;
         if (in && mine && want && theirs)
             for (size_t k = 0; k < PROBE_MAX + 1; k++) {
@@ -208,7 +208,7 @@ static void check_native_ops(void)
             native_ok[d][op] = in && mine && want && theirs && native_agrees(d, op, in, mine, want, theirs);
             if (!native_ok[d][op])
                 MLC_INFO("MPI's %s on %s disagrees with mlcomm's; it is reduced with a user-defined MPI op",
-                         mlc_op_name(op), mlc_dtype_name(d));
+                         mlc_core->op_name(op), mlc_core->dtype_name(d));
         }
         native_ok[d][MLC_AVG] = native_ok[d][MLC_SUM];
     }
@@ -251,7 +251,7 @@ mlc_status_t mlc_mpi_elem_type(mlc_dtype_t dtype, MPI_Datatype *type, bool *owne
         return MLC_SUCCESS;
     }
     MPI_Datatype t;
-    int rc = MPI_Type_contiguous((int)mlc_dtype_size(dtype), MPI_BYTE, &t);
+    int rc = MPI_Type_contiguous((int)mlc_core->dtype_size(dtype), MPI_BYTE, &t);
     if (rc != MPI_SUCCESS) return mlc_mpi_error(rc, "backend 'mpi': MPI_Type_contiguous for a record");
     *type = t;
     *owned = true;

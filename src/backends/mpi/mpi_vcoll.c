@@ -101,7 +101,7 @@ static mlc_status_t side_build(vplan_t *v, const size_t *counts, const size_t *d
             return mlc_core->error(MLC_ERR_UNSUPPORTED,
                              "rank %d: %s: the blocks span %zu elements from displacement %zu, more than one "
                              "MPI call addresses (%zu) without MPI-4 large-count calls",
-                             v->me, mlc_coll_name(req->coll), rel + counts[r], s->shift, mlc_mpi_limits.displ);
+                             v->me, mlc_core->coll_name(req->coll), rel + counts[r], s->shift, mlc_mpi_limits.displ);
         s->displs[r] = (int)rel;
     }
     return MLC_SUCCESS;
@@ -140,12 +140,12 @@ static mlc_status_t run(vplan_t *v, vjob_t *j, const char *call)
     mlc_status_t st = MLC_SUCCESS;
     if (v->npieces > (size_t)INT_MAX / 2) {
         st = mlc_core->error(MLC_ERR_UNSUPPORTED, "rank %d: %s needs %zu point-to-point pieces", v->me,
-                       mlc_coll_name(req->coll), v->npieces);
+                       mlc_core->coll_name(req->coll), v->npieces);
         goto fail;
     }
     if (v->npieces && v->tag < 0) {
         st = mlc_core->error(MLC_ERR_UNSUPPORTED, "rank %d: %s: MPI_TAG_UB is too small for the hidden tags of "
-                       "blocks above the count limit", v->me, mlc_coll_name(req->coll));
+                       "blocks above the count limit", v->me, mlc_core->coll_name(req->coll));
         goto fail;
     }
     st = mlc_mpi_op_reserve(op, (int)(v->npieces + 1));
@@ -158,7 +158,7 @@ static mlc_status_t run(vplan_t *v, vjob_t *j, const char *call)
     if (rc == MPI_SUCCESS && v->npieces) rc = j->pieces(v, j);
     if (rc == MPI_SUCCESS && v->blk) rc = j->native(v, j);
     if (rc != MPI_SUCCESS) {
-        st = mlc_mpi_error(rc, "rank %d: %s (%s #%llu)", v->me, call, mlc_coll_name(req->coll),
+        st = mlc_mpi_error(rc, "rank %d: %s (%s #%llu)", v->me, call, mlc_core->coll_name(req->coll),
                            (unsigned long long)req->seq);
         goto fail;
     }

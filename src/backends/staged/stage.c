@@ -468,6 +468,16 @@ static void destroy(mlc_stage_t *op)
     free_op(op);
 }
 
+const mlc_request_t *mlc_stage_current_sub(const mlc_request_t *req)
+{
+    const mlc_stage_t *op = req->decor;
+    if (!op) return NULL;
+    if (op->ipc_sub) return op->ipc_sub;
+    for (int i = 0; i < op->npinbufs; i++)
+        if (op->pinbufs[i].sub) return op->pinbufs[i].sub;
+    return NULL;
+}
+
 void mlc_stage_release(mlc_request_t *req)
 {
     mlc_stage_t *op = req->decor;

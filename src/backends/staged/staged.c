@@ -87,6 +87,26 @@ static mlc_status_t staged_set_stream(mlc_comm_t *comm, void *stream)
 
 static void staged_release(mlc_request_t *req) { mlc_stage_release(req); }
 
+/* A staged operation, or any call while one is in flight, needs our progress. */
+static bool staged_keeps_polling(const mlc_request_t *req)
+{
+    return req->decor != NULL || staged(req->comm)->dev.active != NULL;
+}
+
+/* A staged operation's request is ours, not the wrapped backend's: ask about
+ * the sub-operation it waits for. */
+static void staged_pending_peers(const mlc_request_t *req, char *buf, size_t len)
+{
+    mlc_staged_t *w = staged(req->comm);
+    if (!req->decor) {
+        if (w->inner->pending_peers) w->inner->pending_peers(req, buf, len);
+        return;
+    }
+    const mlc_request_t *sub = mlc_stage_current_sub(req);
+    if (sub && w->inner->pending_peers) w->inner->pending_peers(sub, buf, len);
+    else if (len) buf[0] = '\0';
+}
+
 /* The wrapper goes with the communicator. */
 static void free_wrapper(void *value)
 {
@@ -116,8 +136,9 @@ mlc_status_t mlc_staged_wrap(mlc_comm_t *comm, const mlc_gpurt_t *rt, bool direc
     w->table.split = staged_split;
     w->table.set_stream = staged_set_stream;
     w->table.release = staged_release;
-    /* Waits go through core's loop, which advances the staged operations. */
-    w->table.wait_native = NULL;
+    /* Waits go through core's loop while staged operations need progress. */
+    w->table.keeps_polling = staged_keeps_polling;
+    w->table.pending_peers = staged_pending_peers;
     w->dev.chunk = comm->cfg.stage_chunk ? comm->cfg.stage_chunk : MLC_STAGE_CHUNK_DEFAULT;
     w->dev.rt = rt;
     w->dev.direct = direct;

@@ -79,6 +79,8 @@ mlc_status_t mlc_stage_submit(mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_
 /* Advance every staged operation of comm; *progressed |= 1 if one moved,
  * *gpu_wait = 1 if one waits on a GPU copy (the caller should not sleep long). */
 mlc_status_t mlc_stage_progress(mlc_comm_t *comm, int *progressed, int *gpu_wait);
+/* The sub-operation a staged operation's request waits for now, or NULL. */
+const mlc_request_t *mlc_stage_current_sub(const mlc_request_t *req);
 /* The request of a staged operation is released: free what it holds. */
 void mlc_stage_release(mlc_request_t *req);
 /* The communicator is freed: release the staging state of every operation still in flight. */
