@@ -107,8 +107,11 @@ def rank_main(args):
                 print("%d,%s,%d,%.2f,%.2f,%.2f" % rows[-1], flush=True)
     dist.barrier(group=ctl)
     dist.destroy_process_group()
-    if r == 0 and os.path.exists(store):
-        os.unlink(store)
+    if r == 0:
+        try:  # torch's FileStore may have removed its file already
+            os.unlink(store)
+        except FileNotFoundError:
+            pass
 
 
 def overhead_main(args):
@@ -147,8 +150,10 @@ def overhead_main(args):
         out.append(("torch", nbytes, (time.perf_counter() - t0) / iters))
     dist.destroy_process_group()
     if r == 0:
-        if os.path.exists(store):  # the file store may have removed itself
+        try:  # torch's FileStore may have removed its file already
             os.unlink(store)
+        except FileNotFoundError:
+            pass
         for kind, nbytes, t in out:
             print("%s,%d,%.3f" % (kind, nbytes, t * 1e6), flush=True)
 

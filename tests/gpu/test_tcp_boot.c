@@ -7,6 +7,7 @@
  * the address). Timeouts are short; nothing is timed, only codes checked.
  */
 #include <pthread.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 #include "../unit/unit.h"
@@ -132,8 +133,39 @@ static void test_timeouts(void)
     CHECK_OK(mlc_tcp_boot_share(&single, id, sizeof id));
 }
 
+static void *fetch_late(void *p)
+{
+    peer_t *pe = p;
+    long ns = 600000000L * pe->b.rank; /* rank r arrives at 0.6 r s */
+    struct timespec ts = {ns / 1000000000L, ns % 1000000000L};
+    nanosleep(&ts, NULL);
+    return fetch(p);
+}
+
+/* MLC_TIMEOUT is "no progress for N s": ranks that arrive 0.6 s apart keep a
+ * 1 s rendezvous alive for 1.8 s in all. */
+static void test_timeout_counts_from_progress(void)
+{
+    mlc_tcp_listener_t *l;
+    int port = 0;
+    CHECK_OK(mlc_tcp_boot_listen("127.0.0.1", 0, &l, &port));
+    peer_t peers[4];
+    pthread_t t[4];
+    for (int r = 1; r < 4; r++) {
+        peers[r] = (peer_t){.b = {"127.0.0.1", port, r, 4, "slow", 10.0}};
+        pthread_create(&t[r], NULL, fetch_late, &peers[r]);
+    }
+    unsigned char id[128];
+    make_payload(id);
+    mlc_tcp_boot_t b = {"127.0.0.1", port, 0, 4, "slow", 1.0};
+    mlc_status_t st = mlc_tcp_boot_serve(l, &b, id, sizeof id);
+    CHECK(st == MLC_SUCCESS, "rank 0 gave up while ranks kept arriving: %s", mlc_last_error());
+    for (int r = 1; r < 4; r++) pthread_join(t[r], NULL);
+}
+
 int main(void)
 {
+    test_timeout_counts_from_progress();
     test_share();
     test_refusals_concurrent();
     test_timeouts();

@@ -30,7 +30,10 @@ def main():
         print("[rank %d] ok: failed after %.1f s: %s" % (r, took, str(e)[:160]))
     if r == 0:
         import os
-        os.unlink(path)
+        try:  # torch's FileStore may have removed its file already
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
 
 
 if __name__ == "__main__":

@@ -42,5 +42,10 @@ def init(backend, tag=None, **kw):
 def finish(path):
     dist.barrier()
     dist.destroy_process_group()
-    if rank_size()[0] == 0 and os.path.exists(path):
-        os.unlink(path)
+    if rank_size()[0] == 0:
+        # torch's FileStore removes its file when the last rank lets go, which
+        # may happen between any check and the unlink here.
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass

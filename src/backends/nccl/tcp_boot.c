@@ -279,7 +279,7 @@ mlc_status_t mlc_tcp_boot_serve(mlc_tcp_listener_t *l, const mlc_tcp_boot_t *b,
             }
             st = mlc_error(MLC_ERR_TIMEOUT,
                            "tcp bootstrap: rank 0 listening on %s heard nothing from rank(s) %s "
-                           "within %g s (are they started, with the same MASTER_ADDR/MASTER_PORT?)",
+                           "for %g s (MLC_TIMEOUT; are they started, with the same MASTER_ADDR/MASTER_PORT?)",
                            l->where, missing, b->timeout_s);
             break;
         }
@@ -292,6 +292,7 @@ mlc_status_t mlc_tcp_boot_serve(mlc_tcp_listener_t *l, const mlc_tcp_boot_t *b,
         if (r > 0 && !served[r]) {
             served[r] = 1;
             remaining--;
+            deadline = deadline_of(b->timeout_s); /* MLC_TIMEOUT: no progress for that long */
         }
     }
     free(served);

@@ -25,7 +25,7 @@ typedef struct mlc_tcp_boot {
     int port;           /* rank 0's port */
     int rank, size;
     const char *secret; /* shared by the job's ranks (may be ""), at most 256 bytes */
-    double timeout_s;   /* for the whole rendezvous; 0 = no limit */
+    double timeout_s;   /* no progress (no rank served) for this long fails; 0 = no limit */
 } mlc_tcp_boot_t;
 
 typedef struct mlc_tcp_listener mlc_tcp_listener_t;

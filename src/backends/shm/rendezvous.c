@@ -1,6 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The shm rendezvous: see rendezvous.h and docs/ENGINE.md "Segment". */
-#include "base/clock.h"
 #include "rendezvous.h"
 
 #include <errno.h>
@@ -15,10 +14,12 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include "base/clock.h"
 #include "base/config.h"
 #include "base/error.h"
 #include "base/jobstate.h"
 #include "base/log.h"
+#include "base/wait.h"
 
 #define RDV_MAGIC 0x4d4c4352u /* "MLCR" */
 #define RDV_NAMES 16          /* /mlc-<id>-<n>, then .1 .. .15 */
@@ -416,92 +417,134 @@ static mlc_status_t claim(shm_rdv_t *v, shm_rdv_rec_t *r, size_t len, const stru
     return MLC_SUCCESS;
 }
 
-static mlc_status_t rank_join(shm_rdv_t *v, unsigned counter, double deadline)
-{
-    char other[320] = "";
+/* A joining rank's search for the rendezvous, one pass at a time (the shared wait loop, base/wait.h). */
+typedef struct join {
+    shm_rdv_t *v;
+    unsigned counter, pass;
+    bool over;          /* st is the outcome */
+    mlc_status_t st;
+    char other[320];
     /* A rendezvous of this launch whose rank 0 is dead: an earlier job's (our
      * rank 0 replaces it at once) or our own rank 0's, if nobody replaces it. */
-    dev_t stale_dev[RDV_NAMES] = {0};
-    ino_t stale_ino[RDV_NAMES] = {0};
-    double stale_since[RDV_NAMES] = {0};
-    for (unsigned pass = 0;; pass++) {
-        int foreign = 0;
-        /* Past the deadline, one last look at every name before giving up. */
-        bool last = mlc_now() > deadline;
-        bool late = false;
-        for (int k = 0; k < RDV_NAMES; k++) {
-            rdv_name(v->name, sizeof v->name, v->job_id, counter, k);
-            shm_rdv_rec_t *r;
-            size_t len = 0;
-            struct stat sb;
-            char info[320];
-            uid_t owner = 0;
-            seen_t s = inspect(v, v->name, &r, &len, &sb, info, sizeof info, &owner);
-            /* Rank 0 takes a name only when the ones before it exist; they can
-             * vanish later (another job finished), so look past a gap now and then. */
-            if (s == SEEN_NONE && pass % 16 != 0 && !last) break;
-            if (last && (s == SEEN_MINE || s == SEEN_UNREADY)) {
-                /* Our rank 0 created it only now, and this rank gives up, so the
-                 * job cannot start: remove it, or a rank 0 that never comes back
-                 * (stopped, then killed) would leave it behind. */
-                if (r) munmap(r, len);
-                unlink_if_same(v->name, sb.st_dev, sb.st_ino);
-                late = true;
-                continue;
-            }
-            if (s == SEEN_FOREIGN) foreign++;
-            if (s == SEEN_OTHER_JOB) snprintf(other, sizeof other, "%s", info);
-            if (s == SEEN_STALE) {
-                if (same_launch(r, v) && r->nranks == (uint32_t)v->n) {
-                    if (atomic_load_explicit(&r->state, memory_order_acquire) == RDV_FAILED) {
-                        /* Our rank 0 died and a peer said so: join to learn of it (and to clean up). */
-                        mlc_status_t st = claim(v, r, len, &sb);
-                        return st != MLC_SUCCESS ? st : shm_rdv_check(v);
-                    }
-                    if (stale_ino[k] != sb.st_ino || stale_dev[k] != sb.st_dev) {
-                        stale_dev[k] = sb.st_dev;
-                        stale_ino[k] = sb.st_ino;
-                        stale_since[k] = mlc_now();
-                    } else if (mlc_now() - stale_since[k] > RDV_UNREPLACED_S) {
-                        int pid0 = r->creator_pid;
-                        mlc_status_t st = claim(v, r, len, &sb);
-                        if (st != MLC_SUCCESS) return st;
-                        return mlc_error(MLC_ERR_PEER_LOST, "shm init: rank 0 is gone (process %d died after "
-                                         "creating %s, and no other rank 0 replaced it within %g s)",
-                                         pid0, v->name, RDV_UNREPLACED_S);
-                    }
+    dev_t stale_dev[RDV_NAMES];
+    ino_t stale_ino[RDV_NAMES];
+    double stale_since[RDV_NAMES];
+} join_t;
+
+/* One look at every name (`last`: the final look, past the timeout). Sets
+ * j->over and j->st when the search has an outcome. */
+static void join_pass(join_t *j, bool last)
+{
+    shm_rdv_t *v = j->v;
+    unsigned pass = j->pass++;
+    int foreign = 0;
+    bool late = false;
+    for (int k = 0; k < RDV_NAMES; k++) {
+        rdv_name(v->name, sizeof v->name, v->job_id, j->counter, k);
+        shm_rdv_rec_t *r;
+        size_t len = 0;
+        struct stat sb;
+        char info[320];
+        uid_t owner = 0;
+        seen_t s = inspect(v, v->name, &r, &len, &sb, info, sizeof info, &owner);
+        /* Rank 0 takes a name only when the ones before it exist; they can
+         * vanish later (another job finished), so look past a gap now and then. */
+        if (s == SEEN_NONE && pass % 16 != 0 && !last) break;
+        if (last && (s == SEEN_MINE || s == SEEN_UNREADY)) {
+            /* Our rank 0 created it only now, and this rank gives up, so the
+             * job cannot start: remove it, or a rank 0 that never comes back
+             * (stopped, then killed) would leave it behind. */
+            if (r) munmap(r, len);
+            unlink_if_same(v->name, sb.st_dev, sb.st_ino);
+            late = true;
+            continue;
+        }
+        if (s == SEEN_FOREIGN) foreign++;
+        if (s == SEEN_OTHER_JOB) snprintf(j->other, sizeof j->other, "%s", info);
+        if (s == SEEN_STALE) {
+            if (same_launch(r, v) && r->nranks == (uint32_t)v->n) {
+                if (atomic_load_explicit(&r->state, memory_order_acquire) == RDV_FAILED) {
+                    /* Our rank 0 died and a peer said so: join to learn of it (and to clean up). */
+                    mlc_status_t st = claim(v, r, len, &sb);
+                    j->over = true;
+                    j->st = st != MLC_SUCCESS ? st : shm_rdv_check(v);
+                    return;
                 }
-                munmap(r, len);
+                if (j->stale_ino[k] != sb.st_ino || j->stale_dev[k] != sb.st_dev) {
+                    j->stale_dev[k] = sb.st_dev;
+                    j->stale_ino[k] = sb.st_ino;
+                    j->stale_since[k] = mlc_now();
+                } else if (mlc_now() - j->stale_since[k] > RDV_UNREPLACED_S) {
+                    int pid0 = r->creator_pid;
+                    mlc_status_t st = claim(v, r, len, &sb);
+                    j->over = true;
+                    j->st = st != MLC_SUCCESS ? st
+                                              : mlc_error(MLC_ERR_PEER_LOST, "shm init: rank 0 is gone (process %d died "
+                                                          "after creating %s, and no other rank 0 replaced it within %g s)",
+                                                          pid0, v->name, RDV_UNREPLACED_S);
+                    return;
+                }
             }
-            if (s != SEEN_MINE) continue;
-            if (r->nranks != (uint32_t)v->n) {
-                uint32_t theirs = r->nranks;
-                munmap(r, len);
-                return mlc_error(MLC_ERR_MISMATCH, "shm init: job id %s: rank 0 started a job of %u ranks, this "
-                                 "rank expects %d (MLC_WORLD_SIZE differs?)", v->job_id, theirs, v->n);
-            }
-            return claim(v, r, len, &sb);
+            munmap(r, len);
         }
-        if (foreign == RDV_NAMES)
-            return mlc_error(MLC_ERR_SYSTEM, "shm init: job id %s: all %d rendezvous names are held by other users",
-                             v->job_id, RDV_NAMES);
-        mlc_status_t st = jobstate_check(v);
-        if (st != MLC_SUCCESS) return st;
-        if (last) {
-            rdv_name(v->name, sizeof v->name, v->job_id, counter, 0);
-            if (late)
-                return mlc_error(MLC_ERR_TIMEOUT, "shm init: rank 0 of job id %s created %s only when this rank's "
-                                 "init timed out (removed: the job cannot start)", v->job_id, v->name);
-            return mlc_error(MLC_ERR_TIMEOUT, "shm init: rank 0 of job id %s never created %s%s%s", v->job_id,
-                             v->name, other[0] ? "; seen instead: " : " (is rank 0 running, with the same job id?)",
-                             other);
+        if (s != SEEN_MINE) continue;
+        j->over = true;
+        if (r->nranks != (uint32_t)v->n) {
+            uint32_t theirs = r->nranks;
+            munmap(r, len);
+            j->st = mlc_error(MLC_ERR_MISMATCH, "shm init: job id %s: rank 0 started a job of %u ranks, this "
+                              "rank expects %d (MLC_WORLD_SIZE differs?)", v->job_id, theirs, v->n);
+            return;
         }
-        nap();
+        j->st = claim(v, r, len, &sb);
+        return;
+    }
+    if (foreign == RDV_NAMES) {
+        j->over = true;
+        j->st = mlc_error(MLC_ERR_SYSTEM, "shm init: job id %s: all %d rendezvous names are held by other users",
+                          v->job_id, RDV_NAMES);
+        return;
+    }
+    mlc_status_t st = jobstate_check(v);
+    if (st != MLC_SUCCESS) {
+        j->over = true;
+        j->st = st;
+        return;
+    }
+    if (last) {
+        j->over = true;
+        rdv_name(v->name, sizeof v->name, v->job_id, j->counter, 0);
+        if (late)
+            j->st = mlc_error(MLC_ERR_TIMEOUT, "shm init: rank 0 of job id %s created %s only when this rank's "
+                              "init timed out (removed: the job cannot start)", v->job_id, v->name);
+        else
+            j->st = mlc_error(MLC_ERR_TIMEOUT, "shm init: rank 0 of job id %s never created %s%s%s", v->job_id,
+                              v->name, j->other[0] ? "; seen instead: " : " (is rank 0 running, with the same job id?)",
+                              j->other);
     }
 }
 
+static int join_step(void *p)
+{
+    join_t *j = p;
+    join_pass(j, false);
+    return j->over ? MLC_WAIT_STOP : MLC_WAIT_NOTHING;
+}
+
+static int join_done(void *p) { return ((join_t *)p)->over; }
+
+static mlc_status_t rank_join(shm_rdv_t *v, unsigned counter, double timeout_s)
+{
+    join_t j = {.v = v, .counter = counter};
+    mlc_wait_t w = {.step = join_step, .done = join_done, .ctx = &j, .timeout_s = timeout_s,
+                    .what = "shm init (joining the rendezvous)", .spin_s = 1e-4, .yield_s = 0,
+                    .sleep_min_s = 1e-3, .sleep_max_s = 1e-3};
+    if (mlc_wait_run(&w) == MLC_WAIT_TIMEOUT) join_pass(&j, true); /* one last look at every name */
+    return j.st;
+}
+
 mlc_status_t shm_rdv_open(shm_rdv_t *v, const char *job_id, unsigned counter, int rank, int n, uint64_t tag,
-                          bool use_jobstate, double deadline)
+                          bool use_jobstate, double timeout_s)
 {
     memset(v, 0, sizeof *v);
     v->job_id = job_id;
@@ -510,7 +553,7 @@ mlc_status_t shm_rdv_open(shm_rdv_t *v, const char *job_id, unsigned counter, in
     v->use_jobstate = use_jobstate;
     v->tag = tag;
     if (tag == 0) v->chain_len = own_chain(v->chain);
-    return rank == 0 ? rank0_open(v, counter) : rank_join(v, counter, deadline);
+    return rank == 0 ? rank0_open(v, counter) : rank_join(v, counter, timeout_s);
 }
 
 void shm_rdv_publish(shm_rdv_t *v)
@@ -556,17 +599,39 @@ mlc_status_t shm_rdv_check(shm_rdv_t *v)
     return MLC_SUCCESS;
 }
 
-mlc_status_t shm_rdv_wait_ready(shm_rdv_t *v, double deadline)
+/* Waiting for rank 0 to publish the segment (base/wait.h). */
+static int ready_step(void *p)
 {
-    while (atomic_load_explicit(&v->rec->state, memory_order_acquire) != RDV_READY) {
-        mlc_status_t st = shm_rdv_check(v);
-        if (st != MLC_SUCCESS) return st;
-        if (mlc_now() > deadline)
-            return mlc_error(MLC_ERR_TIMEOUT, "shm init: rank 0 never published the segment of job id %s",
-                             v->job_id);
-        nap();
+    shm_rdv_t *v = p;
+    return atomic_load_explicit(&v->rec->state, memory_order_acquire) == RDV_READY ? MLC_WAIT_MOVED
+                                                                                    : MLC_WAIT_NOTHING;
+}
+
+static int ready_done(void *p)
+{
+    shm_rdv_t *v = p;
+    return atomic_load_explicit(&v->rec->state, memory_order_acquire) == RDV_READY;
+}
+
+static int ready_check(void *p)
+{
+    shm_rdv_t *v = p;
+    v->wait_st = shm_rdv_check(v);
+    return v->wait_st != MLC_SUCCESS;
+}
+
+mlc_status_t shm_rdv_wait_ready(shm_rdv_t *v, double timeout_s)
+{
+    v->wait_st = MLC_SUCCESS;
+    mlc_wait_t w = {.step = ready_step, .done = ready_done, .check = ready_check, .ctx = v, .timeout_s = timeout_s,
+                    .what = "shm init (waiting for rank 0's segment)", .spin_s = 1e-4, .yield_s = 0,
+                    .sleep_min_s = 1e-4, .sleep_max_s = 1e-3};
+    switch (mlc_wait_run(&w)) {
+    case MLC_WAIT_DONE: return MLC_SUCCESS;
+    case MLC_WAIT_STOPPED: return v->wait_st;
+    case MLC_WAIT_TIMEOUT: break;
     }
-    return MLC_SUCCESS;
+    return mlc_error(MLC_ERR_TIMEOUT, "shm init: rank 0 never published the segment of job id %s", v->job_id);
 }
 
 /* Has every rank that claimed an entry left or died? *unclaimed: entries never

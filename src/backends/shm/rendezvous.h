@@ -41,17 +41,19 @@ typedef struct shm_rdv {
     uint32_t chain_len;
     shm_rdv_proc_t chain[16]; /* this process and its ancestors */
     double next_pid_check;
+    mlc_status_t wait_st; /* a failure seen while waiting (shm_rdv_wait_ready) */
 } shm_rdv_t;
 
 /* Rank 0: create the rendezvous (choosing a free name); others: find it and
  * claim their entry. The tag names the launch (mlcomm-run's job state, a
  * unique id); 0: the launch is told by process lineage (docs/ENGINE.md). */
 mlc_status_t shm_rdv_open(shm_rdv_t *v, const char *job_id, unsigned counter, int rank, int n, uint64_t tag,
-                          bool use_jobstate, double deadline);
+                          bool use_jobstate, double timeout_s);
 /* Rank 0: the segment is formatted; others may open v->seg_name. */
 void shm_rdv_publish(shm_rdv_t *v);
-/* Ranks > 0: wait until rank 0 published the segment (or init failed). */
-mlc_status_t shm_rdv_wait_ready(shm_rdv_t *v, double deadline);
+/* Ranks > 0: wait until rank 0 published the segment (or init failed).
+ * timeout_s: MLC_TIMEOUT for this step (each init step is progress). */
+mlc_status_t shm_rdv_wait_ready(shm_rdv_t *v, double timeout_s);
 /* A failure published by another rank, or a rank of the job gone. */
 mlc_status_t shm_rdv_check(shm_rdv_t *v);
 /* This rank's init failed with st (mlc_last_error() says why): publish it to

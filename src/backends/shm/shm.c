@@ -36,12 +36,6 @@ typedef struct shm_data {
 
 static atomic_uint shm_init_counter;
 
-static void nap(void)
-{
-    struct timespec ts = {0, 1000000};
-    nanosleep(&ts, NULL);
-}
-
 static int shm_peer_dead(eng_ep_t *ep, int w, char *why, size_t len)
 {
     shm_data_t *d = ep->backend_data;
@@ -89,7 +83,41 @@ static mlc_status_t create_segment(const char *name, int n, size_t *map_bytes, e
     return MLC_SUCCESS;
 }
 
-static mlc_status_t open_segment(const char *name, int n, double deadline, size_t *map_bytes, eng_seg_t **out)
+/* open_segment's two waits for rank 0 (base/wait.h): the object's size, then its magic. */
+typedef struct seg_wait {
+    int fd;
+    size_t total;
+    const eng_seg_t *seg;
+} seg_wait_t;
+
+static int size_step(void *p)
+{
+    seg_wait_t *w = p;
+    struct stat sb;
+    return fstat(w->fd, &sb) == 0 && (size_t)sb.st_size >= w->total ? MLC_WAIT_MOVED : MLC_WAIT_NOTHING;
+}
+
+static int size_done(void *p)
+{
+    seg_wait_t *w = p;
+    struct stat sb;
+    return fstat(w->fd, &sb) == 0 && (size_t)sb.st_size >= w->total;
+}
+
+static int magic_step(void *p)
+{
+    seg_wait_t *w = p;
+    return atomic_load_explicit(&w->seg->magic, memory_order_acquire) == ENG_MAGIC ? MLC_WAIT_MOVED
+                                                                                   : MLC_WAIT_NOTHING;
+}
+
+static int magic_done(void *p)
+{
+    seg_wait_t *w = p;
+    return atomic_load_explicit(&w->seg->magic, memory_order_acquire) == ENG_MAGIC;
+}
+
+static mlc_status_t open_segment(const char *name, int n, double timeout_s, size_t *map_bytes, eng_seg_t **out)
 {
     /* Rank 0 published the name once the segment was formatted. */
     int fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
@@ -102,25 +130,27 @@ static mlc_status_t open_segment(const char *name, int n, double deadline, size_
     }
     size_t ring, total = eng_seg_size(n, &ring);
     /* The creator sizes the object before formatting; wait for the size. */
-    while ((size_t)sb.st_size < total) {
-        if (mlc_now() > deadline) {
-            close(fd);
-            return mlc_error(MLC_ERR_MISMATCH, "shm: %s has %lld bytes, expected %zu for %d ranks", name,
-                             (long long)sb.st_size, total, n);
-        }
-        nap();
+    seg_wait_t sw = {.fd = fd, .total = total};
+    mlc_wait_t w = {.step = size_step, .done = size_done, .ctx = &sw, .timeout_s = timeout_s,
+                    .what = "shm init (the segment's size)", .spin_s = 1e-4, .yield_s = 0,
+                    .sleep_min_s = 1e-4, .sleep_max_s = 1e-3};
+    if (mlc_wait_run(&w) != MLC_WAIT_DONE) {
         fstat(fd, &sb);
+        close(fd);
+        return mlc_error(MLC_ERR_MISMATCH, "shm: %s has %lld bytes, expected %zu for %d ranks", name,
+                         (long long)sb.st_size, total, n);
     }
     void *p = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
     if (p == MAP_FAILED) return mlc_error(MLC_ERR_SYSTEM, "shm: cannot map %s: %s", name, strerror(errno));
     eng_seg_t *seg = p;
-    while (atomic_load_explicit(&seg->magic, memory_order_acquire) != ENG_MAGIC) {
-        if (mlc_now() > deadline) {
-            munmap(p, total);
-            return mlc_error(MLC_ERR_TIMEOUT, "shm init: %s was never initialised by rank 0", name);
-        }
-        nap();
+    sw.seg = seg;
+    w.step = magic_step;
+    w.done = magic_done;
+    w.what = "shm init (the segment's format)";
+    if (mlc_wait_run(&w) != MLC_WAIT_DONE) {
+        munmap(p, total);
+        return mlc_error(MLC_ERR_TIMEOUT, "shm init: %s was never initialised by rank 0", name);
     }
     if (seg->nranks != (uint32_t)n) {
         munmap(p, total);
@@ -253,15 +283,15 @@ static mlc_status_t shm_init(mlc_comm_t *comm, const mlc_boot_t *boot)
     eng_ep_t *ep = NULL;
     shm_rdv_t rv;
     mlc_status_t st =
-        shm_rdv_open(&rv, boot->job_id, counter, me, n, launch_tag(boot), use_js, mlc_now() + timeout);
+        shm_rdv_open(&rv, boot->job_id, counter, me, n, launch_tag(boot), use_js, timeout);
     if (st != MLC_SUCCESS) goto fail;
     shm_fault_point(me, "rendezvous");
     if (me == 0) {
         st = create_segment(rv.seg_name, n, &map_bytes, &seg);
         if (st == MLC_SUCCESS) shm_rdv_publish(&rv);
     } else {
-        st = shm_rdv_wait_ready(&rv, mlc_now() + timeout);
-        if (st == MLC_SUCCESS) st = open_segment(rv.seg_name, n, mlc_now() + timeout, &map_bytes, &seg);
+        st = shm_rdv_wait_ready(&rv, timeout);
+        if (st == MLC_SUCCESS) st = open_segment(rv.seg_name, n, timeout, &map_bytes, &seg);
     }
     if (st != MLC_SUCCESS) goto fail;
     d = calloc(1, sizeof *d);
