@@ -168,7 +168,7 @@ END {
             close(dat)
         }
     }
-    # The issue's targets (issue 3, item 2), per rank count and peer.
+    # The performance targets (docs/PERFORMANCE.md), per rank count and peer.
     for (a = 1; a <= nnp; a++) {
         np = nps[a]
         for (k = 1; k <= npeers; k++) {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
 # heat2d's exchange time per step against a hand-written MPI halo exchange of
-# the same decomposition (bench/halo-mpi.c), issue 5 item 10. Runs, in turn
+# the same decomposition (bench/halo-mpi.c). Runs, in turn
 # within each round (A B A B ...): halo-mpi, heat2d on the mpi backend with
 # each MPI executor (mpirun -np N), heat2d on shm (mlcomm-run -n N). Prints
 # the median exchange time per step (slowest rank) of each and its ratio to

@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
-# mlcomm against raw MPI, side by side (issue 3; method in docs/PERFORMANCE.md).
+# mlcomm against raw MPI, side by side (method in docs/PERFORMANCE.md).
 #
 # Builds mlcomm (Release), a raw-MPI benchmark (bench/mpi-bench.c) with each
 # MPI's compiler wrapper and a memcpy-bound probe, then for each rank count:
@@ -16,7 +16,7 @@
 #   bench/vs-mpi.sh --quick          a few sizes, 2 ranks, 2 rounds (a minute or two)
 #   bench/vs-mpi.sh                  the full comparison (see --help for the defaults)
 #   bench/vs-mpi.sh --overhead       mlcomm's mpi backend against the same MPI called
-#                                    directly (issue 4: the backend's overhead)
+#                                    directly (the backend's overhead)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * mlc_comm_create_from: the threads backend (the seed's "mock", real) with
+ * mlc_comm_create_from: the threads backend (the C# specification's "mock", real) with
  * all ranks at once and by unique id, options reaching the communicator,
  * and every refusal naming what was wrong.
  */

@@ -7,7 +7,7 @@
  * odd rank counts); and, on 4 ranks, both axes of a 2 x 2 mesh (runs of
  * consecutive ranks, and strided ranks). Every element's expected value is
  * computed from the WORLD ranks of the group's members as the layout
- * defines them, so an operation that leaked outside its group (the seed's
+ * defines them, so an operation that leaked outside its group (the C# specification's
  * ProcessGroup forwarding to the global communicator) fails the check.
  * Values are small integers: exact in every dtype, also after reduction.
  */

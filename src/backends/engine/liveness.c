@@ -148,11 +148,12 @@ int eng_probe_gone(eng_comm_t *ec, int source, char *why, size_t len)
     return freed;
 }
 
-/* Append ", r" (or "r") to buf; false when full. */
-static bool add_rank(char *buf, size_t len, size_t *used, int r)
+/* Append ", r" to buf (just "r" when the list, which starts at offset
+ * `start`, is empty); false when full. */
+static bool add_rank(char *buf, size_t len, size_t *used, size_t start, int r)
 {
     char item[24];
-    int n = snprintf(item, sizeof item, "%s%d", *used ? ", " : "", r);
+    int n = snprintf(item, sizeof item, "%s%d", *used > start ? ", " : "", r);
     if (*used + (size_t)n + 6 > len) { /* keep room for ", ..." */
         if (*used + 6 <= len) memcpy(buf + *used, ", ...", 6);
         *used = len;
@@ -212,7 +213,7 @@ static void name_silent(mlc_comm_t *comm, uint8_t *wait, char *buf, size_t len)
             continue;
         }
         named++;
-        if (!add_rank(buf, len, &used, r)) break;
+        if (!add_rank(buf, len, &used, 0, r)) break;
     }
     if (named == 0 && waiting > 0) {
         /* Every peer it waits for is itself waiting: name the members that are not. */
@@ -221,12 +222,12 @@ static void name_silent(mlc_comm_t *comm, uint8_t *wait, char *buf, size_t len)
             uint64_t b = atomic_load_explicit(&eng_ctl(ep, ec->world_of[r])->beat, memory_order_relaxed);
             if (b != 0 && now - b <= lim) continue;
             named++;
-            if (!add_rank(buf, len, &used, r)) break;
+            if (!add_rank(buf, len, &used, 0, r)) break;
         }
         if (named == 0) {
-            used = (size_t)snprintf(buf, len, "none (waiting for ");
+            size_t start = used = (size_t)snprintf(buf, len, "none (waiting for ");
             for (int r = 0; r < n && used < len; r++)
-                if (wait[r] && !add_rank(buf, len, &used, r)) break;
+                if (wait[r] && !add_rank(buf, len, &used, start, r)) break;
             if (used < len) snprintf(buf + used, len - used, ", which wait in another call)");
         }
     }
