@@ -96,6 +96,12 @@ static void load(void)
                  m ? "it describes itself with another interface" : why);
         return;
     }
+    /* The module is never unloaded and calls this core (its atexit handler
+     * finalizes MPI), so this core must stay loaded as long: a program that
+     * loaded libmlcomm with dlopen (a language runtime) may close it first. */
+    Dl_info self;
+    if (dladdr((void *)&core_table, &self) && self.dli_fname)
+        (void)dlopen(self.dli_fname, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
     if (mlc_backend_validate(m->backend) != MLC_SUCCESS) {
         snprintf(load_why, sizeof load_why, "%s: %s", MLC_MPI_MODULE_NAME, mlc_last_error());
         mlc_error_clear();
