@@ -1,5 +1,4 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-#include "base/clock.h"
 #include "tcp_boot.h"
 #include <arpa/inet.h>
 #include <errno.h>
@@ -17,9 +16,11 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+#include "base/clock.h"
 #include "base/config.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "base/wait.h"
 
 #define BOOT_MAGIC 0x4d4c4342u /* "MLCB" */
 #define BOOT_VERSION 1u
@@ -59,25 +60,44 @@ static double deadline_of(double timeout_s)
     return timeout_s > 0 ? mlc_now() + timeout_s : INFINITY;
 }
 
-/* Milliseconds to wait in one poll: until `deadline`, capped at 1 s. */
-static int slice_ms(double deadline)
+/* A socket's readiness, as the shared wait loop sees it (base/wait.h). */
+typedef struct fd_wait {
+    int fd;
+    short events;
+    bool ready, failed;
+} fd_wait_t;
+
+static int fd_step(void *p)
 {
-    double left = deadline - mlc_now();
-    if (left <= 0) return 0;
-    return left > 1.0 ? 1000 : (int)(left * 1000.0) + 1;
+    fd_wait_t *w = p;
+    struct pollfd pf = {.fd = w->fd, .events = w->events};
+    int r = poll(&pf, 1, 0);
+    if (r > 0) w->ready = true;
+    if (r < 0 && errno != EINTR) w->failed = true;
+    return w->ready ? MLC_WAIT_MOVED : w->failed ? MLC_WAIT_STOP : MLC_WAIT_NOTHING;
 }
 
-/* Wait until fd is ready for `events`; false on deadline. */
+static int fd_done(void *p) { return ((fd_wait_t *)p)->ready; }
+
+/* The event hook: poll the socket for up to max_s. */
+static int fd_block(void *p, double max_s)
+{
+    fd_wait_t *w = p;
+    struct pollfd pf = {.fd = w->fd, .events = w->events};
+    int r = poll(&pf, 1, (int)(max_s * 1000.0) + 1);
+    if (r > 0) w->ready = true;
+    return 1;
+}
+
+/* Wait until fd is ready for `events`; false on deadline (or a failed poll). */
 static bool wait_fd(int fd, short events, double deadline)
 {
-    for (;;) {
-        struct pollfd p = {.fd = fd, .events = events};
-        int ms = slice_ms(deadline);
-        if (ms == 0) return false;
-        int r = poll(&p, 1, ms);
-        if (r > 0) return true;
-        if (r < 0 && errno != EINTR) return false;
-    }
+    double left = deadline - mlc_now();
+    if (left <= 0) return false;
+    fd_wait_t fw = {.fd = fd, .events = events};
+    mlc_wait_t w = {.step = fd_step, .done = fd_done, .block = fd_block, .ctx = &fw,
+                    .timeout_s = isinf(left) ? 0 : left, .what = "tcp bootstrap", .spin_s = -1, .yield_s = -1};
+    return mlc_wait_run(&w) == MLC_WAIT_DONE;
 }
 
 /* 0 on success, else an errno (ETIMEDOUT at the deadline, ECONNRESET at EOF). */
