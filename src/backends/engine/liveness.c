@@ -166,6 +166,12 @@ static bool add_rank(char *buf, size_t len, size_t *used, size_t start, int r)
 
 static void name_silent(mlc_comm_t *comm, uint8_t *wait, char *buf, size_t len);
 
+/* A beat within `lim` ns of `now`; a peer may stamp one after `now` was read. */
+static bool recent(uint64_t beat, uint64_t now, uint64_t lim)
+{
+    return beat != 0 && (beat >= now || now - beat <= lim);
+}
+
 void eng_name_silent(const mlc_request_t *req, const eng_coll_t *e, char *buf, size_t len)
 {
     eng_comm_t *ec = req->comm->impl;
@@ -208,7 +214,7 @@ static void name_silent(mlc_comm_t *comm, uint8_t *wait, char *buf, size_t len)
     for (int r = 0; r < n; r++) {
         if (!wait[r]) continue;
         uint64_t b = atomic_load_explicit(&eng_ctl(ep, ec->world_of[r])->beat, memory_order_relaxed);
-        if (b != 0 && now - b <= lim) {
+        if (recent(b, now, lim)) {
             waiting++;
             continue;
         }
@@ -220,7 +226,7 @@ static void name_silent(mlc_comm_t *comm, uint8_t *wait, char *buf, size_t len)
         for (int r = 0; r < n; r++) {
             if (r == me) continue;
             uint64_t b = atomic_load_explicit(&eng_ctl(ep, ec->world_of[r])->beat, memory_order_relaxed);
-            if (b != 0 && now - b <= lim) continue;
+            if (recent(b, now, lim)) continue;
             named++;
             if (!add_rank(buf, len, &used, 0, r)) break;
         }
