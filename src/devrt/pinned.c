@@ -280,6 +280,21 @@ static mlc_status_t limit_error(mlc_pinned_pool_t *pool, size_t requested, size_
                      requested, size, pool->limit, pool->in_use, pool->reserved);
 }
 
+/* Lock held: reserve `size` bytes under the limit (evicting cached blocks),
+ * then unlock and unpin the evicted ones outside the lock. `requested` is the
+ * caller's size, for the message when even eviction cannot make room. */
+static mlc_status_t reserve_and_unlock(mlc_pinned_pool_t *pool, size_t requested, size_t size)
+{
+    pin_block_t *victims;
+    bool fits = make_room(pool, size, &victims);
+    mlc_status_t st = MLC_SUCCESS;
+    if (!fits) st = limit_error(pool, requested, size);
+    else pool->reserved += size;
+    pthread_mutex_unlock(&pool->lock);
+    unpin_all(victims);
+    return st;
+}
+
 /* ---- public -------------------------------------------------------------- */
 mlc_status_t mlc_pinned_pool_create(size_t limit, mlc_pinned_mode_t mode, mlc_pinned_pool_t **out)
 {
@@ -362,13 +377,7 @@ mlc_status_t mlc_pinned_alloc(mlc_pinned_pool_t *pool, size_t bytes, void **ptr)
         *ptr = b->ptr;
         return MLC_SUCCESS;
     }
-    pin_block_t *victims;
-    bool fits = make_room(pool, size, &victims);
-    mlc_status_t st = MLC_SUCCESS;
-    if (!fits) st = limit_error(pool, bytes, size);
-    else pool->reserved += size;
-    pthread_mutex_unlock(&pool->lock);
-    unpin_all(victims);
+    mlc_status_t st = reserve_and_unlock(pool, bytes, size);
     if (st != MLC_SUCCESS) return st;
 
     /* Pin outside the lock: cudaHostAlloc can take milliseconds. */
@@ -429,13 +438,7 @@ mlc_status_t mlc_pinned_register(mlc_pinned_pool_t *pool, void *ptr, size_t byte
         pthread_mutex_unlock(&pool->lock);
         return mlc_error(MLC_ERR_INVALID_ARG, "mlc_pinned_register: %p is already pinned by this pool", ptr);
     }
-    pin_block_t *victims;
-    bool fits = make_room(pool, size, &victims);
-    mlc_status_t st = MLC_SUCCESS;
-    if (!fits) st = limit_error(pool, bytes, size);
-    else pool->reserved += size;
-    pthread_mutex_unlock(&pool->lock);
-    unpin_all(victims);
+    mlc_status_t st = reserve_and_unlock(pool, bytes, size);
     if (st != MLC_SUCCESS) return st;
 
     pin_block_t *b = calloc(1, sizeof *b);
