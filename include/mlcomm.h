@@ -381,7 +381,16 @@ MLC_API mlc_status_t mlc_comm_set_algo(mlc_comm_t *comm, mlc_coll_t coll, const 
  */
 MLC_API mlc_status_t mlc_comm_get_algo(mlc_comm_t *comm, mlc_coll_t coll, size_t bytes,
                                        const char **name);
-/** GPU backends: the stream (cudaStream_t / hipStream_t) operations are ordered on. */
+/**
+ * GPU backends (nccl, rccl) and host backends with a GPU memory kind
+ * (MLC_MEMORY=cuda/rocm/auto): the stream (cudaStream_t / hipStream_t)
+ * operations are ordered on. NULL is the legacy default stream, on every
+ * backend (as in NCCL). Until it is called, each communicator uses a stream
+ * of its own that waits for earlier work of the legacy default stream. The
+ * stream must belong to the communicator's device (the device current on the
+ * thread that created the communicator). MLC_ERR_UNSUPPORTED on a backend
+ * without streams.
+ */
 MLC_API mlc_status_t mlc_comm_set_stream(mlc_comm_t *comm, void *stream);
 /** Largest tag accepted by point-to-point calls on this communicator. */
 MLC_API int mlc_comm_tag_max(const mlc_comm_t *comm);

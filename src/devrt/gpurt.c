@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include "gpurt.h"
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -64,10 +65,35 @@ mlc_status_t mlc_gpurt_open(mlc_gpu_kind_t kind, const char *path, mlc_gpurt_t *
     const gpurt_desc_t *d = &descs[kind];
     const char *const only[] = {path, NULL};
     mlc_gpurt_t tmp;
-    memset(&tmp, 0, sizeof tmp);
-    mlc_status_t st = mlc_dynlib_open(d->what, path ? MLC_ENV_COUNT : d->env, path ? only : d->sonames,
-                                      d->syms, d->nsyms, &tmp, sizeof tmp, &tmp.lib, why, why_len);
-    if (st != MLC_SUCCESS) return st;
+    /*
+     * A runtime newer than the driver loads but answers "insufficient driver"
+     * to everything (libcudart.so.13 needs R580; an R550 node has .so.12 too):
+     * then the next soname is tried; if none loads, the first such one is kept
+     * so its error is what the caller sees.
+     */
+    int start = 0, too_new = -1;
+    for (;;) {
+        memset(&tmp, 0, sizeof tmp);
+        mlc_status_t st = mlc_dynlib_open(d->what, path ? MLC_ENV_COUNT : d->env, path ? only : d->sonames + start,
+                                          d->syms, d->nsyms, &tmp, sizeof tmp, &tmp.lib, why, why_len);
+        if (st != MLC_SUCCESS && too_new >= 0) {
+            start = too_new; /* nothing after it loads: back to it */
+            too_new = -2;
+            continue;
+        }
+        if (st != MLC_SUCCESS) return st;
+        int idx = -1;
+        for (int i = start; !path && d->sonames[i] && idx < 0; i++)
+            if (strcmp(tmp.lib.name, d->sonames[i]) == 0) idx = i;
+        if (idx < 0 || too_new == -2 || !d->sonames[idx + 1]) break; /* a file named by the user, or the last */
+        int n = 0, e = tmp.get_device_count(&n);
+        if (e != MLC_GPU_ERROR_INSUFFICIENT_DRIVER) break;
+        tmp.get_last_error();
+        MLC_INFO("%s %s: the driver is too old for it; trying %s", d->what, tmp.lib.path, d->sonames[idx + 1]);
+        mlc_dynlib_close(&tmp.lib);
+        if (too_new < 0) too_new = idx;
+        start = idx + 1;
+    }
     tmp.kind = kind;
     tmp.name = d->name;
     tmp.prefix = d->prefix;
@@ -213,6 +239,35 @@ mlc_status_t mlc_gpurt_pointer_kind(const mlc_gpurt_t *rt, const void *ptr, mlc_
     *mem = m;
     *device = m == MLC_GPU_MEM_DEVICE ? dev : -1;
     return MLC_SUCCESS;
+}
+
+/* cuCtxGetCurrent / hipCtxGetCurrent, looked up once per kind (NULL: none). */
+static void *ctx_get_current(const mlc_gpurt_t *rt)
+{
+    static void *fn[MLC_GPU_KIND_COUNT];
+    static atomic_int looked[MLC_GPU_KIND_COUNT];
+    int k = rt->kind;
+    if (atomic_load(&looked[k])) return fn[k];
+    const char *name = k == MLC_GPU_HIP ? "hipCtxGetCurrent" : "cuCtxGetCurrent";
+    void *f = rt->lib.handle ? dlsym(rt->lib.handle, name) : NULL;
+    if (!f && k == MLC_GPU_CUDA) {
+        /* libcudart has loaded the driver already: look, do not load */
+        void *drv = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+        if (drv) f = dlsym(drv, name);
+    }
+    fn[k] = f;
+    atomic_store(&looked[k], 1);
+    return f;
+}
+
+bool mlc_gpurt_thread_has_context(const mlc_gpurt_t *rt)
+{
+    void *f = ctx_get_current(rt);
+    if (!f) return true;
+    int (*get)(void **);
+    *(void **)&get = f;
+    void *ctx = NULL;
+    return get(&ctx) != 0 || ctx != NULL;
 }
 
 mlc_status_t mlc_gpurt_device_info(const mlc_gpurt_t *rt, int device, mlc_gpu_device_info_t *info)

@@ -13,7 +13,8 @@
  *
  * Environment: MLC_CUDART_LIB / MLC_HIPRT_LIB name the file to load instead
  * of the default sonames (libcudart.so.13, .12, .11, libcudart.so;
- * libamdhip64.so.6, .5, libamdhip64.so).
+ * libamdhip64.so.6, .5, libamdhip64.so). A default soname whose runtime
+ * answers "insufficient driver" gives way to the next one.
  */
 #ifndef MLC_DEVRT_GPURT_H
 #define MLC_DEVRT_GPURT_H
@@ -46,6 +47,7 @@ typedef struct mlc_gpu_ipc_handle {
 #define MLC_GPU_SUCCESS 0
 #define MLC_GPU_ERROR_INVALID_VALUE 1
 #define MLC_GPU_ERROR_NOT_READY 600
+#define MLC_GPU_ERROR_INSUFFICIENT_DRIVER 35 /* cudaErrorInsufficientDriver / hipErrorInsufficientDriver */
 #define MLC_GPU_MEMCPY_DEFAULT 4          /* cudaMemcpyDefault / hipMemcpyDefault */
 #define MLC_GPU_HOST_ALLOC_PORTABLE 1u    /* cudaHostAllocPortable / hipHostMallocPortable */
 #define MLC_GPU_HOST_REGISTER_PORTABLE 1u /* cudaHostRegisterPortable / hipHostRegisterPortable */
@@ -141,6 +143,15 @@ mlc_status_t mlc_gpurt_device_count(const mlc_gpurt_t *rt, int *count);
 /* Classify `ptr`; *device is the owning device for device memory, else -1. */
 mlc_status_t mlc_gpurt_pointer_kind(const mlc_gpurt_t *rt, const void *ptr, mlc_gpu_mem_t *mem,
                                     int *device);
+
+/*
+ * Whether the calling thread has a current context (cuCtxGetCurrent from the
+ * CUDA driver, hipCtxGetCurrent from the HIP runtime). A thread without one
+ * reports device 0 from cudaGetDevice, and since CUDA 12 cudaSetDevice(0)
+ * would create a context there: restore a thread's device only when it had
+ * one. True when the driver cannot tell.
+ */
+bool mlc_gpurt_thread_has_context(const mlc_gpurt_t *rt);
 
 typedef struct mlc_gpu_device_info {
     char name[256];

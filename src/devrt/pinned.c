@@ -153,12 +153,22 @@ static const mlc_gpurt_t *rt_of(mlc_pinned_mode_t how)
     return mlc_gpurt_peek(how == MLC_PINNED_HIP ? MLC_GPU_HIP : MLC_GPU_CUDA);
 }
 
+/* A loaded runtime pins only with a device behind it (no driver, no GPU: every call fails). */
+static bool has_device(const mlc_gpurt_t *rt)
+{
+    int n = 0;
+    if (!rt) return false;
+    if (rt->get_device_count(&n) == MLC_GPU_SUCCESS && n > 0) return true;
+    rt->get_last_error();
+    return false;
+}
+
 /* The pinning method for a new block now. */
 static mlc_pinned_mode_t current_how(const mlc_pinned_pool_t *pool)
 {
     if (pool->mode != MLC_PINNED_AUTO) return pool->mode;
-    if (mlc_gpurt_peek(MLC_GPU_CUDA)) return MLC_PINNED_CUDA;
-    if (mlc_gpurt_peek(MLC_GPU_HIP)) return MLC_PINNED_HIP;
+    if (has_device(mlc_gpurt_peek(MLC_GPU_CUDA))) return MLC_PINNED_CUDA;
+    if (has_device(mlc_gpurt_peek(MLC_GPU_HIP))) return MLC_PINNED_HIP;
     return MLC_PINNED_MLOCK;
 }
 

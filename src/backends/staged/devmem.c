@@ -11,7 +11,9 @@
 #include "ipc.h"
 #include "staged.h"
 
-#define MLC_GPU_STREAM_NON_BLOCKING 1u /* cudaStreamNonBlocking / hipStreamNonBlocking */
+/* cudaStreamDefault / hipStreamDefault: a blocking stream, which waits for earlier
+ * work of the legacy default stream (the application's kernels on stream 0). */
+#define MLC_GPU_STREAM_BLOCKING 0u
 
 /* The runtime for this rank (NULL: host buffers only), per the memory kind. */
 static mlc_status_t load_runtime(const mlc_comm_t *comm, const mlc_gpurt_t **out)
@@ -39,7 +41,10 @@ static mlc_status_t load_runtime(const mlc_comm_t *comm, const mlc_gpurt_t **out
     }
     mlc_gpu_kind_t kind = mem == MLC_MEMORY_CUDA ? MLC_GPU_CUDA : MLC_GPU_HIP;
     const mlc_gpurt_t *rt;
+    int ndev;
+    /* A runtime without a driver or device loads, then fails every call: refuse it here. */
     mlc_status_t st = mlc_gpurt_get(kind, &rt);
+    if (st == MLC_SUCCESS) st = mlc_gpurt_device_count(rt, &ndev);
     if (st != MLC_SUCCESS)
         return mlc_error(MLC_ERR_UNAVAILABLE, "rank %d: MLC_MEMORY=%s on backend '%s': %s", comm->rank, names[mem],
                          comm->be->name, mlc_last_error());
@@ -54,7 +59,8 @@ static bool wants_devmem(const mlc_comm_t *comm)
 
 /* The decorator's wrap: called by core when a communicator is created
  * (collective: agrees with the other ranks). Memory host: nothing. cuda /
- * rocm: loads that runtime (UNAVAILABLE with the reason when it cannot).
+ * rocm: loads that runtime and needs a device (UNAVAILABLE with the reason
+ * when it cannot).
  * auto: CUDA, then HIP, else host buffers only (and no wrapper). */
 static mlc_status_t wrap(mlc_comm_t *comm)
 {
@@ -112,7 +118,6 @@ const mlc_decorator_t mlc_decorator_staged = {
 
 void mlc_devmem_release(mlc_devmem_t *d)
 {
-    if (d->rt) mlc_ipc_close_all(d);
     if (d->own_stream) d->rt->stream_destroy(d->own_stream);
     d->own_stream = NULL;
 }
@@ -134,12 +139,12 @@ mlc_status_t mlc_devmem_is_device(const mlc_comm_t *comm, const void *ptr, bool 
 mlc_status_t mlc_devmem_stream(mlc_comm_t *comm, void **stream)
 {
     mlc_devmem_t *d = mlc_devmem_of(comm);
-    if (d->stream) {
+    if (d->stream_set) {
         *stream = d->stream;
         return MLC_SUCCESS;
     }
     if (!d->own_stream) {
-        int e = d->rt->stream_create_with_flags(&d->own_stream, MLC_GPU_STREAM_NON_BLOCKING);
+        int e = d->rt->stream_create_with_flags(&d->own_stream, MLC_GPU_STREAM_BLOCKING);
         if (e != MLC_GPU_SUCCESS) {
             char buf[256];
             d->own_stream = NULL;
@@ -149,4 +154,54 @@ mlc_status_t mlc_devmem_stream(mlc_comm_t *comm, void **stream)
     }
     *stream = d->own_stream;
     return MLC_SUCCESS;
+}
+
+mlc_status_t mlc_devmem_sync(mlc_comm_t *comm)
+{
+    mlc_devmem_t *d = mlc_devmem_of(comm);
+    void *stream, *ev = NULL;
+    mlc_status_t st = mlc_devmem_stream(comm, &stream);
+    if (st != MLC_SUCCESS) return st;
+    /* An event, not cudaStreamSynchronize: an empty blocking stream would not wait
+     * for the legacy stream's work, an event recorded on it does. */
+    const char *what = "EventCreateWithFlags";
+    int e = d->rt->event_create_with_flags(&ev, MLC_GPU_EVENT_DISABLE_TIMING);
+    if (e == MLC_GPU_SUCCESS) {
+        what = "EventRecord";
+        e = d->rt->event_record(ev, stream);
+        if (e == MLC_GPU_SUCCESS) {
+            what = "EventSynchronize";
+            e = d->rt->event_synchronize(ev);
+        }
+        d->rt->event_destroy(ev);
+    }
+    if (e == MLC_GPU_SUCCESS) return MLC_SUCCESS;
+    char buf[256];
+    d->rt->get_last_error();
+    return mlc_error(MLC_ERR_BACKEND, "rank %d: %s%s: %s", comm->rank, d->rt->prefix, what,
+                     mlc_gpurt_strerror(d->rt, e, buf, sizeof buf));
+}
+
+int mlc_devmem_enter(const mlc_comm_t *comm)
+{
+    const mlc_devmem_t *d = mlc_devmem_of(comm);
+    int cur = -1;
+    if (!d || !d->rt || d->device < 0) return -1;
+    if (d->rt->get_device(&cur) != MLC_GPU_SUCCESS) {
+        d->rt->get_last_error();
+        return -1;
+    }
+    if (cur == d->device) return -1;
+    bool had_context = mlc_gpurt_thread_has_context(d->rt);
+    if (d->rt->set_device(d->device) != MLC_GPU_SUCCESS) {
+        d->rt->get_last_error(); /* the call that needs the device reports it */
+        return -1;
+    }
+    return had_context ? cur : -1;
+}
+
+void mlc_devmem_leave(const mlc_comm_t *comm, int prev)
+{
+    const mlc_devmem_t *d = mlc_devmem_of(comm);
+    if (prev >= 0 && d && d->rt && d->rt->set_device(prev) != MLC_GPU_SUCCESS) d->rt->get_last_error();
 }

@@ -582,6 +582,20 @@ static mlc_status_t plain(mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_t *a
     return st;
 }
 
+/*
+ * Device buffers handed to the backend as they are (a CUDA-aware MPI) are read
+ * by it at once, from the host's point of view: the work the application
+ * queued on the communicator's stream (or the legacy stream) must be done.
+ */
+static mlc_status_t sync_for_backend(mlc_comm_t *comm, const mlc_args_t *args)
+{
+    bool dev_send = false, dev_recv = false;
+    mlc_status_t st = mlc_devmem_is_device(comm, args->sendbuf, &dev_send);
+    if (st == MLC_SUCCESS) st = mlc_devmem_is_device(comm, args->recvbuf, &dev_recv);
+    if (st == MLC_SUCCESS && (dev_send || dev_recv)) st = mlc_devmem_sync(comm);
+    return st;
+}
+
 mlc_status_t mlc_stage_submit(mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_t *args, size_t bytes,
                               mlc_request_t **out)
 {
@@ -596,6 +610,10 @@ mlc_status_t mlc_stage_submit(mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_
         probe.args = *args;
         probe.algo = mlc_request_algo(&probe);
         as_is = comm->be->device_direct(&probe);
+        if (as_is) {
+            mlc_status_t st = sync_for_backend(comm, args);
+            if (st != MLC_SUCCESS) return st;
+        }
     }
     if (as_is && !busy) return plain(comm, coll, args, bytes, out);
     mlc_stage_t *op = calloc(1, sizeof *op);

@@ -74,6 +74,8 @@ struct mlc_stage {
     pinbuf_t ipc_pinbuf;     /* its event tracks the copies */
     mlc_ipc_rec_t ipc_mine[2], *ipc_all; /* [0] the buffer peers read, [1] allreduce's recvbuf; 2 per rank */
     const char **ipc_ptr; /* where each of those is mapped here (2 per rank; NULL: not needed) */
+    mlc_ipc_map_t **ipc_held; /* the mappings this operation holds (ipc_nheld; NULL: none) */
+    int ipc_nheld;
     /* CUDA IPC reductions: this rank's block, elements [red_lo, red_lo + red_len) of every
      * rank's sendbuf, pulled in sub-chunks of red_sub elements into two pinned buffers */
     size_t red_lo, red_len, red_sub, red_nsub, red_pulled, red_reduced;

@@ -18,6 +18,12 @@
  *   No kernel is compiled or launched: the arithmetic stays on the host,
  *   while every byte a rank does not reduce itself moves device to device.
  *
+ * Peers read this rank's buffers on their own streams, which know nothing
+ * of the kernels still producing the data on this rank's stream: a rank
+ * publishes its records only once the work queued on the communicator's
+ * stream (and, through it, on the legacy default stream) before the call is
+ * done (an event, polled).
+ *
  * A closing barrier keeps every buffer in use until no peer reads it. If
  * any rank's buffers cannot take part (host memory, memory that cannot be
  * exported, no pinned memory), every rank learns it from the records and
@@ -131,6 +137,8 @@ mlc_status_t mlc_stage_ipc_prepare(mlc_stage_t *op)
     if (!ok) mine[0].ok = 0;
     /* If no rank has device buffers, the call runs as it is (see the exchange). */
     mine[0].reserved = op->role[SEND].device || op->role[RECV].device;
+    /* What the stream still has to do before peers may read: marked now, published once done. */
+    if (mine[0].reserved) return mlc_stage_record(op, &op->ipc_pinbuf);
     return MLC_SUCCESS;
 }
 
@@ -154,7 +162,9 @@ static mlc_status_t resolve(mlc_stage_t *op)
 {
     int p = op->comm->size, me = op->comm->rank;
     op->ipc_ptr = calloc(2 * (size_t)p, sizeof *op->ipc_ptr);
-    if (!op->ipc_ptr) return mlc_error(MLC_ERR_NO_MEMORY, "mlc_%s: out of memory", mlc_coll_name(op->coll));
+    op->ipc_held = calloc(2 * (size_t)p, sizeof *op->ipc_held);
+    op->ipc_nheld = op->ipc_held ? 2 * p : 0;
+    if (!op->ipc_ptr || !op->ipc_held) return mlc_error(MLC_ERR_NO_MEMORY, "mlc_%s: out of memory", mlc_coll_name(op->coll));
     for (int q = 0; q < p; q++)
         for (int which = 0; which < 2; which++) {
             if (!reads(op, q, which)) continue;
@@ -163,7 +173,7 @@ static mlc_status_t resolve(mlc_stage_t *op)
                 continue;
             }
             char *ptr;
-            mlc_status_t st = mlc_ipc_open(mlc_devmem_of(op->comm), q, &op->ipc_all[2 * q + which], &ptr);
+            mlc_status_t st = mlc_ipc_open(op->rt, q, &op->ipc_all[2 * q + which], &ptr, &op->ipc_held[2 * q + which]);
             if (st != MLC_SUCCESS) return st;
             op->ipc_ptr[2 * q + which] = ptr;
         }
@@ -302,6 +312,11 @@ int mlc_stage_ipc_advance(mlc_stage_t *op, int *gpu_wait)
     case IPC_EXCHANGE:
         if (!op->ipc_sub) {
             if (mlc_stage_earlier_pending(op)) return 0;
+            if ((d = mlc_stage_copy_done(op, &op->ipc_pinbuf, gpu_wait)) == 0) return 0;
+            if (d < 0) {
+                st = MLC_ERR_BACKEND;
+                break;
+            }
             mlc_args_t x = {.sendbuf = op->ipc_mine, .recvbuf = op->ipc_all, .count = sizeof op->ipc_mine,
                             .dtype = MLC_UINT8, .esize = 1};
             st = mlc_stage_start_internal(op, MLC_COLL_ALLGATHER, &x, x.count, &op->ipc_sub);
@@ -382,6 +397,8 @@ void mlc_stage_ipc_free(mlc_stage_t *op)
     if (mlc_pinned_default(&pool) == MLC_SUCCESS)
         for (int i = 0; i < 2; i++)
             if (op->red_pin[i]) mlc_pinned_free(pool, op->red_pin[i]);
+    for (int i = 0; i < op->ipc_nheld; i++) mlc_ipc_release(op->ipc_held[i]);
+    free(op->ipc_held);
     free(op->ipc_all);
     free(op->ipc_ptr);
 }

@@ -21,13 +21,27 @@ mlc_staged_t *mlc_staged_of(const mlc_comm_t *comm)
 
 static mlc_staged_t *staged(const mlc_comm_t *comm) { return (mlc_staged_t *)comm->be; }
 
+/* Every entry point that makes GPU calls does so on the communicator's device. */
+static mlc_status_t staged_submit(mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_t *args, size_t bytes,
+                                  mlc_request_t **out)
+{
+    int prev = mlc_devmem_enter(comm);
+    mlc_status_t st = mlc_stage_submit(comm, coll, args, bytes, out);
+    mlc_devmem_leave(comm, prev);
+    return st;
+}
+
 /* The wrapped backend's progress, then the staged operations'. */
 static mlc_status_t staged_progress(mlc_comm_t *comm, int *progressed)
 {
     mlc_staged_t *w = staged(comm);
     mlc_status_t st = w->inner->progress(comm, progressed);
     w->dev.gpu_wait = 0;
-    if (st == MLC_SUCCESS) st = mlc_stage_progress(comm, progressed, &w->dev.gpu_wait);
+    if (st == MLC_SUCCESS && w->dev.active) {
+        int prev = mlc_devmem_enter(comm);
+        st = mlc_stage_progress(comm, progressed, &w->dev.gpu_wait);
+        mlc_devmem_leave(comm, prev);
+    }
     return st;
 }
 
@@ -55,8 +69,10 @@ static void staged_destroy(mlc_comm_t *comm)
         comm->be->destroy(comm);
         return;
     }
+    int prev = mlc_devmem_enter(comm);
     mlc_stage_abandon_all(comm);
     mlc_devmem_release(&w->dev);
+    mlc_devmem_leave(comm, prev);
     w->inner->destroy(comm);
 }
 
@@ -69,11 +85,17 @@ static mlc_status_t staged_split(mlc_comm_t *parent, int color, int key, const i
     if (st != MLC_SUCCESS || !child) return st;
     /* The child inherits the parent's decisions (no collective). */
     st = mlc_staged_wrap(child, w->dev.rt, w->dev.direct, w->dev.ipc && child->size > 1);
-    if (st == MLC_SUCCESS) mlc_devmem_of(child)->stream = w->dev.stream;
+    if (st == MLC_SUCCESS) {
+        mlc_devmem_t *d = mlc_devmem_of(child);
+        d->device = w->dev.device;
+        d->stream = w->dev.stream;
+        d->stream_set = w->dev.stream_set;
+    }
     return st;
 }
 
-/* Staging copies run on the user's stream; a backend with streams of its own gets it too. */
+/* Staging copies run on the user's stream (NULL: the legacy default stream, as on nccl);
+ * a backend with streams of its own gets it too. */
 static mlc_status_t staged_set_stream(mlc_comm_t *comm, void *stream)
 {
     mlc_staged_t *w = staged(comm);
@@ -82,10 +104,17 @@ static mlc_status_t staged_set_stream(mlc_comm_t *comm, void *stream)
         if (st != MLC_SUCCESS) return st;
     }
     w->dev.stream = stream;
+    w->dev.stream_set = true;
     return MLC_SUCCESS;
 }
 
-static void staged_release(mlc_request_t *req) { mlc_stage_release(req); }
+static void staged_release(mlc_request_t *req)
+{
+    if (!req->decor) return;
+    int prev = mlc_devmem_enter(req->comm);
+    mlc_stage_release(req);
+    mlc_devmem_leave(req->comm, prev);
+}
 
 /* A staged operation, or any call while one is in flight, needs our progress. */
 static bool staged_keeps_polling(const mlc_request_t *req)
@@ -129,7 +158,7 @@ mlc_status_t mlc_staged_wrap(mlc_comm_t *comm, const mlc_gpurt_t *rt, bool direc
     w->inner = comm->be;
     w->magic = MLC_STAGED_MAGIC;
     w->table = *comm->be;
-    w->table.submit = mlc_stage_submit;
+    w->table.submit = staged_submit;
     w->table.progress = staged_progress;
     w->table.idle = staged_idle;
     w->table.destroy = staged_destroy;
@@ -141,6 +170,12 @@ mlc_status_t mlc_staged_wrap(mlc_comm_t *comm, const mlc_gpurt_t *rt, bool direc
     w->table.pending_peers = staged_pending_peers;
     w->dev.chunk = comm->cfg.stage_chunk ? comm->cfg.stage_chunk : MLC_STAGE_CHUNK_DEFAULT;
     w->dev.rt = rt;
+    /* The device current where the communicator is made is its device. */
+    w->dev.device = -1;
+    if (rt && rt->get_device(&w->dev.device) != MLC_GPU_SUCCESS) {
+        rt->get_last_error();
+        w->dev.device = -1;
+    }
     w->dev.direct = direct;
     w->dev.ipc = ipc;
     mlc_comm_set_value(comm, wrapper_key, w);

@@ -26,7 +26,6 @@
 #define MLC_STAGE_CHUNK_DEFAULT mlc_env_default_size(MLC_ENV_STAGE_CHUNK) /* from the config table */
 
 typedef struct mlc_stage mlc_stage_t;
-typedef struct mlc_ipc_map mlc_ipc_map_t;
 
 typedef struct mlc_devmem {
     /* Present on every rank once any rank has a GPU runtime: every rank then
@@ -34,9 +33,10 @@ typedef struct mlc_devmem {
     const mlc_gpurt_t *rt;  /* NULL on a rank without the runtime (memory auto): all its buffers are host */
     bool direct;            /* every rank's backend moves device memory itself (device_capable) */
     bool ipc;               /* every rank can map its peers' device memory (CUDA IPC, shm) */
-    mlc_ipc_map_t *ipc_maps; /* peers' allocations mapped so far (ipc.c) */
     size_t chunk;           /* staging chunk, bytes (MLC_STAGE_CHUNK, the same on every rank) */
-    void *stream;           /* the user's (mlc_comm_set_stream), else NULL */
+    int device;             /* the communicator's device (streams, events and copies are made there) */
+    void *stream;           /* the user's (mlc_comm_set_stream; NULL: the legacy default stream) */
+    bool stream_set;        /* mlc_comm_set_stream was called */
     void *own_stream;       /* created on first use when the user set none */
     mlc_stage_t *active;    /* staged operations in flight, in start order */
     int gpu_wait;           /* the last progress call found a staged operation waiting on a GPU copy */
@@ -69,6 +69,17 @@ void mlc_devmem_release(mlc_devmem_t *d);
 mlc_status_t mlc_devmem_is_device(const mlc_comm_t *comm, const void *ptr, bool *device);
 /* The stream staging copies run on: the user's (mlc_comm_set_stream) or our own. */
 mlc_status_t mlc_devmem_stream(mlc_comm_t *comm, void **stream);
+/* Wait (blocking) until the work queued so far on the communicator's stream is done
+ * (and, through it, earlier work of the legacy default stream). */
+mlc_status_t mlc_devmem_sync(mlc_comm_t *comm);
+/*
+ * Make the communicator's device current on this thread for a staged entry
+ * point; returns what mlc_devmem_leave needs to restore the thread's own
+ * (only when the thread had a context: restoring device 0 on a thread that
+ * never used one would create a context there).
+ */
+int mlc_devmem_enter(const mlc_comm_t *comm);
+void mlc_devmem_leave(const mlc_comm_t *comm, int prev);
 
 /*
  * Start the validated call `args` on a wrapped communicator: direct, plain,
