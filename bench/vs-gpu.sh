@@ -199,13 +199,14 @@ launch() {
 
 # side_env SIDE: the environment of one side. On the doubles, device memory of the
 # shm sides is guarded (a host access crashes, CUDA IPC works between processes);
-# the fake NCCL copies through the plain pointers, so its sides run unguarded.
+# the fake NCCL copies through the plain pointers when it is called, so its sides
+# run unguarded and with the double's queued work run at once.
 side_env() {
-    local guard=()
-    [ "$FAKE" = 1 ] && guard=(FAKE_CUDA_GUARD=1)
+    local guard=() now=()
+    [ "$FAKE" = 1 ] && guard=(FAKE_CUDA_GUARD=1) && now=(FAKE_CUDA_IMMEDIATE=1)
     case $1 in
-    mlcomm-nccl) echo MLC_BACKEND=nccl MLC_MEMORY=cuda ;;
-    nccl) echo MLC_MEMORY=cuda ;;
+    mlcomm-nccl) echo MLC_BACKEND=nccl MLC_MEMORY=cuda "${now[@]}" ;;
+    nccl) echo MLC_MEMORY=cuda "${now[@]}" ;;
     shm-ipc) echo MLC_BACKEND=shm MLC_MEMORY=cuda MLC_CUDA_IPC=1 "${guard[@]}" ;;
     shm-staged) echo MLC_BACKEND=shm MLC_MEMORY=cuda MLC_CUDA_IPC=0 "${guard[@]}" ;;
     esac
