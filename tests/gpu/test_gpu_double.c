@@ -12,11 +12,15 @@
  *                          every call fails with the sticky error; MLC_MEMORY=cuda
  *                          fails at init with the reason; the pinned pool pins
  *                          with mlock instead of the runtime
+ *   gpu_double nccl_thread (the nccl backend on the doubles, 2 devices) a
+ *                          communicator of device 1 called from a thread that
+ *                          never chose a device leaves no context on device 0
  *   gpu_double soname      (LD_LIBRARY_PATH: libcudart.so.13 answering
  *                          "insufficient driver", libcudart.so.12 working) the
  *                          loader takes .so.12
  */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -177,6 +181,40 @@ static int no_device(void)
     return 0;
 }
 
+typedef struct call {
+    mlc_comm_t *comm;
+    void *buf;
+    mlc_status_t st;
+} call_t;
+static void *call_allreduce(void *arg)
+{
+    call_t *c = arg;
+    c->st = mlc_allreduce(c->buf, c->buf, 64, MLC_INT32, MLC_SUM, c->comm, NULL);
+    return NULL;
+}
+
+/* The thread's device is given back only if it had one: a context on GPU 0 costs memory
+ * on a GPU another process may own. */
+static int nccl_thread(void)
+{
+    CHECK_RUN(load());
+    int (*contexts)(int) = (int (*)(int))dlsym(lib, "fake_cuda_contexts_created");
+    CHECK(contexts != NULL, "test hook missing");
+    CHECK(F(SetDevice)(1) == 0, "cudaSetDevice(1) (FAKE_CUDA_DEVICES=2)");
+    call_t c = {0};
+    CHECK_OK(mlc_comm_init(NULL, &c.comm));
+    CHECK(strcmp(mlc_comm_backend(c.comm), "nccl") == 0, "backend %s", mlc_comm_backend(c.comm));
+    CHECK(F(Malloc)(&c.buf, 256) == 0, "cudaMalloc");
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, call_allreduce, &c) == 0, "pthread_create");
+    pthread_join(t, NULL);
+    CHECK(c.st == MLC_SUCCESS, "allreduce from a thread without a device: %s", mlc_status_name(c.st));
+    CHECK(contexts(0) == 0, "a context was created on device 0, which this process never uses");
+    F(Free)(c.buf);
+    CHECK_OK(mlc_comm_free(c.comm));
+    return 0;
+}
+
 static int soname(void)
 {
     /* The doubles under the runtime's sonames (LD_LIBRARY_PATH); a shim that refuses
@@ -201,6 +239,7 @@ int main(int argc, char **argv)
     if (strcmp(mode, "semantics") == 0) return semantics();
     if (strcmp(mode, "no_device") == 0) return no_device();
     if (strcmp(mode, "soname") == 0) return soname();
-    fprintf(stderr, "usage: %s semantics|no_device|soname\n", argv[0]);
+    if (strcmp(mode, "nccl_thread") == 0) return nccl_thread();
+    fprintf(stderr, "usage: %s semantics|no_device|soname|nccl_thread\n", argv[0]);
     return 2;
 }

@@ -41,8 +41,11 @@ mlc_status_t mlc_nccl_dev_enter(const nccl_comm_t *impl, int *prev)
         impl->rt->get_last_error();
         cur = -1;
     }
-    *prev = cur;
+    *prev = -1;
     if (cur == impl->device) return MLC_SUCCESS;
+    /* A thread that never chose a device reports 0: "restoring" that would create a
+     * context on GPU 0 (cudaSetDevice does since CUDA 12). Only a real one is given back. */
+    if (cur >= 0 && mlc_gpurt_thread_has_context(impl->rt)) *prev = cur;
     int e = impl->rt->set_device(impl->device);
     if (e != MLC_GPU_SUCCESS) {
         char buf[256];

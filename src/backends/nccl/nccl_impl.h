@@ -129,7 +129,8 @@ mlc_status_t mlc_nccl_fail(nccl_comm_t *impl, mlc_comm_t *comm, mlc_status_t st,
 void *mlc_nccl_event_get(nccl_comm_t *impl, int *err);
 /* Lock held: add a started request to the pending list. */
 void mlc_nccl_pending_add(nccl_comm_t *impl, mlc_request_t *req);
-/* Make the communicator's device current; *prev receives the caller's (restore with dev_leave). */
+/* Make the communicator's device current; *prev receives the caller's (restore with dev_leave),
+ * -1 when there is nothing to restore (the same device, or a thread without a context). */
 mlc_status_t mlc_nccl_dev_enter(const nccl_comm_t *impl, int *prev);
 void mlc_nccl_dev_leave(const nccl_comm_t *impl, int prev);
 
