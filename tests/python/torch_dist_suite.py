@@ -80,17 +80,20 @@ if os.environ["BACKEND"] != "gloo" and GATES == "gloo":
 
 try:
     import torch.distributed as dist
+    import mlcomm.torch  # noqa: F401  registers "mlcomm" before the class's decorators name it
     if os.environ["BACKEND"] != "gloo" and GATES == "gloo":
         from torch.testing._internal.common_distributed import DistTestCases
-        for feature in ("ddp", "subgroup"):
+        # "gpu" also gates CPU tests (all_gather_object, ...); those that
+        # need a GPU have GPU-count skips of their own. "plugin" is the
+        # class's name for an out-of-tree backend: the availability check
+        # then takes it as available.
+        for feature in ("ddp", "subgroup", "gpu", "plugin"):
             DistTestCases.backend_feature[feature].add(os.environ["BACKEND"])
     from torch.testing._internal.distributed.distributed_test import DistributedTest, TestDistBackend
     from torch.testing._internal.common_utils import run_tests
 except ImportError as e:
     print("SKIP: torch (with its testing package) is not installed: %s" % e)
     sys.exit(77)
-
-import mlcomm.torch  # noqa: E402,F401
 
 
 class TestDistBackendWithSpawn(TestDistBackend, DistributedTest._DistTestBase):
