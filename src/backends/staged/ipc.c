@@ -142,7 +142,7 @@ static bool probe_local(mlc_comm_t *comm, const mlc_gpurt_t *rt, const mlc_ipc_r
             mlc_error_clear();
             return false;
         }
-        mlc_ipc_release(held);
+        mlc_ipc_close(held); /* never read again: its owner frees it after the probe */
     }
     return true;
 }
@@ -281,5 +281,13 @@ void mlc_ipc_release(mlc_ipc_map_t *held)
     if (!held) return;
     pthread_mutex_lock(&cache_lock);
     held->held--;
+    pthread_mutex_unlock(&cache_lock);
+}
+
+void mlc_ipc_close(mlc_ipc_map_t *held)
+{
+    if (!held) return;
+    pthread_mutex_lock(&cache_lock);
+    if (--held->held == 0) cache_drop(held);
     pthread_mutex_unlock(&cache_lock);
 }

@@ -42,4 +42,6 @@ mlc_status_t mlc_ipc_export(const mlc_gpurt_t *rt, const void *ptr, mlc_ipc_rec_
 mlc_status_t mlc_ipc_open(const mlc_gpurt_t *rt, int peer, const mlc_ipc_rec_t *rec, char **ptr,
                           mlc_ipc_map_t **held);
 void mlc_ipc_release(mlc_ipc_map_t *held);
+/* Release and, when nobody else holds it, unmap now (memory its owner is about to free). */
+void mlc_ipc_close(mlc_ipc_map_t *held);
 #endif
