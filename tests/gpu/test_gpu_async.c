@@ -89,7 +89,7 @@ static void get(void *dst, const void *src, size_t n)
 static int late_input(mlc_comm_t *comm, void *stream, int32_t *dev, int round)
 {
     int rank = mlc_comm_rank(comm);
-    static int32_t h[N];
+    int32_t h[N]; /* per rank: the threads backend runs ranks as threads */
     for (size_t i = 0; i < N; i++) h[i] = -1;
     put(dev, h, sizeof h);
     for (size_t i = 0; i < N; i++) h[i] = val(rank, i, round);
@@ -153,7 +153,7 @@ static int case_owner_stream(mlc_comm_t *comm)
 static int case_realloc(mlc_comm_t *comm)
 {
     int p = mlc_comm_size(comm), rank = mlc_comm_rank(comm);
-    static int32_t h[N];
+    int32_t h[N]; /* per rank: the threads backend runs ranks as threads */
     /* A caching allocator: the same addresses over and over, new handles each time. */
     for (int round = 0; round < 6; round++) {
         void *send, *recv;
@@ -223,7 +223,7 @@ static void *call_allreduce(void *arg)
 static int case_event_device(mlc_comm_t *comm)
 {
     int rank = mlc_comm_rank(comm);
-    static int32_t h[N];
+    int32_t h[N]; /* per rank: the threads backend runs ranks as threads */
     void *stream;
     call_t c = {.comm = comm};
     /* main() made device 1 current before the communicator was created */
