@@ -369,6 +369,15 @@ MLC_API mlc_status_t mlc_comm_free(mlc_comm_t *comm);
 MLC_API mlc_status_t mlc_comm_abort(mlc_comm_t *comm);
 
 /**
+ * Set this communicator's timeout: seconds without progress before a wait
+ * fails with MLC_ERR_TIMEOUT (as MLC_TIMEOUT / mlc_config_t.timeout_s at
+ * init; 0 = never). Local to this rank and to this communicator (not the one
+ * it was split from, nor those split from it later, which copy it). Call it
+ * while no operation of the communicator is in flight.
+ */
+MLC_API mlc_status_t mlc_comm_set_timeout(mlc_comm_t *comm, double seconds);
+
+/**
  * Force an algorithm for one collective ("ring", "tree", ...; "auto" or NULL
  * clears). Local: it changes this rank only, so call it with the same
  * arguments on every rank of the communicator before the collective's next
