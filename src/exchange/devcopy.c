@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Views in GPU memory: classification and strided copies through the runtime (devcopy.h). */
 #include "devcopy.h"
+#include <string.h>
 #include "base/error.h"
 #include "core/backend.h"
 #include "core/comm.h"
@@ -11,7 +12,10 @@ const mlc_gpurt_t *mlc_xdev_runtime(mlc_comm_t *comm)
 {
     if (!comm) return NULL;
     int mem = comm->cfg.memory;
-    if (mlc_xdev_native(comm) || mem == MLC_MEMORY_AUTO) {
+    /* nccl runs over the CUDA runtime, rccl over HIP's. */
+    if (mlc_xdev_native(comm))
+        return mlc_gpurt_peek(strcmp(comm->be->name, "rccl") == 0 ? MLC_GPU_HIP : MLC_GPU_CUDA);
+    if (mem == MLC_MEMORY_AUTO) {
         const mlc_gpurt_t *rt = mlc_gpurt_peek(MLC_GPU_CUDA);
         return rt ? rt : mlc_gpurt_peek(MLC_GPU_HIP);
     }

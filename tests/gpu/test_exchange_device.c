@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * The halo exchange over arrays in device memory: 2-D and 3-D fields
+ * The halo exchange over arrays in device memory: 2-D, 3-D and 4-D fields
  * (several patches per rank, uneven cuts, periodic and open axes, ghost
  * widths 1-3, a rank without a patch) exchanged once over host buffers and
  * once over device copies of them; every cell must come out the same, and
@@ -12,7 +12,8 @@
  * Runs on the CUDA test double with FAKE_CUDA_GUARD=1 (device memory is
  * PROT_NONE to the host: any host access to a device pointer crashes, as on
  * a GPU), on threads / shm / mpi with MLC_MEMORY=cuda and on nccl (the fake
- * NCCL, one rank). Without a runtime or device: "SKIP: <reason>", exit 77.
+ * NCCL, one rank); the same on the double built as HIP (MLC_MEMORY=rocm,
+ * and rccl). Without a runtime or device: "SKIP: <reason>", exit 77.
  */
 #include <dlfcn.h>
 #include <stdbool.h>
@@ -28,28 +29,38 @@ typedef struct cuda {
     int (*device_count)(int *);
 } cuda_t;
 static cuda_t cu;
-static int *copies2d; /* the double's count of cudaMemcpy2DAsync calls (NULL on a real runtime) */
+static int *copies2d; /* the double's count of 2-D copies (NULL on a real runtime) */
+static const char *rt_name = "CUDA";
 static const char *skip_why;
 
+/* The runtime mlcomm uses here: HIP for MLC_MEMORY=rocm or MLC_BACKEND=rccl, else CUDA. */
 static int load_cuda(void)
 {
-    const char *env = getenv("MLC_CUDART_LIB");
-    const char *names[] = {env && env[0] ? env : "libcudart.so.13", "libcudart.so.12", "libcudart.so", NULL};
+    const char *mem = getenv("MLC_MEMORY"), *be = getenv("MLC_BACKEND");
+    bool hip = (mem && strcmp(mem, "rocm") == 0) || (be && strcmp(be, "rccl") == 0);
+    const char *env = getenv(hip ? "MLC_HIPRT_LIB" : "MLC_CUDART_LIB"), *pre = hip ? "hip" : "cuda";
+    const char *cuda_names[] = {env && env[0] ? env : "libcudart.so.13", "libcudart.so.12", "libcudart.so", NULL};
+    const char *hip_names[] = {env && env[0] ? env : "libamdhip64.so.6", "libamdhip64.so", NULL};
+    const char **names = hip ? hip_names : cuda_names;
     void *h = NULL;
     for (int i = 0; names[i] && !h; i++) h = dlopen(names[i], RTLD_NOW | RTLD_GLOBAL);
     if (!h) {
-        skip_why = "no CUDA runtime library";
+        skip_why = hip ? "no HIP runtime library" : "no CUDA runtime library";
         return -1;
     }
-    cu.malloc_ = (int (*)(void **, size_t))dlsym(h, "cudaMalloc");
-    cu.free_ = (int (*)(void *))dlsym(h, "cudaFree");
-    cu.memcpy_async = (int (*)(void *, const void *, size_t, int, void *))dlsym(h, "cudaMemcpyAsync");
-    cu.stream_sync = (int (*)(void *))dlsym(h, "cudaStreamSynchronize");
-    cu.device_count = (int (*)(int *))dlsym(h, "cudaGetDeviceCount");
+    char sym[64];
+#define RT_SYM(name) (snprintf(sym, sizeof sym, "%s%s", pre, name), dlsym(h, sym))
+    cu.malloc_ = (int (*)(void **, size_t))RT_SYM("Malloc");
+    cu.free_ = (int (*)(void *))RT_SYM("Free");
+    cu.memcpy_async = (int (*)(void *, const void *, size_t, int, void *))RT_SYM("MemcpyAsync");
+    cu.stream_sync = (int (*)(void *))RT_SYM("StreamSynchronize");
+    cu.device_count = (int (*)(int *))RT_SYM("GetDeviceCount");
+#undef RT_SYM
     copies2d = (int *)dlsym(h, "fake_cuda_memcpy2d_calls");
+    rt_name = hip ? "HIP" : "CUDA";
     int n = 0;
     if (!cu.malloc_ || !cu.memcpy_async || !cu.device_count || cu.device_count(&n) != 0 || n < 1) {
-        skip_why = "no CUDA device";
+        skip_why = hip ? "no HIP device" : "no CUDA device";
         return -1;
     }
     return 0;
@@ -67,6 +78,8 @@ static const xlayout_t layouts[] = {
     {2, {3, -2}, {17, 11}, {4, 3}, {1, 2}, {1, 0}, 12, 0},
     {3, {0, 0, 0}, {9, 7, 8}, {2, 3, 2}, {1, 1, 1}, {1, 1, 1}, 8, 2},
     {3, {0, 0, 0}, {6, 8, 5}, {2, 2, 1}, {3, 2, 1}, {0, 1, 1}, 2, -1},
+    /* 4-D: copies of more than three merged axes are chains of 2-D copies */
+    {4, {0, 0, 0, 0}, {4, 5, 3, 6}, {2, 1, 1, 2}, {1, 1, 1, 1}, {1, 1, 0, 1}, 8, -1},
 };
 
 static size_t patch_bytes(const xfield_t *f, int i)
@@ -225,7 +238,8 @@ static int refusals(mlc_comm_t *comm)
         CHECK_OK(st);
         CHECK_ERR(mlc_exchange_provide(ex, &v, NULL), MLC_ERR_UNSUPPORTED);
         CHECK(strstr(mlc_last_error(), "mlc_exchange_provide: view.data") &&
-                  strstr(mlc_last_error(), "is CUDA device memory, which executor") &&
+                  strstr(mlc_last_error(), "device memory, which executor") &&
+                  strstr(mlc_last_error(), rt_name) &&
                   strstr(mlc_last_error(), execs[k]),
               "provide: unexpected message: %s", mlc_last_error());
         CHECK_ERR(mlc_exchange_need(ex, &v, NULL), MLC_ERR_UNSUPPORTED);
@@ -240,7 +254,7 @@ static int refusals(mlc_comm_t *comm)
         CHECK_OK(mlc_exchange_set_executor(ex, "auto"));
         CHECK_OK(mlc_exchange_set_data(ex, MLC_EXCHANGE_NEED, id, d));
         CHECK_ERR(mlc_exchange_set_executor(ex, execs[k]), MLC_ERR_UNSUPPORTED);
-        CHECK(strstr(mlc_last_error(), "need 0 is CUDA device memory") &&
+        CHECK(strstr(mlc_last_error(), "need 0 is ") && strstr(mlc_last_error(), rt_name) &&
                   strstr(mlc_last_error(), execs[k]),
               "set_executor: unexpected message: %s", mlc_last_error());
         v.data = d;
