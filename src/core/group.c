@@ -245,12 +245,11 @@ mlc_status_t mlc_group_end(void)
         g.ops[i].req->group_open = false;
         g.ops[i].req->comm->group_ops--;
     }
+    mlc_status_t hook_st = MLC_SUCCESS;
+    char hook_msg[600] = "";
     if (comms) {
-        mlc_status_t st = run_hooks(comms, comms_of(comms, true), comms + n);
-        if (st != MLC_SUCCESS) {
-            first = st;
-            snprintf(first_msg, sizeof first_msg, "mlc_group_end: %s", mlc_last_error());
-        }
+        hook_st = run_hooks(comms, comms_of(comms, true), comms + n);
+        if (hook_st != MLC_SUCCESS) snprintf(hook_msg, sizeof hook_msg, "mlc_group_end: %s", mlc_last_error());
         wait_owned(comms);
     }
     for (size_t i = 0; i < n; i++) {
@@ -265,6 +264,11 @@ mlc_status_t mlc_group_end(void)
                      "failed: %s", i + 1, n, what, r->comm->rank, mlc_last_error());
         }
         mlc_request_release(r);
+    }
+    /* A failure of only request forms: the hook's message (their requests have theirs). */
+    if (first == MLC_SUCCESS && hook_st != MLC_SUCCESS) {
+        first = hook_st;
+        snprintf(first_msg, sizeof first_msg, "%s", hook_msg);
     }
     free(comms);
     free(g.ops);

@@ -475,6 +475,7 @@ static void nccl_destroy(mlc_comm_t *comm)
     if (mlc_nccl_dev_enter(impl, &prev) != MLC_SUCCESS) prev = -1;
     pthread_mutex_lock(&impl->lock);
     mlc_request_t *pending = pending_detach(impl);
+    mlc_request_t *deferred = mlc_nccl_deferred_take(impl);
     mlc_ncclComm_t nc = impl->nc;
     impl->nc = NULL;
     pthread_mutex_unlock(&impl->lock);
@@ -494,6 +495,7 @@ static void nccl_destroy(mlc_comm_t *comm)
         else api->ncclCommAbort(nc);
     }
     complete_all(pending, MLC_ERR_ABORTED, "communicator freed while the operation was pending");
+    complete_all(deferred, MLC_ERR_ABORTED, "communicator freed before its group ended");
     for (int i = 0; i < impl->nevents; i++) rt->event_destroy(impl->events[i]);
     free(impl->events);
     if (impl->scratch_event) rt->event_destroy(impl->scratch_event);
@@ -516,8 +518,10 @@ static void nccl_abort(mlc_comm_t *comm)
     pthread_mutex_lock(&impl->lock);
     abort_locked(impl);
     mlc_request_t *pending = pending_detach(impl);
+    mlc_request_t *deferred = mlc_nccl_deferred_take(impl);
     pthread_mutex_unlock(&impl->lock);
     complete_all(pending, MLC_ERR_ABORTED, "communicator aborted (mlc_comm_abort)");
+    complete_all(deferred, MLC_ERR_ABORTED, "communicator aborted (mlc_comm_abort) before its group ended");
 }
 
 /* ---- progress ---------------------------------------------------------------- */
@@ -681,6 +685,7 @@ static const char *const *nccl_algos(mlc_coll_t coll)
         .destroy = nccl_destroy,                                                                \
         .abort = nccl_abort,                                                                    \
         .start = {MLC_COLL_LIST(MLC_X_START)},                                                  \
+        .group_end = mlc_nccl_group_end,                                                        \
         .iprobe = nccl_iprobe,                                                                  \
         .progress = nccl_progress,                                                              \
         .idle = nccl_idle,                                                                      \
