@@ -30,6 +30,8 @@
  *                              says "in progress" k times before success
  *   FAKE_NCCL_ASYNC_ERROR=code after the first collective, ncclCommGetAsyncError
  *                              reports this ncclResult_t
+ *   FAKE_NCCL_REFUSE=1         collectives refuse their arguments (ncclInvalidArgument),
+ *                              as NCCL would one that mlcomm did not check
  * Built with -DFAKE_NO_SPLIT it does not export ncclCommSplit; with -DFAKE_HIP
  * it runs on the fake HIP runtime (an RCCL).
  *
@@ -593,6 +595,7 @@ static int collective(int kind, fake_comm_t *c, const void *send, void *recv, si
     if (type_size(dt) == 0) return arg_err(c, ncclInvalidArgument, "bad datatype");
     if (op < -1 || op > 4) return arg_err(c, ncclInvalidArgument, "bad op");
     if (root < 0 || root >= c->nranks) return arg_err(c, ncclInvalidArgument, "bad root");
+    if (env_int("FAKE_NCCL_REFUSE", 0)) return arg_err(c, ncclInvalidArgument, "refused (FAKE_NCCL_REFUSE)");
     int r = kind == OP_BCAST && c->rank != root ? ncclSuccess
                                                 : check_buf(c, send, send_elems * type_size(dt), "sendbuff");
     if (r == ncclSuccess && (kind != OP_REDUCE || c->rank == root))

@@ -259,8 +259,21 @@ mlc_status_t mlc_nccl_result(nccl_comm_t *impl, mlc_comm_t *comm, mlc_ncclResult
     char msg[512];
     snprintf(msg, sizeof msg, "%s %s: %s%s%s", impl->fl->name, what, api->ncclGetErrorString(r),
              last && last[0] ? ": " : "", last ? last : "");
-    if (r == mlc_ncclInvalidArgument || r == mlc_ncclInvalidUsage)
-        return mlc_error(MLC_ERR_INVALID_ARG, "%s", msg);
+    if (r == mlc_ncclInvalidArgument || r == mlc_ncclInvalidUsage) {
+        /* Arguments are checked before NCCL sees them. Should NCCL refuse one
+         * anyway: before 2.28 the refusal is this call's alone; from 2.28 on
+         * it is also the communicator's asynchronous error, which no later
+         * call survives, so the communicator fails now, saying why. */
+        mlc_ncclResult_t e = mlc_ncclSuccess;
+        pthread_mutex_lock(&impl->lock);
+        if (impl->nc && api->ncclCommGetAsyncError(impl->nc, &e) != mlc_ncclSuccess) e = mlc_ncclSuccess;
+        pthread_mutex_unlock(&impl->lock);
+        if (e == mlc_ncclSuccess || e == mlc_ncclInProgress) return mlc_error(MLC_ERR_INVALID_ARG, "%s", msg);
+        char sticky[640];
+        snprintf(sticky, sizeof sticky, "%s (NCCL keeps the refusal as the communicator's error: it cannot be "
+                 "used again)", msg);
+        return mlc_nccl_fail(impl, comm, MLC_ERR_ABORTED, sticky);
+    }
     /* Anything else leaves the NCCL communicator unusable. */
     return mlc_nccl_fail(impl, comm, r == mlc_ncclRemoteError ? MLC_ERR_PEER_LOST : MLC_ERR_ABORTED, msg);
 }

@@ -304,6 +304,14 @@ static mlc_status_t check_p2p(const nccl_comm_t *impl, const mlc_request_t *req)
         return mlc_error(MLC_ERR_UNSUPPORTED,
                          "%s %s: tag %d: NCCL has no tags, only tag 0 (or MLC_ANY_TAG) is accepted",
                          be, op, recv_tag);
+    /* Checked here, never left to NCCL: NCCL 2.28 keeps a refused call as the
+     * communicator's error, which would end the communicator. */
+    if (!req->grouped && req->coll != MLC_COLL_SENDRECV && a->root == req->comm->rank)
+        return mlc_error(MLC_ERR_INVALID_ARG,
+                         "%s %s: peer %d is this rank: outside a group a %s to itself never completes on "
+                         "NCCL (its other half would be queued behind it); use mlc_sendrecv, or both "
+                         "halves between mlc_group_start and mlc_group_end",
+                         be, op, a->root, op);
     return MLC_SUCCESS;
 }
 
