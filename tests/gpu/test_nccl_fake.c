@@ -425,6 +425,29 @@ static void test_refused_by_nccl(void)
     rt->free(d);
 }
 
+/* NCCL_COMM_BLOCKING=1 makes NCCL ignore the config's non-blocking mode:
+ * every NCCL call could then block beyond MLC_TIMEOUT and mlc_comm_abort.
+ * Refused at init, naming the variable; 0 is fine. */
+static void test_comm_blocking(void)
+{
+    mlc_config_t cfg = MLC_CONFIG_INIT;
+    cfg.backend = backend;
+    mlc_comm_t *comm = NULL;
+    setenv("NCCL_COMM_BLOCKING", "1", 1);
+    mlc_status_t st = mlc_comm_init(&cfg, &comm);
+    CHECK(st == MLC_ERR_CONFIG && strstr(mlc_last_error(), "NCCL_COMM_BLOCKING=1"),
+          "init with NCCL_COMM_BLOCKING=1: %s: %s (NCCL made it blocking: %d)", mlc_status_name(st),
+          mlc_last_error(), *ncounter("fake_nccl_last_blocking"));
+    if (comm) mlc_comm_free(comm);
+    comm = NULL;
+    setenv("NCCL_COMM_BLOCKING", "0", 1);
+    CHECK_OK(mlc_comm_init(&cfg, &comm));
+    CHECK(*ncounter("fake_nccl_last_blocking") == 0, "NCCL_COMM_BLOCKING=0: blocking %d",
+          *ncounter("fake_nccl_last_blocking"));
+    if (comm) mlc_comm_free(comm);
+    unsetenv("NCCL_COMM_BLOCKING");
+}
+
 static void test_ops(void)
 {
     int live_events = *ccounter("fake_cuda_live_events"), live_streams = *ccounter("fake_cuda_live_streams");
@@ -454,6 +477,7 @@ static void test_ops(void)
     test_abort();
     test_free_pending();
     test_refused_by_nccl();
+    test_comm_blocking();
     if (gpu_kind == MLC_GPU_CUDA) test_backend_table();
 }
 

@@ -4,6 +4,7 @@
  * failure handling. Operations are in nccl_colls.c, the unique-id
  * bootstrap in nccl_boot.c, the NCCL_* tuning variables in nccl_tuning.c.
  */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -308,6 +309,26 @@ static mlc_status_t load_libs(const nccl_flavor_t *fl, const mlc_nccl_api_t **ap
     return st;
 }
 
+/*
+ * NCCL_COMM_BLOCKING in the environment beats the config's blocking field:
+ * at 1 every NCCL call may block, beyond MLC_TIMEOUT and mlc_comm_abort
+ * (which would wait for the call's lock), so it is refused, saying why.
+ */
+static mlc_status_t check_comm_blocking(const nccl_flavor_t *fl)
+{
+    const char *v = mlc_env_text(MLC_ENV_NCCL_COMM_BLOCKING);
+    long long b = 0;
+    if (!v) return MLC_SUCCESS;
+    if (!mlc_parse_int(v, LLONG_MIN, LLONG_MAX, &b))
+        return mlc_error(MLC_ERR_CONFIG, "%s: NCCL_COMM_BLOCKING='%s' is not an integer", fl->name, v);
+    if (b == 0) return MLC_SUCCESS;
+    return mlc_error(MLC_ERR_CONFIG,
+                     "%s: NCCL_COMM_BLOCKING=%s in the environment overrides the non-blocking mode mlcomm "
+                     "creates NCCL communicators in: NCCL calls could then block without end, beyond "
+                     "MLC_TIMEOUT and mlc_comm_abort; unset it (or set it to 0)",
+                     fl->name, v);
+}
+
 static mlc_ncclConfig_t nonblocking_config(void)
 {
     mlc_ncclConfig_t c = {sizeof(mlc_ncclConfig_t), MLC_NCCL_CONFIG_MAGIC, MLC_NCCL_CONFIG_VERSION, 0,
@@ -379,6 +400,8 @@ static mlc_status_t nccl_init(mlc_comm_t *comm, const mlc_boot_t *boot)
     mlc_status_t st = load_libs(fl, &api, &rt, &ndev);
     if (st != MLC_SUCCESS) return st;
 
+    st = check_comm_blocking(fl);
+    if (st != MLC_SUCCESS) return st;
     mlc_nccl_tuning_t tuning;
     st = mlc_nccl_tuning_resolve(&comm->cfg, api->version, &tuning);
     if (st == MLC_SUCCESS) st = mlc_nccl_tuning_apply(&tuning);
@@ -438,6 +461,8 @@ static mlc_status_t nccl_split(mlc_comm_t *parent, int color, int key, const int
                          "%s: mlc_comm_split needs ncclCommSplit, which %s %s (%s) does not export "
                          "(NCCL 2.18 or later has it)",
                          pi->fl->name, api->name, "library", api->lib.path);
+    mlc_status_t bst = check_comm_blocking(pi->fl);
+    if (bst != MLC_SUCCESS) return bst;
     int ncolor = color == MLC_UNDEFINED ? MLC_NCCL_SPLIT_NOCOLOR : color;
     if (ncolor < 0 && ncolor != MLC_NCCL_SPLIT_NOCOLOR)
         return mlc_error(MLC_ERR_INVALID_ARG, "%s: split colour %d must be >= 0 or MLC_UNDEFINED",
