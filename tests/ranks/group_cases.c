@@ -144,6 +144,26 @@ int group_two_comms(mlc_comm_t *comm, mlc_comm_t *other, size_t bytes)
     return bad;
 }
 
+int group_abort(mlc_comm_t *comm, mlc_comm_t *other)
+{
+    int32_t v = 0;
+    CHECK_OK(mlc_barrier(comm, NULL)); /* every rank is done with other's earlier traffic */
+    CHECK_OK(mlc_group_start());
+    /* Nobody sends it: only the abort ends it. A peer's abort may come first. */
+    mlc_status_t st = mlc_recv(&v, 1, MLC_INT32, left_of(comm), 0, other, NULL, NULL);
+    CHECK(st == MLC_SUCCESS || st == MLC_ERR_ABORTED, "recv in a group: %s (%s)", mlc_status_name(st),
+          mlc_last_error());
+    CHECK_OK(mlc_comm_abort(other));
+    mlc_status_t end = mlc_group_end();
+    if (st == MLC_SUCCESS)
+        CHECK(end == MLC_ERR_ABORTED && strstr(mlc_last_error(), "grouped operation 1 of 1, recv"),
+              "group ended by an abort: %s (%s), expected MLC_ERR_ABORTED naming the recv",
+              mlc_status_name(end), mlc_last_error());
+    else
+        CHECK_OK(end);
+    return 0;
+}
+
 int group_all_cases(mlc_comm_t *comm, mlc_comm_t *other, size_t ring_bytes, size_t bytes)
 {
     int bad = group_ring_blocking(comm, ring_bytes);
@@ -151,6 +171,7 @@ int group_all_cases(mlc_comm_t *comm, mlc_comm_t *other, size_t ring_bytes, size
     bad |= group_requests(comm, bytes);
     bad |= group_empty_and_nested(comm, bytes);
     bad |= group_two_comms(comm, other, bytes);
+    bad |= group_abort(comm, other);
     return bad;
 }
 

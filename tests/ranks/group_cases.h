@@ -22,6 +22,9 @@ int group_empty_and_nested(mlc_comm_t *comm, size_t bytes);
 /* A group over comm and `other` (the same ranks): freeing one while the
  * group is open is refused; a collective in the group. */
 int group_two_comms(mlc_comm_t *comm, mlc_comm_t *other, size_t bytes);
+/* other is aborted while a group waits on it: MLC_ERR_ABORTED naming the
+ * operation (other is failed afterwards). */
+int group_abort(mlc_comm_t *comm, mlc_comm_t *other);
 /* Every case above in turn (the big ring of ring_bytes). */
 int group_all_cases(mlc_comm_t *comm, mlc_comm_t *other, size_t ring_bytes, size_t bytes);
 /* Two ranks: rank 1 never posts; rank 0's group fails with MLC_ERR_TIMEOUT
