@@ -201,7 +201,7 @@ mlc_status_t mlc_submit_plain(mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_
     req->bytes = bytes;
     req->blocking = out == NULL;
     req->internal = comm->internal_depth > 0;
-    req->grouped = !req->internal && mlc_group_submitting();
+    req->grouped = comm->group_submitting && !req->internal;
     if (coll < MLC_COLL_SEND) req->seq = comm->coll_seq++;
     req->algo = mlc_request_algo(req);
     if (comm->prof) req->t_start = mlc_now();
@@ -233,7 +233,9 @@ mlc_status_t mlc_submit_now(mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_t 
 static mlc_status_t submit(mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_t *args, size_t bytes,
                            mlc_request_t **out)
 {
-    if (comm->internal_depth == 0 && mlc_group_is_open()) return mlc_group_submit(comm, coll, args, bytes, out);
+    if (__builtin_expect(atomic_load_explicit(&mlc_groups_open, memory_order_relaxed) > 0, 0) &&
+        comm->internal_depth == 0 && mlc_group_is_open())
+        return mlc_group_submit(comm, coll, args, bytes, out);
     return mlc_submit_now(comm, coll, args, bytes, out);
 }
 

@@ -87,6 +87,7 @@ struct mlc_comm {
     mlc_cost_model_t model;  /* the selector's alpha/beta/gamma, identical on every rank */
     int internal_depth;    /* > 0 while mlcomm runs its own collectives on this communicator */
     int group_ops;         /* operations in an open group (mlc_group_start) not yet ended */
+    bool group_submitting; /* a grouped call is being started (its request gets `grouped`) */
     /* request pool */
     struct mlc_request *free_reqs;
     struct mlc_req_chunk *req_chunks;
@@ -138,10 +139,10 @@ mlc_status_t mlc_request_finish(mlc_request_t *req);
 /* "send (peer 1, tag 0, 64 bytes)" / "allreduce #3 (...)": names req in messages. */
 void mlc_request_describe(const mlc_request_t *req, char *buf, size_t len);
 /* Open groups of the calling thread (core/group.c). */
+/* Threads of the process with an open group (a cheap "none" test first). */
+extern atomic_int mlc_groups_open;
 /* True while the calling thread has an open group (mlc_group_start). */
 bool mlc_group_is_open(void);
-/* True while a call of an open group is being started (so req->grouped is set). */
-bool mlc_group_submitting(void);
 /* Start a call inside the open group: a blocking form (out == NULL) returns at
  * once and is waited by mlc_group_end; a request form hands out its request. */
 mlc_status_t mlc_group_submit(mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_t *args, size_t bytes,
