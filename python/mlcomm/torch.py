@@ -296,6 +296,10 @@ class ProcessGroupMlcomm(dist.ProcessGroup):
     # ---- collectives
     def allreduce(self, tensors, opts=None):
         op = _op(opts)
+        if any(t.is_sparse for t in tensors):
+            for t in tensors:
+                self._sparse_allreduce(t, op)
+            return self._work([], tensors)
         ops, fin = [], []
         for t in tensors:
             c, back = _contig(t)
@@ -304,6 +308,29 @@ class ProcessGroupMlcomm(dist.ProcessGroup):
             ops.append(self._coll(_lib.allreduce, (b.ptr, b.ptr, n, dt, _core.OP[op]), b))
             fin.append(back)
         return self._work(ops, tensors, _chain(*fin))
+
+    def _sparse_allreduce(self, t, op):
+        """A sparse COO tensor's sum, as gloo's: every rank's (index, value)
+        pairs gathered (all-gather of the counts, then two all-gathervs),
+        coalesced into t."""
+        if not t.is_sparse:
+            raise RuntimeError("mlcomm: all_reduce of sparse and dense tensors in one call")
+        if op != "sum":
+            raise RuntimeError("mlcomm: all_reduce of a sparse tensor supports SUM only, not %s" % op.upper())
+        c = t.coalesce()
+        idx = c.indices().t().contiguous()  # (nnz, sparse_dim): each rank's block contiguous
+        val = c.values().contiguous()       # (nnz, *dense)
+        try:
+            counts = self.comm.allgather(torch.tensor([idx.shape[0]], dtype=torch.int64)).reshape(-1).tolist()
+            total = sum(counts)
+            every_idx = torch.empty((total, idx.shape[1]), dtype=torch.int64)
+            self.comm.allgatherv(idx, [k * idx.shape[1] for k in counts], out=every_idx)
+            dense = val[0].numel() if val.shape[0] else int(torch.tensor(val.shape[1:]).prod().item())
+            every_val = torch.empty((total,) + tuple(val.shape[1:]), dtype=val.dtype)
+            self.comm.allgatherv(val, [k * dense for k in counts], out=every_val)
+        except Error as e:
+            raise _runtime(e) from None
+        t.copy_(torch.sparse_coo_tensor(every_idx.t(), every_val, t.shape).coalesce())
 
     def allreduce_coalesced(self, tensors, opts=None):
         op = _op(opts)
