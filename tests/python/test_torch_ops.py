@@ -133,6 +133,9 @@ def ops(r, p, group, ranks):
         check(False, "sparse all_reduce MAX did not raise")
     except RuntimeError as e:
         check("SUM only" in str(e), "sparse all_reduce MAX: %s" % e)
+    # monitored_barrier (gloo's, on mlcomm groups too): every rank arrives
+    dist.monitored_barrier(group=g, timeout=datetime.timedelta(seconds=30))
+    dist.monitored_barrier(group=g, timeout=30.0, wait_all_ranks=True)
     # async work: wait, is_completed, result, get_future
     t = torch.ones(8)
     w = dist.all_reduce(t, group=g, async_op=True)
