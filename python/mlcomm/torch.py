@@ -20,6 +20,7 @@ always asynchronous. Work.get_future() waits, and returns a completed future. CP
 allows (MLC_MEMORY=cuda or auto)."""
 
 import collections
+import concurrent.futures
 import ctypes
 import datetime
 import inspect
@@ -58,7 +59,10 @@ def _op(opts):
 
 
 def _runtime(e):
-    """torch expects RuntimeError from a failed collective."""
+    """torch expects RuntimeError from a failed collective; a timeout says
+    "Timed out", as gloo's do (torch's tests and tools match on it)."""
+    if isinstance(e, Error) and e.name == "MLC_ERR_TIMEOUT":
+        return RuntimeError("mlcomm: %s: Timed out (%s)" % (e.name, e.message))
     return RuntimeError("mlcomm: %s" % e)
 
 
@@ -213,9 +217,16 @@ class ProcessGroupMlcomm(dist.ProcessGroup):
         self._pending = set()
         self._recent = collections.deque(maxlen=256)
         self._rank, self._size = rank, size
+        self._mb_calls = 0
+        self._timeout_s = timeout.total_seconds() if timeout is not None else 1800.0
         if comm is not None:  # a subgroup split from the default group's communicator
             self.comm = comm
             self._h = comm._live()
+            if timeout is not None:  # new_group(timeout=...): this group's own
+                try:
+                    comm.set_timeout(max(timeout.total_seconds(), 0))
+                except Error as e:
+                    raise _runtime(e) from None
             return
         # Ranks of this group meet through its store: every init adds `size`
         # to a counter, so an init reusing a store gets a key of its own.
@@ -288,6 +299,10 @@ class ProcessGroupMlcomm(dist.ProcessGroup):
     # ---- collectives
     def allreduce(self, tensors, opts=None):
         op = _op(opts)
+        if any(t.is_sparse for t in tensors):
+            for t in tensors:
+                self._sparse_allreduce(t, op)
+            return self._work([], tensors)
         ops, fin = [], []
         for t in tensors:
             c, back = _contig(t)
@@ -296,6 +311,29 @@ class ProcessGroupMlcomm(dist.ProcessGroup):
             ops.append(self._coll(_lib.allreduce, (b.ptr, b.ptr, n, dt, _core.OP[op]), b))
             fin.append(back)
         return self._work(ops, tensors, _chain(*fin))
+
+    def _sparse_allreduce(self, t, op):
+        """A sparse COO tensor's sum, as gloo's: every rank's (index, value)
+        pairs gathered (all-gather of the counts, then two all-gathervs),
+        coalesced into t."""
+        if not t.is_sparse:
+            raise RuntimeError("mlcomm: all_reduce of sparse and dense tensors in one call")
+        if op != "sum":
+            raise RuntimeError("mlcomm: all_reduce of a sparse tensor supports SUM only, not %s" % op.upper())
+        c = t.coalesce()
+        idx = c.indices().t().contiguous()  # (nnz, sparse_dim): each rank's block contiguous
+        val = c.values().contiguous()       # (nnz, *dense)
+        try:
+            counts = self.comm.allgather(torch.tensor([idx.shape[0]], dtype=torch.int64)).reshape(-1).tolist()
+            total = sum(counts)
+            every_idx = torch.empty((total, idx.shape[1]), dtype=torch.int64)
+            self.comm.allgatherv(idx, [k * idx.shape[1] for k in counts], out=every_idx)
+            dense = val[0].numel() if val.shape[0] else int(torch.tensor(val.shape[1:]).prod().item())
+            every_val = torch.empty((total,) + tuple(val.shape[1:]), dtype=val.dtype)
+            self.comm.allgatherv(val, [k * dense for k in counts], out=every_val)
+        except Error as e:
+            raise _runtime(e) from None
+        t.copy_(torch.sparse_coo_tensor(every_idx.t(), every_val, t.shape).coalesce())
 
     def allreduce_coalesced(self, tensors, opts=None):
         op = _op(opts)
@@ -492,6 +530,54 @@ class ProcessGroupMlcomm(dist.ProcessGroup):
     def barrier(self, opts=None):
         return self._work([self._coll(_lib.barrier, (), None)], [])
 
+    def monitored_barrier(self, timeout=None, wait_all_ranks=False):
+        """gloo's monitored barrier: every rank reports to rank 0, which
+        names the ranks that did not arrive within `timeout` (seconds or a
+        timedelta; default the communicator's own). Rank 0 then releases
+        the others, which fail if it does not. Messages go on a tag of its
+        own per call (counting down from the communicator's largest), so a
+        late rank's report never satisfies a later barrier."""
+        secs = timeout.total_seconds() if hasattr(timeout, "total_seconds") else timeout
+        if secs is None:
+            secs = self._timeout_s
+        self._mb_calls += 1
+        tag = self.comm.tag_max - self._mb_calls % 1024
+        token = torch.zeros(1, dtype=torch.uint8)
+        ms = int(secs * 1000)
+        try:
+            if self._rank != 0:
+                self.comm.send(token, 0, tag)
+                try:
+                    self.comm.recv(torch.empty(1, dtype=torch.uint8), 0, tag, async_op=True).wait(secs)
+                except (Error, concurrent.futures.TimeoutError):
+                    raise RuntimeError("mlcomm: Rank %d successfully reached monitoredBarrier, but received errors "
+                                       "while waiting for send/recv from rank 0. Please check rank 0 logs for "
+                                       "faulty rank." % self._rank) from None
+                return
+            start = time.monotonic()
+            reports = [(q, self.comm.recv(torch.empty(1, dtype=torch.uint8), q, tag, async_op=True))
+                       for q in range(1, self._size)]
+            arrived, failed = [], []
+            for q, req in reports:
+                left = secs if wait_all_ranks else secs - (time.monotonic() - start)
+                if left <= 0 and not wait_all_ranks:
+                    raise RuntimeError("mlcomm: Rank 0 timed out in monitoredBarrier after %d ms. Successfully "
+                                       "processed ranks: %s" % (ms, ", ".join(map(str, arrived)) or "none"))
+                try:
+                    req.wait(left)
+                    arrived.append(q)
+                except (Error, concurrent.futures.TimeoutError):
+                    failed.append(q)
+                    if not wait_all_ranks:
+                        raise RuntimeError("mlcomm: Rank %d failed to pass monitoredBarrier in %d ms" % (q, ms)) from None
+            if failed:
+                raise RuntimeError("mlcomm: Ranks %s failed to pass monitoredBarrier in %d ms"
+                                   % (", ".join(map(str, failed)), ms))
+            for q in arrived:
+                self.comm.send(token, q, tag)
+        except Error as e:
+            raise _runtime(e) from None
+
     # ---- point-to-point
     def send(self, tensors, dst, tag=0):
         ops = []
@@ -531,8 +617,9 @@ def _reduce(b, op):
 # (members colour 0, others none), and the creator takes the member's part.
 # (Separate inits per group would not do: mlcomm's shm backend names an
 # init's meeting place after the process's count of inits, which differs
-# between members that belong to different groups.) A subgroup made so has
-# the default group's timeout.
+# between members that belong to different groups.) A subgroup made so
+# takes the timeout given to new_group (torch passes the default group's
+# when none is given).
 _split = {}
 
 
@@ -571,6 +658,27 @@ def _wrap_helper():
     c10d._new_process_group_helper = helper
 
 
+def _wrap_monitored_barrier():
+    """dist.monitored_barrier refuses every backend but gloo by name; on an
+    mlcomm group it runs the group's own monitored_barrier instead."""
+    c10d = dist.distributed_c10d
+    inner = c10d.monitored_barrier
+    if getattr(inner, "_mlcomm", False):
+        return
+
+    def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
+        pg = c10d._get_default_group() if group is None or group is c10d.GroupMember.WORLD else group
+        if isinstance(pg, ProcessGroupMlcomm):
+            if c10d._rank_not_in_group(group):
+                return None
+            return pg.monitored_barrier(timeout, wait_all_ranks)
+        return inner(group, timeout, wait_all_ranks)
+
+    monitored_barrier._mlcomm = True
+    c10d.monitored_barrier = monitored_barrier
+    dist.monitored_barrier = monitored_barrier
+
+
 def _register():
     if BACKEND.upper() in getattr(dist.Backend, "_plugins", {}):
         return
@@ -583,3 +691,4 @@ def _register():
 
 _register()
 _wrap_helper()
+_wrap_monitored_barrier()
