@@ -218,6 +218,7 @@ class ProcessGroupMlcomm(dist.ProcessGroup):
         self._recent = collections.deque(maxlen=256)
         self._rank, self._size = rank, size
         self._mb_calls = 0
+        self._scratch_buf = None
         self._timeout_s = timeout.total_seconds() if timeout is not None else 1800.0
         if comm is not None:  # a subgroup split from the default group's communicator
             self.comm = comm
@@ -376,10 +377,25 @@ class ProcessGroupMlcomm(dist.ProcessGroup):
             fin.append(back if self._rank == root else None)
         return self._work(ops, tensors, _chain(*fin))
 
+    def _scratch(self, numel, like):
+        """A tensor of numel elements like `like` for the list forms of
+        all_gather and reduce_scatter. In blocking mode (the default) the
+        group keeps the last one (up to 256 MiB) for the next call: a fresh
+        one of many MiB is fresh pages, whose faults cost more than the
+        collective itself. Requests in flight (MLCOMM_TORCH_ASYNC=1) each
+        get their own."""
+        nbytes = numel * like.element_size()
+        if _ASYNC or like.device.type != "cpu" or nbytes > 256 << 20:
+            return torch.empty(numel, dtype=like.dtype, device=like.device)
+        s = self._scratch_buf
+        if s is None or s.numel() * s.element_size() < nbytes:
+            s = self._scratch_buf = torch.empty(nbytes, dtype=torch.uint8)
+        return s[:nbytes].view(like.dtype)
+
     def _allgather_one(self, outputs, t):
         c = t.contiguous()
         b = _buf(c, "allgather")
-        out = torch.empty((self._size,) + tuple(c.shape), dtype=c.dtype, device=c.device)
+        out = self._scratch(self._size * c.numel(), c).view((self._size,) + tuple(c.shape))
         ob = _buf(out, "allgather", True)
         dt = _core.move_dtype(b)
         o = self._coll(_lib.allgather, (b.ptr, ob.ptr, b.elems(dt), dt), (b, ob))
@@ -387,6 +403,9 @@ class ProcessGroupMlcomm(dist.ProcessGroup):
         def finish():
             for r, dst in enumerate(outputs):
                 dst.copy_(out[r].view_as(dst))
+        if o is None:  # complete: copy out now, the next call may reuse the scratch
+            finish()
+            return None, None
         return o, finish
 
     def allgather(self, output_tensors, input_tensors, opts=None):
@@ -428,7 +447,7 @@ class ProcessGroupMlcomm(dist.ProcessGroup):
         for out, ins in zip(output_tensors, input_lists):
             if len(ins) != self._size:
                 raise RuntimeError("mlcomm: reduce_scatter needs %d input tensors, got %d" % (self._size, len(ins)))
-            flat = _flat(ins)
+            flat = torch.cat([t.reshape(-1) for t in ins], out=self._scratch(sum(t.numel() for t in ins), ins[0]))
             c, back = _contig(out)
             b, ob = _buf(flat, "reduce_scatter"), _buf(c, "reduce_scatter", True)
             if b.count != ob.count * self._size:
