@@ -123,6 +123,10 @@ static int core_api(mlc_comm_t *comm, unsigned char *a, unsigned char *b, size_t
     mlc_unique_id_t unterminated = id; /* the right prefix, no terminator anywhere */
     memset(unterminated.internal + 8, 'a', sizeof unterminated.internal - 8);
     BAD(mlc_comm_init_rank, mlc_comm_init_rank(&unterminated, 1, 0, NULL, &c), E);
+    mlc_store_t half = {NULL, NULL, NULL}; /* no callbacks */
+    BAD(mlc_comm_init_store, mlc_comm_init_store(NULL, 2, 0, NULL, &c), E);
+    BAD(mlc_comm_init_store, mlc_comm_init_store(&half, 2, 0, NULL, &c), E);
+    BAD(mlc_comm_init_store, mlc_comm_init_store(&half, 2, 0, NULL, NULL), E);
     CHECK(c == NULL && cs[0] == NULL, "a failed init wrote its output");
     BADV(mlc_comm_rank, mlc_comm_rank(NULL) == -1);
     BADV(mlc_comm_size, mlc_comm_size(NULL) == -1);
