@@ -3,7 +3,8 @@
  * allreduce: every dtype x built-in op at sizes 0, 1, 7 and 1001 (not a
  * multiple of any rank count), in-place and out-of-place; 1 MiB for one
  * dtype per op; every algorithm the backend offers; results checked against
- * a local reference and bitwise identical on every rank.
+ * a local reference and bitwise identical on every rank; large in-place calls
+ * that reuse the communicator's scratch, two of them in flight at once.
  */
 #include "harness.h"
 #include "testdata.h"
@@ -118,12 +119,44 @@ static int every_algorithm(mlc_comm_t *comm)
     return 0;
 }
 
+/* Large in-place reductions share scratch kept by the communicator between
+ * calls: a smaller call after a larger one, a larger after a smaller, and
+ * two in flight at once (each must get scratch of its own). */
+static int scratch_reuse(mlc_comm_t *comm)
+{
+    static const size_t counts[] = {MIB / 2 + 5, MIB / 16 + 1, MIB + 3};
+    int p = mlc_comm_size(comm), r = mlc_comm_rank(comm);
+    uint32_t seed = 90000;
+    for (size_t k = 0; k < sizeof counts / sizeof *counts; k++) {
+        case_desc_t c = {MLC_FLOAT32, MLC_SUM, counts[k], 1, seed++, "auto"};
+        CHECK_RUN(check_allreduce(comm, &c));
+    }
+    size_t n = MIB / 4 + 7, bytes = n * 4;
+    unsigned char *buf[2], *want[2];
+    mlc_request_t *req[2];
+    for (int i = 0; i < 2; i++) {
+        buf[i] = mlc_test_alloc(bytes);
+        want[i] = mlc_test_alloc(bytes);
+        mlc_tv_fill(MLC_INT32, MLC_SUM, p, r, seed + (uint32_t)i, buf[i], 0, n);
+        mlc_tv_fill_expected(MLC_INT32, MLC_SUM, p, seed + (uint32_t)i, want[i], 0, n);
+        CHECK_OK(mlc_allreduce(buf[i], buf[i], n, MLC_INT32, MLC_SUM, comm, &req[i]));
+    }
+    for (int i = 1; i >= 0; i--) CHECK_OK(mlc_request_wait(&req[i]));
+    for (int i = 0; i < 2; i++) {
+        CHECK_MEM(buf[i], want[i], bytes, 4, "in-place allreduce %d of two in flight", i);
+        mlc_test_free(buf[i]);
+        mlc_test_free(want[i]);
+    }
+    return 0;
+}
+
 static int body(mlc_comm_t *comm)
 {
     /* count 0: buffers may be NULL. */
     CHECK_OK(mlc_allreduce(NULL, NULL, 0, MLC_FLOAT32, MLC_SUM, comm, NULL));
     CHECK_RUN(full_matrix(comm));
     CHECK_RUN(one_mib(comm, "auto", 20000));
+    CHECK_RUN(scratch_reuse(comm));
     CHECK_RUN(every_algorithm(comm));
     /* The communicator is still healthy and agrees that everyone passed. */
     CHECK(mlc_comm_status(comm) == MLC_SUCCESS, "communicator failed: %s",

@@ -240,7 +240,7 @@ static mlc_status_t start_coll_as(mlc_request_t *req)
         pthread_mutex_lock(&ep->lock);
         st = activate(ep, req);
         pthread_mutex_unlock(&ep->lock);
-        if (st != MLC_SUCCESS) eng_direct_cancel(&rs->direct);
+        if (st != MLC_SUCCESS) eng_direct_cancel(req->comm->impl, &rs->direct);
         return st;
     }
     const mlc_algo_t *algo = mlc_algo_find(req->coll, req->algo);
@@ -365,7 +365,7 @@ void eng_be_destroy(mlc_comm_t *comm)
             eng_req_t *rs = req_state(e->req);
             if (e->exec) mlc_exec_destroy(e->exec, &eng_transport, rs);
             e->exec = NULL;
-            if (rs->is_direct) eng_direct_cancel(&rs->direct);
+            if (rs->is_direct) eng_direct_cancel(ec, &rs->direct);
             for (int i = 0; i < rs->nops; i++) eng_op_cancel(ep, rs->ops[i]);
             rs->nops = 0;
             if (!e->req->blocking) ep->async_pending--;
@@ -391,6 +391,7 @@ void eng_be_destroy(mlc_comm_t *comm)
         u = next;
     }
     pthread_mutex_unlock(&ep->lock);
+    eng_direct_comm_free(ec);
     free(ec->world_of);
     free(ec->comm_of);
     free(ec);

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
+# cmake --install into a scratch prefix; Debian's interpreter, started away
+# from the source tree with only the installed package on its path, imports
+# mlcomm, loads the installed library (not build/'s) and runs a 2-rank
+# all-reduce under the installed mlcomm-run. Exit 77 without numpy.
+set -euo pipefail
+build=$1 python=$2
+"$python" -c "import numpy" 2>/dev/null || { echo "SKIP: numpy is not installed"; exit 77; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cmake --install "$build" --prefix "$tmp/prefix" >/dev/null
+pkg="$tmp/prefix/lib/python3/dist-packages"
+[ -f "$pkg/mlcomm/__init__.py" ] || { echo "the package is not installed to lib/python3/dist-packages" >&2; exit 1; }
+cat >"$tmp/prog.py" <<'PY'
+import numpy as np, mlcomm, mlcomm._lib as L
+with mlcomm.init() as c:
+    s = c.allreduce(np.ones(4) * (c.rank + 1))
+    print("rank %d loaded %s sum %g" % (c.rank, L.path, s[0]))
+PY
+cd "$tmp"
+out=$(env -u MLCOMM_LIBRARY PYTHONPATH="$pkg" "$tmp/prefix/bin/mlcomm-run" -n 2 "$python" "$tmp/prog.py")
+echo "$out"
+[ "$(echo "$out" | grep -c "loaded $tmp/prefix/lib/libmlcomm.so.0 sum 3")" = 2 ] ||
+    { echo "the installed package did not load the installed library on both ranks" >&2; exit 1; }
