@@ -338,7 +338,8 @@ MLC_API mlc_status_t mlc_comm_init_all(int n, const mlc_config_t *cfg, mlc_comm_
  * serving the built-in TCP key-value store until every rank of the
  * communicator has joined (the process must live until then, as with NCCL).
  * It binds MLC_BOOTSTRAP_ADDR (default: this host's first non-loopback IPv4
- * address, else 127.0.0.1) on a free port. One id makes one communicator.
+ * address that is not a container or VM
+ * bridge (docker*, virbr*, veth*, br-*), else 127.0.0.1) on a free port. One id makes one communicator.
  * Errors: INVALID_ARG (id NULL), CONFIG (MLC_BOOTSTRAP_ADDR malformed),
  * SYSTEM (no socket could be bound).
  */

@@ -223,7 +223,18 @@ static void *server_main(void *arg)
     return NULL;
 }
 
-/* This host's first non-loopback IPv4 address that is up, else 127.0.0.1. */
+/* Bridges of containers and VMs on this host: other hosts cannot reach them
+ * (NCCL skips them by default too). */
+static bool local_bridge(const char *name)
+{
+    static const char *const prefixes[] = {"docker", "virbr", "veth", "br-"};
+    for (size_t k = 0; k < sizeof prefixes / sizeof prefixes[0]; k++)
+        if (strncmp(name, prefixes[k], strlen(prefixes[k])) == 0) return true;
+    return false;
+}
+
+/* This host's first IPv4 address that is up, neither loopback nor a local
+ * bridge; else 127.0.0.1. */
 static void default_address(char *out, size_t len)
 {
     snprintf(out, len, "127.0.0.1");
@@ -231,7 +242,7 @@ static void default_address(char *out, size_t len)
     if (getifaddrs(&all) != 0) return;
     for (struct ifaddrs *i = all; i; i = i->ifa_next) {
         if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || !(i->ifa_flags & IFF_UP) ||
-            (i->ifa_flags & IFF_LOOPBACK))
+            (i->ifa_flags & IFF_LOOPBACK) || local_bridge(i->ifa_name))
             continue;
         inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, out, (socklen_t)len);
         break;

@@ -12,7 +12,8 @@
  *               and the value returned; the other rank times out naming it
  *   missing     3 of 4 ranks join (store, then unique id): TIMEOUT naming rank 3
  *   baduid      damaged ids, an id whose listener is gone, nranks that
- *               differ: clear errors, no crash
+ *               differ: clear errors, no crash; MLC_BOOTSTRAP_ADDR is the
+ *               address an id carries, a malformed one is refused
  *   nccl        4 processes as 2 "hosts" x 2 on nccl over the test doubles
  *               (MLC_NCCL_LIB, MLC_CUDART_LIB): the host check lets them
  *               through and every rank hands NCCL rank 0's NCCL id, taken
@@ -412,6 +413,16 @@ static void case_baduid(void)
     CHECK(mismatches >= 1, "nranks 2 and 3: %s (%s) / %s (%s)", mlc_status_name(a[0].st), a[0].msg,
           mlc_status_name(a[1].st), a[1].msg);
     for (int r = 0; r < 2; r++) CHECK(a[r].st != MLC_SUCCESS, "rank %d joined despite nranks differing", r);
+
+    /* MLC_BOOTSTRAP_ADDR: the address the id carries; a malformed one is a CONFIG error naming it. */
+    setenv("MLC_BOOTSTRAP_ADDR", "127.0.0.1", 1);
+    CHECK_OK(mlc_get_unique_id(&id));
+    CHECK(strstr(id.internal, "@127.0.0.1:") != NULL, "MLC_BOOTSTRAP_ADDR=127.0.0.1 made %s", id.internal);
+    CHECK_OK(mlc_comm_init_rank(&id, 1, 0, &cfg, &comm));
+    if (comm) mlc_comm_free(comm);
+    setenv("MLC_BOOTSTRAP_ADDR", "127.0.0.1:99999", 1);
+    CHECK_ERR_MSG(mlc_get_unique_id(&id), MLC_ERR_CONFIG, "MLC_BOOTSTRAP_ADDR");
+    unsetenv("MLC_BOOTSTRAP_ADDR");
 }
 
 static int nccl_rank(int rank, void *arg)
