@@ -32,7 +32,7 @@ allowed() {
     backends/mpi) echo "base devrt algos core" ;;
     backends/nccl) echo "base devrt core" ;;
     backends/staged) echo "base devrt core" ;;
-    exchange) echo "base core" ;;
+    exchange) echo "base devrt core" ;;
     exchange/mpi) echo "base core exchange backends/mpi" ;;
     tensor) echo "base core" ;;
     *) echo "-" ;;

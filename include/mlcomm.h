@@ -428,7 +428,8 @@ MLC_API mlc_status_t mlc_comm_split(mlc_comm_t *comm, int color, int key, mlc_co
  * valid: mlc_request_wait / mlc_request_test on one returns MLC_ERR_ABORTED
  * with a message and releases it (a request that had completed returns its
  * own status). The communicator's memory goes with the last such handle, so
- * wait or test every request you hold. NULL is a no-op.
+ * wait or test every request you hold. NULL is a no-op. MLC_ERR_INVALID_ARG
+ * (nothing freed) while an open group of this thread has operations on it.
  */
 MLC_API mlc_status_t mlc_comm_free(mlc_comm_t *comm);
 
@@ -439,6 +440,15 @@ MLC_API mlc_status_t mlc_comm_free(mlc_comm_t *comm);
  * mlc_comm_free, which is still needed to release the communicator.
  */
 MLC_API mlc_status_t mlc_comm_abort(mlc_comm_t *comm);
+
+/**
+ * Set this communicator's timeout: seconds without progress before a wait
+ * fails with MLC_ERR_TIMEOUT (as MLC_TIMEOUT / mlc_config_t.timeout_s at
+ * init; 0 = never). Local to this rank and to this communicator (not the one
+ * it was split from, nor those split from it later, which copy it). Call it
+ * while no operation of the communicator is in flight.
+ */
+MLC_API mlc_status_t mlc_comm_set_timeout(mlc_comm_t *comm, double seconds);
 
 /**
  * Force an algorithm for one collective ("ring", "tree", ...; "auto" or NULL
@@ -486,6 +496,44 @@ MLC_API mlc_status_t mlc_request_test(mlc_request_t **req, int *done);
  * NULL) receives each operation's status. Returns the first error met.
  */
 MLC_API mlc_status_t mlc_request_wait_all(size_t n, mlc_request_t **reqs, mlc_status_t *statuses);
+
+/* ------------------------------------------------------------------------ */
+/* Groups                                                                   */
+/* ------------------------------------------------------------------------ */
+/**
+ * Open a group on the calling thread (as ncclGroupStart; torch's
+ * batch_isend_irecv). The data-moving calls of this header issued by this
+ * thread until the matching mlc_group_end (point-to-point and collectives,
+ * blocking or request forms, in any order, on one or several communicators
+ * of any backends) progress together, so that pairs which would deadlock
+ * one by one (every rank sends before it receives) complete. Inside a group
+ * a blocking call returns MLC_SUCCESS at once once its arguments are valid
+ * (an invalid one returns its error and is not part of the group): its
+ * buffers (and a recv's status) must stay valid and untouched until
+ * mlc_group_end, which reports its outcome. A request form hands out its
+ * request at once; it completes after mlc_group_end, and waiting for or
+ * testing it while the group is open fails with MLC_ERR_INVALID_ARG (it
+ * could never complete before mlc_group_end on nccl). Groups nest: only the
+ * outermost mlc_group_end ends the group. Group state is per thread, as
+ * NCCL's. On nccl/rccl the group's operations are one NCCL group. Calls of
+ * mlcomm_tensor.h and mlcomm_exchange.h are not meant for an open group.
+ */
+MLC_API mlc_status_t mlc_group_start(void);
+/**
+ * End the calling thread's group (an inner one of nested groups: just
+ * count it). The outermost one issues what a backend deferred (nccl:
+ * ncclGroupEnd) and waits, with the communicators' MLC_TIMEOUT (no progress
+ * for that long), until every blocking-form operation of the group has
+ * completed; request forms complete when their requests do. Returns the
+ * first error in call order, its message naming which grouped operation
+ * failed ("grouped operation 2 of 3, recv (peer 1, ...)"); every grouped
+ * operation is then finished or failed, none is left running. A timeout
+ * (MLC_ERR_TIMEOUT) fails the communicator as a blocking call's does.
+ * MLC_ERR_INVALID_ARG without an open group. While a group is open,
+ * mlc_comm_free of a communicator it uses fails with MLC_ERR_INVALID_ARG;
+ * mlc_comm_abort (any thread) makes its operations end MLC_ERR_ABORTED.
+ */
+MLC_API mlc_status_t mlc_group_end(void);
 
 /* ------------------------------------------------------------------------ */
 /* Collectives                                                              */

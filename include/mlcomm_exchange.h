@@ -139,8 +139,12 @@ MLC_API mlc_status_t mlc_exchange_create(mlc_comm_t *comm, const mlc_exchange_co
  * Publish a region this rank provides (view->region, read from view->data).
  * A rank may provide any number of regions, or none. *id (may be NULL)
  * receives its index among this rank's provides (0, 1, ...). Regions may be
- * empty. Errors: INVALID_ARG (ndim differs, negative shape, region not inside
- * parent, parent too large), BUSY (an exchange is in flight).
+ * empty. data may be GPU device memory on a communicator of memory kind
+ * cuda / rocm / auto or on nccl / rccl (it is then copied by the GPU
+ * runtime, never touched by the host); elsewhere it must be host memory.
+ * Errors: INVALID_ARG (ndim differs, negative shape, region not inside
+ * parent, parent too large), BUSY (an exchange is in flight), UNSUPPORTED
+ * (device memory the chosen executor cannot move: the MPI executors).
  */
 MLC_API mlc_status_t mlc_exchange_provide(mlc_exchange_t *ex, const mlc_view_t *view, int *id);
 
@@ -150,6 +154,7 @@ MLC_API mlc_status_t mlc_exchange_need(mlc_exchange_t *ex, const mlc_view_t *vie
 /**
  * Point view `id` of `side` at new data of the same layout (double
  * buffering). Takes effect at the next mlc_exchange_start; no rebuild.
+ * UNSUPPORTED as mlc_exchange_provide for device memory.
  */
 MLC_API mlc_status_t mlc_exchange_set_data(mlc_exchange_t *ex, mlc_exchange_side_t side, int id,
                                            void *data);
@@ -192,8 +197,10 @@ MLC_API mlc_status_t mlc_exchange_build(mlc_exchange_t *ex);
  * each view's parent, no packing). The environment variable
  * MLC_EXCHANGE_EXEC sets the same at mlc_exchange_create. Every rank must
  * choose the same. Local: a built plan keeps working (its executor state is
- * made again). Errors: INVALID_ARG (unknown name), UNSUPPORTED (the executor
- * cannot serve this backend), BUSY (in flight), NO_MEMORY.
+ * made again). With views in device memory "auto" is "p2p". Errors:
+ * INVALID_ARG (unknown name), UNSUPPORTED (the executor cannot serve this
+ * backend, or a view is device memory it cannot move), BUSY (in flight),
+ * NO_MEMORY.
  */
 MLC_API mlc_status_t mlc_exchange_set_executor(mlc_exchange_t *ex, const char *name);
 

@@ -566,6 +566,12 @@ class Comm:
         """Force an algorithm for one collective ("ring"; None or "auto" clears)."""
         check(_lib.comm_set_algo(self._live(), _coll(coll), algo.encode() if algo else None))
 
+    def set_timeout(self, timeout):
+        """This communicator's timeout (seconds or a timedelta; 0 = never):
+        mlc_comm_set_timeout."""
+        t = timeout.total_seconds() if hasattr(timeout, "total_seconds") else float(timeout)
+        check(_lib.comm_set_timeout(self._live(), t))
+
     def get_algo(self, coll, nbytes):
         name = ctypes.c_char_p()
         check(_lib.comm_get_algo(self._live(), _coll(coll), int(nbytes), ctypes.byref(name)))

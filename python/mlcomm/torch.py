@@ -58,7 +58,10 @@ def _op(opts):
 
 
 def _runtime(e):
-    """torch expects RuntimeError from a failed collective."""
+    """torch expects RuntimeError from a failed collective; a timeout says
+    "Timed out", as gloo's do (torch's tests and tools match on it)."""
+    if isinstance(e, Error) and e.name == "MLC_ERR_TIMEOUT":
+        return RuntimeError("mlcomm: %s: Timed out (%s)" % (e.name, e.message))
     return RuntimeError("mlcomm: %s" % e)
 
 
@@ -216,6 +219,11 @@ class ProcessGroupMlcomm(dist.ProcessGroup):
         if comm is not None:  # a subgroup split from the default group's communicator
             self.comm = comm
             self._h = comm._live()
+            if timeout is not None:  # new_group(timeout=...): this group's own
+                try:
+                    comm.set_timeout(max(timeout.total_seconds(), 0))
+                except Error as e:
+                    raise _runtime(e) from None
             return
         # Ranks of this group meet through its store: every init adds `size`
         # to a counter, so an init reusing a store gets a key of its own.
@@ -531,8 +539,9 @@ def _reduce(b, op):
 # (members colour 0, others none), and the creator takes the member's part.
 # (Separate inits per group would not do: mlcomm's shm backend names an
 # init's meeting place after the process's count of inits, which differs
-# between members that belong to different groups.) A subgroup made so has
-# the default group's timeout.
+# between members that belong to different groups.) A subgroup made so
+# takes the timeout given to new_group (torch passes the default group's
+# when none is given).
 _split = {}
 
 

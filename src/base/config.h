@@ -75,6 +75,7 @@
     X(NCCL_BUFFSIZE, "MLC_NCCL_BUFFSIZE", SIZE, "", 4096, 2147483648LL, NULL, MLC_NOPUB, MLC_LOCAL, "nccl/rccl: NCCL buffer size in bytes, K/M/G (NCCL_BUFFSIZE; one value per process)") \
     X(MASTER_ADDR, "MASTER_ADDR", STR, "", 0, 0, NULL, MLC_NOPUB, MLC_LOCAL, "read: torchrun's rendezvous host (job id; nccl's TCP bootstrap)") \
     X(MASTER_PORT, "MASTER_PORT", STR, "", 0, 0, NULL, MLC_NOPUB, MLC_LOCAL, "read: torchrun's rendezvous port (nccl's TCP bootstrap uses the port above it)") \
+    X(NCCL_COMM_BLOCKING, "NCCL_COMM_BLOCKING", STR, "", 0, 0, NULL, MLC_NOPUB, MLC_LOCAL, "read: NCCL's override of the communicator's blocking mode; nccl/rccl refuse 1 (NCCL calls could then block beyond MLC_TIMEOUT and mlc_comm_abort)") \
     X(EXPORT_NCCL_ALGO, "NCCL_ALGO", STR, "", 0, 0, NULL, MLC_NOPUB, MLC_LOCAL, "set by nccl/rccl from MLC_ALGO_ALLREDUCE before the process's first NCCL communicator") \
     X(EXPORT_NCCL_BUFFSIZE, "NCCL_BUFFSIZE", STR, "", 0, 0, NULL, MLC_NOPUB, MLC_LOCAL, "set by nccl/rccl from MLC_NCCL_BUFFSIZE before the process's first NCCL communicator") \
     X(EXPORT_NCCL_DEBUG, "NCCL_DEBUG", STR, "", 0, 0, NULL, MLC_NOPUB, MLC_LOCAL, "set to INFO by nccl/rccl at MLC_LOG_LEVEL=debug unless already set")

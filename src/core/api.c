@@ -201,6 +201,7 @@ mlc_status_t mlc_submit_plain(mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_
     req->bytes = bytes;
     req->blocking = out == NULL;
     req->internal = comm->internal_depth > 0;
+    req->grouped = comm->group_submitting && !req->internal;
     if (coll < MLC_COLL_SEND) req->seq = comm->coll_seq++;
     req->algo = mlc_request_algo(req);
     if (comm->prof) req->t_start = mlc_now();
@@ -221,11 +222,21 @@ mlc_status_t mlc_submit_plain(mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_
 }
 
 /* A decorator takes whole calls (the staged backend: device buffers on a host backend). */
-static mlc_status_t submit(mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_t *args, size_t bytes,
-                           mlc_request_t **out)
+mlc_status_t mlc_submit_now(mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_t *args, size_t bytes,
+                            mlc_request_t **out)
 {
     if (comm->be->submit) return comm->be->submit(comm, coll, args, bytes, out);
     return mlc_submit_plain(comm, coll, args, bytes, out);
+}
+
+/* A user's call inside an open group joins it (mlcomm's own traffic never does). */
+static mlc_status_t submit(mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_t *args, size_t bytes,
+                           mlc_request_t **out)
+{
+    if (__builtin_expect(atomic_load_explicit(&mlc_groups_open, memory_order_relaxed) > 0, 0) &&
+        comm->internal_depth == 0 && mlc_group_is_open())
+        return mlc_group_submit(comm, coll, args, bytes, out);
+    return mlc_submit_now(comm, coll, args, bytes, out);
 }
 
 /*

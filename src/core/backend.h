@@ -83,6 +83,13 @@ typedef struct mlc_backend {
      * Complete it now or later with mlc_request_complete. A non-zero return
      * means it was not started (req is then released by core). */
     mlc_status_t (*start[MLC_COLL_COUNT])(mlc_request_t *req);
+    /* Optional: the calling thread's group ends (mlc_group_end). Called once
+     * per distinct hook with every communicator of the group whose table has
+     * it, before core waits. A backend that defers grouped requests
+     * (req->grouped) issues them here as one (nccl: one NCCL group); a
+     * request it cannot issue is completed with the error, which is also
+     * returned with a message. NULL: grouped requests start as any other. */
+    mlc_status_t (*group_end)(mlc_comm_t *const *comms, int ncomms);
     /* Non-blocking probe. */
     mlc_status_t (*iprobe)(mlc_comm_t *comm, int source, int tag, int *flag, mlc_msg_status_t *st);
 

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Communicator lifetime: init (env, backend choice, agreement check), split, free, abort. */
 #include <stdarg.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -438,6 +439,10 @@ mlc_status_t mlc_comm_free(mlc_comm_t *comm)
 {
     mlc_error_clear();
     if (!comm) return MLC_SUCCESS;
+    if (comm->group_ops > 0)
+        return mlc_error(MLC_ERR_INVALID_ARG, "mlc_comm_free: %d operation%s of an open group (mlc_group_start) "
+                         "use%s this communicator: call mlc_group_end first", comm->group_ops,
+                         comm->group_ops == 1 ? "" : "s", comm->group_ops == 1 ? "s" : "");
     comm->be->destroy(comm);
     /* Handles the user still holds stay valid (they end ABORTED); the object
      * goes with the last of them (mlc_request_release). */
@@ -471,6 +476,17 @@ mlc_status_t mlc_comm_set_algo(mlc_comm_t *comm, mlc_coll_t coll, const char *al
                          comm->be->name, mlc_coll_name(coll), algo);
     snprintf(comm->cfg.algo[coll], sizeof comm->cfg.algo[coll], "%s", algo);
     comm->algo_forced[coll] = comm->cfg.algo[coll];
+    return MLC_SUCCESS;
+}
+
+mlc_status_t mlc_comm_set_timeout(mlc_comm_t *comm, double seconds)
+{
+    mlc_error_clear();
+    if (!comm) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_comm_set_timeout: comm is NULL");
+    if (!isfinite(seconds) || seconds < 0)
+        return mlc_error(MLC_ERR_INVALID_ARG, "mlc_comm_set_timeout: %g seconds (need >= 0; 0 = never)", seconds);
+    comm->cfg.timeout_s = seconds;
+    comm->cfg.timeout_set = true;
     return MLC_SUCCESS;
 }
 

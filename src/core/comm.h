@@ -58,6 +58,9 @@ struct mlc_request {
     bool in_use;
     bool blocking;         /* the caller waits right away (no request handed out) */
     bool internal;         /* issued by mlcomm itself (init, split): not profiled */
+    bool grouped;          /* started inside mlc_group_start/end: a backend with a group_end
+                              hook (nccl) may defer it to that hook */
+    bool group_open;       /* its group has not ended yet: waiting for it is an error */
     /* Backend-private state: inline storage to keep the small path malloc-free. */
     _Alignas(16) unsigned char priv[MLC_REQ_PRIV_BYTES];
     void *priv_ext;        /* backend-owned heap state when priv is too small (freed by the backend) */
@@ -83,6 +86,8 @@ struct mlc_comm {
     struct mlc_profiler *prof;
     mlc_cost_model_t model;  /* the selector's alpha/beta/gamma, identical on every rank */
     int internal_depth;    /* > 0 while mlcomm runs its own collectives on this communicator */
+    int group_ops;         /* operations in an open group (mlc_group_start) not yet ended */
+    bool group_submitting; /* a grouped call is being started (its request gets `grouped`) */
     /* request pool */
     struct mlc_request *free_reqs;
     struct mlc_req_chunk *req_chunks;
@@ -120,6 +125,31 @@ void mlc_request_release(mlc_request_t *req);
 bool mlc_request_orphan_all(mlc_comm_t *comm);
 /* Wait for one request; does not release it. Applies timeout/abort/death rules. */
 mlc_status_t mlc_request_wait_internal(mlc_request_t *req);
+/* The wait's pieces, for waits over several requests (core/group.c): */
+/* One progress call of comm's backend (counts the communicator's progress epoch). */
+mlc_status_t mlc_request_progress(mlc_comm_t *comm, int *progressed);
+/* The communicator's health: when it failed, req ends (completes if it still can, else fails). */
+bool mlc_request_sick(mlc_request_t *req);
+/* Nothing moved for `timeout` s: fail req's communicator naming req, tell the peers, fail req. */
+void mlc_request_time_out(mlc_request_t *req, double timeout);
+/* A progress call failed with st while req was pending: fail req with the communicator's message. */
+mlc_status_t mlc_request_fail_pending(mlc_request_t *req, mlc_status_t st);
+/* req is done: its status, with its message as this thread's. */
+mlc_status_t mlc_request_finish(mlc_request_t *req);
+/* "send (peer 1, tag 0, 64 bytes)" / "allreduce #3 (...)": names req in messages. */
+void mlc_request_describe(const mlc_request_t *req, char *buf, size_t len);
+/* Open groups of the calling thread (core/group.c). */
+/* Threads of the process with an open group (a cheap "none" test first). */
+extern atomic_int mlc_groups_open;
+/* True while the calling thread has an open group (mlc_group_start). */
+bool mlc_group_is_open(void);
+/* Start a call inside the open group: a blocking form (out == NULL) returns at
+ * once and is waited by mlc_group_end; a request form hands out its request. */
+mlc_status_t mlc_group_submit(mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_t *args, size_t bytes,
+                              mlc_request_t **out);
+/* core's submit without the group check: the decorator's submit, else mlc_submit_plain (api.c). */
+mlc_status_t mlc_submit_now(mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_t *args, size_t bytes,
+                            mlc_request_t **out);
 /* Return the sticky error with its message set for this thread, or 0. */
 mlc_status_t mlc_comm_check(const mlc_comm_t *comm);
 /* Collective: compare the collective-relevant settings (comm->cfg, e.g. after

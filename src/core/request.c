@@ -56,6 +56,8 @@ mlc_request_t *mlc_request_alloc(mlc_comm_t *comm)
     r->in_use = true;
     r->priv_ext = NULL;
     r->decor = NULL;
+    r->grouped = false;
+    r->group_open = false;
     comm->outstanding++;
     return r;
 }
@@ -100,7 +102,7 @@ void mlc_request_complete(mlc_request_t *req, mlc_status_t st, const char *fmt, 
     atomic_store_explicit(&req->done, 1, memory_order_release);
 }
 
-static void describe(const mlc_request_t *req, char *buf, size_t len)
+void mlc_request_describe(const mlc_request_t *req, char *buf, size_t len)
 {
     if (req->coll >= MLC_COLL_SEND)
         snprintf(buf, len, "%s (peer %d, tag %d, %zu bytes)", mlc_coll_name(req->coll), req->args.root,
@@ -118,7 +120,7 @@ bool mlc_request_orphan_all(mlc_comm_t *comm)
             mlc_request_t *r = &c->reqs[i];
             if (!r->in_use || atomic_load_explicit(&r->done, memory_order_acquire)) continue;
             char what[160];
-            describe(r, what, sizeof what);
+            mlc_request_describe(r, what, sizeof what);
             snprintf(r->errmsg, sizeof r->errmsg, "rank %d: %s was still pending when mlc_comm_free "
                      "freed its communicator; it never completed", comm->rank, what);
             r->status = MLC_ERR_ABORTED;
@@ -129,32 +131,32 @@ bool mlc_request_orphan_all(mlc_comm_t *comm)
 }
 
 /* Hand the request's outcome to the waiting thread. */
-static mlc_status_t finish(mlc_request_t *req)
+mlc_status_t mlc_request_finish(mlc_request_t *req)
 {
     if (req->status == MLC_SUCCESS) return MLC_SUCCESS;
     if (req->errmsg[0]) {
         mlc_error_set_text(req->errmsg);
     } else {
         char what[160];
-        describe(req, what, sizeof what);
+        mlc_request_describe(req, what, sizeof what);
         mlc_error(req->status, "%s failed: %s", what, mlc_status_string(req->status));
     }
     return req->status;
 }
 
 /* The comm failed while req was pending: report the comm's failure on req. */
-static mlc_status_t fail_pending(mlc_request_t *req, mlc_status_t st)
+mlc_status_t mlc_request_fail_pending(mlc_request_t *req, mlc_status_t st)
 {
     char what[160];
-    describe(req, what, sizeof what);
+    mlc_request_describe(req, what, sizeof what);
     snprintf(req->errmsg, sizeof req->errmsg, "%.150s: %.220s", what, req->comm->fail_msg);
     req->status = st;
     atomic_store_explicit(&req->done, 1, memory_order_release);
-    return finish(req);
+    return mlc_request_finish(req);
 }
 
 /* One progress step of the backend. */
-static mlc_status_t progress(mlc_comm_t *comm, int *progressed)
+mlc_status_t mlc_request_progress(mlc_comm_t *comm, int *progressed)
 {
     mlc_status_t st = comm->be->progress(comm, progressed);
     if (*progressed) comm->progress_epoch++;
@@ -180,13 +182,13 @@ static bool waits_natively(const mlc_request_t *req)
 static void end_failed(mlc_request_t *req, mlc_status_t st)
 {
     int progressed = 0;
-    progress(req->comm, &progressed);
-    if (!is_done(req)) fail_pending(req, st);
+    mlc_request_progress(req->comm, &progressed);
+    if (!is_done(req)) mlc_request_fail_pending(req, st);
 }
 
 /* The communicator's health (remote abort, peer death): when it failed,
  * req is over (a call that can still complete does, else it fails). */
-static bool sick(mlc_request_t *req)
+bool mlc_request_sick(mlc_request_t *req)
 {
     mlc_comm_t *comm = req->comm;
     int failed = atomic_load(&comm->failed);
@@ -199,12 +201,12 @@ static bool sick(mlc_request_t *req)
 /* Nothing moved on req's communicator for `timeout` seconds (MLC_TIMEOUT):
  * fail the communicator (sticky), tell the other members (post_failure),
  * and fail req. */
-static void time_out(mlc_request_t *req, double timeout)
+void mlc_request_time_out(mlc_request_t *req, double timeout)
 {
     mlc_comm_t *comm = req->comm;
     const mlc_backend_t *be = comm->be;
     char what[160], peers[160] = "";
-    describe(req, what, sizeof what);
+    mlc_request_describe(req, what, sizeof what);
     if (be->pending_peers) be->pending_peers(req, peers, sizeof peers);
     char note[400];
     snprintf(note, sizeof note, "%.160s on rank %d made no progress for %.0f s (MLC_TIMEOUT); ranks not "
@@ -212,7 +214,7 @@ static void time_out(mlc_request_t *req, double timeout)
     mlc_comm_fail(comm, MLC_ERR_TIMEOUT, "rank %d: %s made no progress for %.0f s (MLC_TIMEOUT); ranks not "
                   "heard from: %s", comm->rank, what, timeout, peers[0] ? peers : "unknown");
     if (be->post_failure) be->post_failure(comm, MLC_ERR_TIMEOUT, note);
-    fail_pending(req, MLC_ERR_TIMEOUT);
+    mlc_request_fail_pending(req, MLC_ERR_TIMEOUT);
 }
 
 /*
@@ -229,11 +231,11 @@ static bool stalled(mlc_request_t *req, double now, double *idle_since, uint64_t
         *idle_since = now;
         *idle_epoch = comm->progress_epoch;
     }
-    if (sick(req)) return true;
+    if (mlc_request_sick(req)) return true;
     if (is_done(req)) return true;
     double timeout = waits_natively(req) ? 0 : comm->cfg.timeout_s;
     if (timeout > 0 && now - *idle_since > timeout) {
-        time_out(req, timeout);
+        mlc_request_time_out(req, timeout);
         return true;
     }
     return false;
@@ -251,7 +253,7 @@ static int req_step(void *p)
     req_wait_t *w = p;
     mlc_comm_t *comm = w->req->comm;
     int progressed = 0;
-    mlc_status_t st = progress(comm, &progressed);
+    mlc_status_t st = mlc_request_progress(comm, &progressed);
     if (st != MLC_SUCCESS) {
         w->st = st;
         return MLC_WAIT_STOP;
@@ -270,7 +272,7 @@ static int req_step(void *p)
 
 static int req_done(void *p) { return is_done(((req_wait_t *)p)->req); }
 
-static int req_check(void *p) { return sick(((req_wait_t *)p)->req); }
+static int req_check(void *p) { return mlc_request_sick(((req_wait_t *)p)->req); }
 
 static int req_block(void *p, double max_s)
 {
@@ -285,28 +287,28 @@ mlc_status_t mlc_request_wait_internal(mlc_request_t *req)
 {
     mlc_comm_t *comm = req->comm;
     const mlc_backend_t *be = comm->be;
-    if (is_done(req)) return finish(req);
+    if (is_done(req)) return mlc_request_finish(req);
     int failed = atomic_load(&comm->failed);
     if (failed) {
         end_failed(req, failed);
-        return finish(req);
+        return mlc_request_finish(req);
     }
 
     if (waits_natively(req)) {
         mlc_status_t st = be->wait_native(req);
         if (st != MLC_SUCCESS && !is_done(req)) return st;
-        return finish(req);
+        return mlc_request_finish(req);
     }
 
     /* The first progress calls inline: a small operation's peers usually
      * arrive within them, and the 8-byte path pays no indirect calls. */
     for (int i = 0; i < MLC_INLINE_SPINS; i++) {
         int progressed = 0;
-        mlc_status_t st = progress(comm, &progressed);
-        if (is_done(req)) return finish(req);
+        mlc_status_t st = mlc_request_progress(comm, &progressed);
+        if (is_done(req)) return mlc_request_finish(req);
         if (st != MLC_SUCCESS) {
             failed = atomic_load(&comm->failed);
-            return fail_pending(req, failed ? failed : st);
+            return mlc_request_fail_pending(req, failed ? failed : st);
         }
     }
     /* Then the shared loop: spin a couple of milliseconds, then sleep in
@@ -322,12 +324,22 @@ mlc_status_t mlc_request_wait_internal(mlc_request_t *req)
     case MLC_WAIT_STOPPED:
         if (!is_done(req)) {
             failed = atomic_load(&comm->failed);
-            return fail_pending(req, failed ? failed : rw.st);
+            return mlc_request_fail_pending(req, failed ? failed : rw.st);
         }
         break;
-    case MLC_WAIT_TIMEOUT: time_out(req, comm->cfg.timeout_s); break;
+    case MLC_WAIT_TIMEOUT: mlc_request_time_out(req, comm->cfg.timeout_s); break;
     }
-    return finish(req);
+    return mlc_request_finish(req);
+}
+
+/* A grouped operation starts for good at mlc_group_end (on nccl it is not
+ * even enqueued before): waiting for it earlier could never end. */
+static mlc_status_t group_still_open(const char *fn, const mlc_request_t *req)
+{
+    char what[160];
+    mlc_request_describe(req, what, sizeof what);
+    return mlc_error(MLC_ERR_INVALID_ARG, "%s: %s belongs to a group that is still open: call "
+                     "mlc_group_end first (grouped operations complete only after it)", fn, what);
 }
 
 mlc_status_t mlc_request_wait(mlc_request_t **preq)
@@ -337,6 +349,7 @@ mlc_status_t mlc_request_wait(mlc_request_t **preq)
     mlc_request_t *req = *preq;
     if (!req) return MLC_SUCCESS;
     if (!req->in_use) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_request_wait: request was already released");
+    if (req->group_open) return group_still_open("mlc_request_wait", req);
     mlc_status_t st = mlc_request_wait_internal(req);
     mlc_request_release(req);
     *preq = NULL;
@@ -353,15 +366,16 @@ mlc_status_t mlc_request_test(mlc_request_t **preq, int *done)
         return MLC_SUCCESS;
     }
     if (!req->in_use) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_request_test: request was already released");
+    if (req->group_open) return group_still_open("mlc_request_test", req);
     mlc_comm_t *comm = req->comm;
     if (!is_done(req)) {
         int progressed = 0;
-        mlc_status_t st = progress(comm, &progressed);
+        mlc_status_t st = mlc_request_progress(comm, &progressed);
         int failed = atomic_load(&comm->failed);
         if (is_done(req)) {
             /* completed: report it below */
         } else if (st != MLC_SUCCESS || failed) {
-            fail_pending(req, failed ? failed : st);
+            mlc_request_fail_pending(req, failed ? failed : st);
         } else if (progressed) {
             req->idle_since = 0;
             *done = 0;
@@ -373,7 +387,7 @@ mlc_status_t mlc_request_test(mlc_request_t **preq, int *done)
             return MLC_SUCCESS;
         }
     }
-    mlc_status_t st = finish(req);
+    mlc_status_t st = mlc_request_finish(req);
     mlc_request_release(req);
     *preq = NULL;
     *done = 1;

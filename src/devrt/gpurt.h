@@ -75,6 +75,9 @@ typedef struct mlc_gpu_ipc_handle {
     X(malloc, int, (void **ptr, size_t bytes))                                             \
     X(free, int, (void *ptr))                                                              \
     X(memcpy_async, int, (void *dst, const void *src, size_t bytes, int kind, void *stream)) \
+    X(memcpy_2d_async, int,                                                                \
+      (void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height, \
+       int kind, void *stream))                                                            \
     X(memset_async, int, (void *dst, int value, size_t bytes, void *stream))               \
     X(stream_create_with_flags, int, (void **stream, unsigned flags))                      \
     X(stream_destroy, int, (void *stream))                                                 \

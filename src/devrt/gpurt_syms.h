@@ -25,6 +25,7 @@
     X(cudaMalloc, malloc, REQ)                                      \
     X(cudaFree, free, REQ)                                          \
     X(cudaMemcpyAsync, memcpy_async, REQ)                           \
+    X(cudaMemcpy2DAsync, memcpy_2d_async, OPT)                      \
     X(cudaMemsetAsync, memset_async, OPT)                           \
     X(cudaStreamCreateWithFlags, stream_create_with_flags, REQ)     \
     X(cudaStreamDestroy, stream_destroy, REQ)                       \
@@ -62,6 +63,7 @@
     X(hipMalloc, malloc, REQ)                                       \
     X(hipFree, free, REQ)                                           \
     X(hipMemcpyAsync, memcpy_async, REQ)                            \
+    X(hipMemcpy2DAsync, memcpy_2d_async, OPT)                       \
     X(hipMemsetAsync, memset_async, OPT)                            \
     X(hipStreamCreateWithFlags, stream_create_with_flags, REQ)      \
     X(hipStreamDestroy, stream_destroy, REQ)                        \

@@ -104,9 +104,10 @@ mlc_status_t mlc_exchange_create(mlc_comm_t *comm, const mlc_exchange_config_t *
     ex->geom.domain = ex->cfg.domain;
     for (int d = 0; d < cfg->ndim; d++) ex->geom.periodic[d] = cfg->periodic[d] != 0;
     ex->cfg_hash = config_hash(&ex->cfg);
-    /* The private communicator below has the caller's backend. */
-    st = mlc_xexec_select(comm, mlc_env_text(MLC_ENV_EXCHANGE_EXEC), "mlc_exchange_create: MLC_EXCHANGE_EXEC",
-                          &ex->exec);
+    /* The private communicator below has the caller's backend and memory kind. */
+    ex->rt = mlc_xdev_runtime(comm);
+    st = mlc_xexec_select(comm, mlc_env_text(MLC_ENV_EXCHANGE_EXEC), ex->rt != NULL,
+                          "mlc_exchange_create: MLC_EXCHANGE_EXEC", &ex->exec);
     if (st) {
         free(ex);
         return st;
@@ -128,6 +129,20 @@ mlc_status_t mlc_exchange_create(mlc_comm_t *comm, const mlc_exchange_config_t *
     }
     ex->run_tags = tag_max;
     *out = ex;
+    return MLC_SUCCESS;
+}
+
+/* Is `data` device memory, and can the exchange's executor move it? */
+static mlc_status_t classify(const mlc_exchange_t *ex, const void *data, bool *dev, const char *fn,
+                             const char *what)
+{
+    mlc_status_t st = mlc_xdev_classify(ex->rt, data, dev, fn, what);
+    if (st) return st;
+    if (*dev && !ex->exec->device)
+        return mlc_error(MLC_ERR_UNSUPPORTED,
+                         "%s: %s %p is %s device memory, which executor '%s' cannot move (it "
+                         "copies on the host); use executor 'p2p' or 'auto'",
+                         fn, what, data, ex->rt->name, ex->exec->name);
     return MLC_SUCCESS;
 }
 
@@ -155,6 +170,8 @@ static mlc_status_t add_view(mlc_exchange_t *ex, mlc_xviews_t *list, const mlc_v
     if (vol > (uint64_t)INT64_MAX / ex->geom.esize)
         return mlc_error(MLC_ERR_INVALID_ARG, "%s: parent %s holds more than 2^63 bytes", fn,
                          mlc_box_str(&view->parent, b1, sizeof b1));
+    bool dev;
+    if ((st = classify(ex, view->data, &dev, fn, "view.data"))) return st;
     if (list->n == INT32_MAX)
         return mlc_error(MLC_ERR_INVALID_ARG, "%s: more than %d views", fn, INT32_MAX);
     if (list->n == list->cap) {
@@ -162,8 +179,12 @@ static mlc_status_t add_view(mlc_exchange_t *ex, mlc_xviews_t *list, const mlc_v
         mlc_view_t *v = realloc(list->v, (size_t)cap * sizeof *v);
         if (!v) return mlc_error(MLC_ERR_NO_MEMORY, "%s: %d views", fn, cap);
         list->v = v;
+        bool *d = realloc(list->dev, (size_t)cap * sizeof *d);
+        if (!d) return mlc_error(MLC_ERR_NO_MEMORY, "%s: %d views", fn, cap);
+        list->dev = d;
         list->cap = cap;
     }
+    list->dev[list->n] = dev;
     mlc_view_t *v = &list->v[list->n];
     v->data = view->data;
     v->parent = canonical(&view->parent);
@@ -197,6 +218,12 @@ mlc_status_t mlc_exchange_set_data(mlc_exchange_t *ex, mlc_exchange_side_t side,
     if (id < 0 || id >= list->n)
         return mlc_error(MLC_ERR_INVALID_ARG, "mlc_exchange_set_data: %s id %d not in 0..%d",
                          side == MLC_EXCHANGE_PROVIDE ? "provide" : "need", id, list->n - 1);
+    char what[48];
+    snprintf(what, sizeof what, "%s %d data", side == MLC_EXCHANGE_PROVIDE ? "provide" : "need", id);
+    bool dev;
+    mlc_status_t st = classify(ex, data, &dev, "mlc_exchange_set_data", what);
+    if (st) return st;
+    list->dev[id] = dev;
     list->v[id].data = data;
     return MLC_SUCCESS;
 }
@@ -292,9 +319,17 @@ mlc_status_t mlc_exchange_set_executor(mlc_exchange_t *ex, const char *name)
     if (ex->in_flight)
         return mlc_error(MLC_ERR_BUSY, "mlc_exchange_set_executor: an exchange is in flight");
     const mlc_xexec_t *x;
-    mlc_status_t st = mlc_xexec_select(ex->priv, name, "mlc_exchange_set_executor", &x);
+    mlc_status_t st = mlc_xexec_select(ex->priv, name, ex->rt != NULL, "mlc_exchange_set_executor", &x);
     if (st) return st;
     if (x == ex->exec) return MLC_SUCCESS;
+    const mlc_xviews_t *lists[2] = {&ex->provs, &ex->needs};
+    for (int k = 0; k < 2 && !x->device; k++)
+        for (int i = 0; i < lists[k]->n; i++)
+            if (lists[k]->dev[i])
+                return mlc_error(MLC_ERR_UNSUPPORTED,
+                                 "mlc_exchange_set_executor: %s %d is %s device memory, which "
+                                 "executor '%s' cannot move (it copies on the host)",
+                                 k ? "need" : "provide", i, ex->rt->name, x->name);
     if (ex->built) {
         /* The plan stays; only its executor state is made again. */
         void *state = NULL;
@@ -328,7 +363,7 @@ mlc_status_t mlc_exchange_start(mlc_exchange_t *ex)
                 return mlc_error(MLC_ERR_INVALID_ARG, "mlc_exchange_start: %s %d %s has no data",
                                  k ? "need" : "provide", i,
                                  mlc_box_str(&lists[k]->v[i].region, b1, sizeof b1));
-    mlc_xbind_t b = {ex->provs.v, ex->needs.v};
+    mlc_xbind_t b = {ex->provs.v, ex->needs.v, ex->provs.dev, ex->needs.dev};
     int tag = (int)(ex->runs % (uint64_t)ex->run_tags);
     mlc_status_t st = ex->exec->start(ex->exec_state, &ex->plan, &b, tag);
     if (st) return st;
@@ -343,7 +378,7 @@ mlc_status_t mlc_exchange_finish(mlc_exchange_t *ex)
     if (!ex) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_exchange_finish: NULL ex");
     if (!ex->in_flight)
         return mlc_error(MLC_ERR_INVALID_ARG, "mlc_exchange_finish: no exchange in flight");
-    mlc_xbind_t b = {ex->provs.v, ex->needs.v};
+    mlc_xbind_t b = {ex->provs.v, ex->needs.v, ex->provs.dev, ex->needs.dev};
     mlc_status_t st = ex->exec->finish(ex->exec_state, &ex->plan, &b);
     ex->in_flight = false;
     return st;
@@ -394,6 +429,8 @@ mlc_status_t mlc_exchange_free(mlc_exchange_t *ex)
     }
     free(ex->provs.v);
     free(ex->needs.v);
+    free(ex->provs.dev);
+    free(ex->needs.dev);
     free(ex);
     return MLC_SUCCESS;
 }

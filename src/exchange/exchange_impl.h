@@ -3,12 +3,14 @@
 #ifndef MLC_EXCHANGE_IMPL_H
 #define MLC_EXCHANGE_IMPL_H
 #include <stdbool.h>
+#include "devcopy.h"
 #include "executor.h"
 #include "plan.h"
 
-/* A growable list of views (provides or needs). */
+/* A growable list of views (provides or needs); dev[i]: view i's data is device memory. */
 typedef struct mlc_xviews {
     mlc_view_t *v;
+    bool *dev;
     int n, cap;
 } mlc_xviews_t;
 
@@ -28,6 +30,8 @@ struct mlc_exchange {
     uint64_t plan_version;
     const mlc_xexec_t *exec;
     void *exec_state;
+    /* The runtime that tells device views apart (NULL: host memory only, see devcopy.h). */
+    const mlc_gpurt_t *rt;
     /* The caller's topology version (mlc_exchange_set_topology_version). */
     bool has_version;
     uint64_t version;

@@ -19,7 +19,7 @@ static const struct {
 
 const mlc_xexec_t *mlc_xexec_lookup_p2p(void) { return &mlc_xexec_p2p; }
 
-mlc_status_t mlc_xexec_select(mlc_comm_t *comm, const char *name, const char *what,
+mlc_status_t mlc_xexec_select(mlc_comm_t *comm, const char *name, bool device, const char *what,
                               const mlc_xexec_t **out)
 {
     bool any = !name || !name[0] || strcasecmp(name, "auto") == 0;
@@ -29,6 +29,7 @@ mlc_status_t mlc_xexec_select(mlc_comm_t *comm, const char *name, const char *wh
         strncat(names, executors[i].name, sizeof names - strlen(names) - 1);
         if (!any && strcasecmp(name, executors[i].name) != 0) continue;
         const mlc_xexec_t *x = executors[i].lookup();
+        if (any && device && x && !x->device) continue;
         if (x && x->applies(comm)) {
             *out = x;
             return MLC_SUCCESS;

@@ -9,16 +9,23 @@
  */
 #ifndef MLC_EXCHANGE_EXECUTOR_H
 #define MLC_EXCHANGE_EXECUTOR_H
+#include <stdbool.h>
 #include "plan.h"
 
-/* The views a run reads and writes, indexed by provide / need number. */
+/* The views a run reads and writes, indexed by provide / need number;
+ * prov_dev / need_dev say which are device memory (NULL: none can be). */
 typedef struct mlc_xbind {
     const mlc_view_t *provs;
     const mlc_view_t *needs;
+    const bool *prov_dev;
+    const bool *need_dev;
 } mlc_xbind_t;
 
 typedef struct mlc_xexec {
     const char *name;
+    /* It moves views in device memory (copies them through the GPU runtime,
+     * never on the host). An executor without it is refused for them. */
+    bool device;
     /* 1 if this executor can serve exchanges on comm. */
     int (*applies)(mlc_comm_t *comm);
     /* Allocate per-plan state (buffers, requests) once per build. */
@@ -46,13 +53,18 @@ MLC_XEXEC_LIST(MLC_X_DECL)
 
 /*
  * The executor for comm: `name` (NULL, "" or "auto": the first in
- * MLC_XEXEC_LIST that applies; p2p applies everywhere). A named executor
- * that is unknown or cannot serve comm is INVALID_ARG / UNSUPPORTED, the
- * message naming what there is. `what` prefixes the message.
+ * MLC_XEXEC_LIST that applies, and with `device` (views may be device
+ * memory) the first of those that moves device memory; p2p applies
+ * everywhere). A named executor that is unknown or cannot serve comm is
+ * INVALID_ARG / UNSUPPORTED, the message naming what there is. `what`
+ * prefixes the message.
  */
-mlc_status_t mlc_xexec_select(mlc_comm_t *comm, const char *name, const char *what,
+mlc_status_t mlc_xexec_select(mlc_comm_t *comm, const char *name, bool device, const char *what,
                               const mlc_xexec_t **out);
 
 /* Local copies of a plan, shared by executors: provide -> need inside this rank. */
 void mlc_xexec_local_copies(const mlc_xplan_t *plan, const mlc_xbind_t *b);
+/* Do both sides of a copy name the very same memory (a need that is its own
+ * provider's cells)? Compares addresses only. */
+int mlc_xexec_same_memory(const mlc_copy_t *c, const void *src_base, const void *dst_base);
 #endif

@@ -171,6 +171,32 @@ static mlc_status_t publish(mlc_exchange_t *ex, int p, uint64_t npub, build_tmp_
     return mlc_xindex_build(&ex->geom, pubs, npubs, &t->index);
 }
 
+/* The routing on a backend without tags that needs its point-to-point traffic
+ * grouped (nccl, rccl): one alltoallv of the request records. */
+static mlc_status_t route_grouped(mlc_comm_t *c, int p, size_t rl, build_tmp_t *t)
+{
+    size_t *v = calloc(4 * (size_t)p, sizeof *v);
+    mlc_status_t st = v ? MLC_SUCCESS
+                        : mlc_error(MLC_ERR_NO_MEMORY, "mlc_exchange_build: counts for %d ranks", p);
+    st = mlc_xagree(c, st, "mlc_exchange_build (routing)");
+    if (st) {
+        free(v);
+        return st;
+    }
+    size_t *sc = v, *sd = v + p, *rc = v + 2 * p, *rd = v + 3 * p, soff = 0, roff = 0;
+    for (int r = 0; r < p; r++) {
+        sc[r] = (size_t)t->req_counts[r] * rl;
+        sd[r] = soff;
+        soff += sc[r];
+        rc[r] = (size_t)t->in_counts[r] * rl;
+        rd[r] = roff;
+        roff += rc[r];
+    }
+    st = mlc_alltoallv(t->reqs_out, sc, sd, t->reqs_in, rc, rd, MLC_INT64, c, NULL);
+    free(v);
+    return st;
+}
+
 /* Send each provider the records of what this rank needs from it. */
 static mlc_status_t route_requests(mlc_exchange_t *ex, int p, build_tmp_t *t)
 {
@@ -186,6 +212,7 @@ static mlc_status_t route_requests(mlc_exchange_t *ex, int p, build_tmp_t *t)
                     : mlc_error(MLC_ERR_NO_MEMORY, "mlc_exchange_build: %zu incoming requests", nin);
     st = mlc_xagree(c, st, "mlc_exchange_build (routing)");
     if (st) return st;
+    if (mlc_xdev_native(c)) return route_grouped(c, p, rl, t);
     size_t nreq = 0, off = 0;
     for (int r = 0; r < p && !st; r++) {
         if (!t->in_counts[r]) continue;

@@ -233,6 +233,20 @@ static void test_refusals(mlc_comm_t *comm)
                   "device 1 but the communicator uses device 0");
     rt->free(other);
     unsetenv("FAKE_CUDA_DEVICES");
+    /* To itself outside a group a send (or receive) never completes on NCCL,
+     * the other half being queued behind it: refused before NCCL sees it,
+     * for NCCL 2.28 keeps a refused call as the communicator's error. */
+    mlc_request_t *req = NULL;
+    CHECK_ERR_MSG(mlc_send(d, 4, MLC_FLOAT32, 0, 0, comm, NULL), MLC_ERR_INVALID_ARG, "mlc_group_start");
+    CHECK_ERR_MSG(mlc_recv(d, 4, MLC_FLOAT32, 0, 0, comm, NULL, &req), MLC_ERR_INVALID_ARG, "mlc_group_start");
+    CHECK(req == NULL, "a refused call handed out a request");
+    /* In a group both halves are posted together. */
+    float *e = dev_floats(4);
+    CHECK_OK(mlc_group_start());
+    CHECK_OK(mlc_send(d, 4, MLC_FLOAT32, 0, 0, comm, NULL));
+    CHECK_OK(mlc_recv(e, 4, MLC_FLOAT32, 0, 0, comm, NULL, NULL));
+    CHECK_OK(mlc_group_end());
+    rt->free(e);
     /* The communicator is still healthy after refused calls. */
     CHECK(mlc_comm_status(comm) == MLC_SUCCESS, "refusals failed the communicator");
     CHECK_OK(mlc_allreduce(d, d, 4, MLC_FLOAT32, MLC_SUM, comm, NULL));
@@ -382,6 +396,58 @@ static void test_backend_table(void)
     mlc_comm_free(comm);
 }
 
+/* An argument NCCL refuses although mlcomm let it through: before NCCL 2.28
+ * the call fails alone; from 2.28 on NCCL keeps the refusal as the
+ * communicator's error, so the communicator fails at once, saying so. */
+static void test_refused_by_nccl(void)
+{
+    float *d = dev_floats(4);
+    setenv("FAKE_NCCL_VERSION", "22700", 1);
+    mlc_comm_t *comm = make_comm(0);
+    if (comm) {
+        setenv("FAKE_NCCL_REFUSE", "1", 1);
+        CHECK_ERR_MSG(mlc_allreduce(d, d, 4, MLC_FLOAT32, MLC_SUM, comm, NULL), MLC_ERR_INVALID_ARG, "refused");
+        unsetenv("FAKE_NCCL_REFUSE");
+        CHECK_OK(mlc_allreduce(d, d, 4, MLC_FLOAT32, MLC_SUM, comm, NULL));
+        mlc_comm_free(comm);
+    }
+    setenv("FAKE_NCCL_VERSION", "22809", 1);
+    comm = make_comm(0);
+    if (comm) {
+        setenv("FAKE_NCCL_REFUSE", "1", 1);
+        CHECK_ERR_MSG(mlc_allreduce(d, d, 4, MLC_FLOAT32, MLC_SUM, comm, NULL), MLC_ERR_ABORTED,
+                      "cannot be used again");
+        unsetenv("FAKE_NCCL_REFUSE");
+        CHECK(mlc_comm_status(comm) == MLC_ERR_ABORTED, "status %s", mlc_status_name(mlc_comm_status(comm)));
+        mlc_comm_free(comm);
+    }
+    unsetenv("FAKE_NCCL_VERSION");
+    rt->free(d);
+}
+
+/* NCCL_COMM_BLOCKING=1 makes NCCL ignore the config's non-blocking mode:
+ * every NCCL call could then block beyond MLC_TIMEOUT and mlc_comm_abort.
+ * Refused at init, naming the variable; 0 is fine. */
+static void test_comm_blocking(void)
+{
+    mlc_config_t cfg = MLC_CONFIG_INIT;
+    cfg.backend = backend;
+    mlc_comm_t *comm = NULL;
+    setenv("NCCL_COMM_BLOCKING", "1", 1);
+    mlc_status_t st = mlc_comm_init(&cfg, &comm);
+    CHECK(st == MLC_ERR_CONFIG && strstr(mlc_last_error(), "NCCL_COMM_BLOCKING=1"),
+          "init with NCCL_COMM_BLOCKING=1: %s: %s (NCCL made it blocking: %d)", mlc_status_name(st),
+          mlc_last_error(), *ncounter("fake_nccl_last_blocking"));
+    if (comm) mlc_comm_free(comm);
+    comm = NULL;
+    setenv("NCCL_COMM_BLOCKING", "0", 1);
+    CHECK_OK(mlc_comm_init(&cfg, &comm));
+    CHECK(*ncounter("fake_nccl_last_blocking") == 0, "NCCL_COMM_BLOCKING=0: blocking %d",
+          *ncounter("fake_nccl_last_blocking"));
+    if (comm) mlc_comm_free(comm);
+    unsetenv("NCCL_COMM_BLOCKING");
+}
+
 static void test_ops(void)
 {
     int live_events = *ccounter("fake_cuda_live_events"), live_streams = *ccounter("fake_cuda_live_streams");
@@ -410,6 +476,8 @@ static void test_ops(void)
           *ccounter("fake_cuda_live_device_allocs") - live_dev);
     test_abort();
     test_free_pending();
+    test_refused_by_nccl();
+    test_comm_blocking();
     if (gpu_kind == MLC_GPU_CUDA) test_backend_table();
 }
 

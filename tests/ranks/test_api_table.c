@@ -181,6 +181,10 @@ static int core_api(mlc_comm_t *comm, unsigned char *a, unsigned char *b, size_t
     BAD(mlc_request_test, mlc_request_test(&req, NULL), E);
     BAD(mlc_request_wait_all, mlc_request_wait_all(2, NULL, NULL), E);
 
+    /* Groups: an end without a start; a start takes no input (balanced here). */
+    BAD(mlc_group_end, mlc_group_end(), E);
+    BADV(mlc_group_start, mlc_group_start() == MLC_SUCCESS && mlc_group_end() == MLC_SUCCESS);
+
     /* Collectives: NULL communicator, NULL buffer, bad dtype/op/root, oversized count. */
     const size_t big = SIZE_MAX;
     BAD(mlc_broadcast, mlc_broadcast(a, b, 4, MLC_INT32, 0, NULL, NULL), E);

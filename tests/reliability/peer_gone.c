@@ -15,6 +15,8 @@
  *                    in mlc_recv from 1 / mlc_probe on 1
  *   combine_kill     victim SIGKILLed; survivors in a non-commutative mlc_combine (src/exchange)
  *   combine_freed    victim frees the communicator and exits 0; survivors in mlc_combine
+ *   group_kill       victim SIGKILLed; survivors in mlc_group_end of a group that
+ *                    sends to and receives from it (blocking forms)
  *
  * Each survivor prints "rank R: SCENARIO: STATUS after T s: message" (T is
  * from the start of its wait; the victim leaves 0.1 s after the barrier) and
@@ -41,7 +43,7 @@
 #define BOUND_S 10.0 /* generous: the promise is 2 s, the machine may be loaded */
 
 static const char *const scenarios[] = {"probe_kill",  "iprobe_kill",  "split_kill",    "freed_exit", "freed_exit_coll",
-                                        "freed_alive", "combine_kill", "combine_freed", NULL};
+                                        "freed_alive", "combine_kill", "combine_freed", "group_kill", NULL};
 
 static void add_op(const void *in, void *inout, void *ctx)
 {
@@ -80,6 +82,14 @@ static mlc_status_t survivor_wait(const char *scen, mlc_comm_t *comm, int r)
         mlc_status_t st = mlc_comm_split(comm, 0, r, &child);
         if (child) mlc_comm_free(child);
         return st;
+    }
+    if (strcmp(scen, "group_kill") == 0) {
+        int32_t out = r;
+        mlc_status_t st = mlc_group_start();
+        if (st == MLC_SUCCESS) st = mlc_send(&out, 1, MLC_INT32, VICTIM, TAG, comm, NULL);
+        if (st == MLC_SUCCESS) st = mlc_recv(&v, 1, MLC_INT32, VICTIM, TAG, comm, NULL, NULL);
+        mlc_status_t end = mlc_group_end();
+        return st != MLC_SUCCESS ? st : end;
     }
     if (strncmp(scen, "combine", 7) == 0) return mlc_combine(&v, &v, 1, sizeof v, add_op, 0, NULL, comm);
     if (strcmp(scen, "freed_exit_coll") == 0) return mlc_allreduce(&v, &v, 1, MLC_INT32, MLC_SUM, comm, NULL);
@@ -136,6 +146,9 @@ static int run_rank(const char *scen)
         bad = 1;
     } else if (!names_rank(msg, VICTIM)) {
         printf("rank %d: THE MESSAGE DOES NOT NAME RANK %d\n", r, VICTIM);
+        bad = 1;
+    } else if (strstr(scen, "group") && !strstr(msg, "grouped operation")) {
+        printf("rank %d: THE MESSAGE DOES NOT NAME THE GROUPED OPERATION\n", r);
         bad = 1;
     } else if (strstr(scen, "freed") && !strstr(msg, "freed")) {
         printf("rank %d: THE MESSAGE DOES NOT SAY THE PEER FREED THE COMMUNICATOR\n", r);

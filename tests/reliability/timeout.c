@@ -5,13 +5,16 @@
  * MLC_ERR_TIMEOUT with a message naming the operation and rank 1, and the
  * communicator must then be failed: every later call returns MLC_ERR_TIMEOUT
  * at once. A second communicator (`ctl`, timeout 60 s set in its config,
- * which beats the environment) carries rank 0's verdict to rank 1.
+ * which beats the environment) carries rank 0's verdict to rank 1. First,
+ * a communicator split from ctl with mlc_comm_set_timeout(1.5) times out
+ * after its own 1.5 s.
  *   timeout --threads 2   threads backend
  *   timeout               one rank under mlcomm-run / mpirun
  */
 #include <ctype.h>
 #include <strings.h>
 #include <pthread.h>
+#include <time.h>
 #include "harness.h"
 
 /* Does msg name rank `who` after a "rank" word (e.g. "rank 1", "ranks: 0, 1")? */
@@ -54,12 +57,39 @@ static int rank0(mlc_comm_t *work, mlc_comm_t *comm)
     return 0;
 }
 
+/* mlc_comm_set_timeout: a communicator split from ctl (60 s) gets 1.5 s of
+ * its own; rank 0's barrier there, which rank 1 never joins, times out after
+ * those 1.5 s, and ctl keeps its 60 s. Bad values are refused. */
+static int own_timeout(mlc_comm_t *ctl)
+{
+    mlc_comm_t *comm = ctl, *quick = NULL; /* comm: for CHECK */
+    CHECK_OK(mlc_comm_split(ctl, 0, 0, &quick));
+    CHECK_ERR(mlc_comm_set_timeout(NULL, 1), MLC_ERR_INVALID_ARG);
+    CHECK_ERR(mlc_comm_set_timeout(quick, -1), MLC_ERR_INVALID_ARG);
+    CHECK_ERR(mlc_comm_set_timeout(quick, 0.0 / 0.0), MLC_ERR_INVALID_ARG);
+    CHECK_OK(mlc_comm_set_timeout(quick, 1.5));
+    if (mlc_comm_rank(ctl) == 0) {
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        mlc_status_t st = mlc_barrier(quick, NULL);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double took = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+        CHECK(st == MLC_ERR_TIMEOUT && took > 1.0 && took < 30,
+              "barrier on a communicator with mlc_comm_set_timeout(1.5) -> %s after %.1f s", mlc_status_name(st),
+              took);
+    }
+    CHECK_OK(mlc_barrier(ctl, NULL)); /* ctl is unharmed and kept its own timeout */
+    mlc_comm_free(quick);
+    return 0;
+}
+
 /* The verdict travels to rank 1 over ctl; both return it. */
 static int run_rank(mlc_comm_t *work, mlc_comm_t *ctl)
 {
     mlc_comm_t *comm = ctl; /* for CHECK */
     int32_t verdict = 1;
     CHECK(mlc_comm_size(work) == 2, "needs exactly 2 ranks, got %d", mlc_comm_size(work));
+    CHECK_RUN(own_timeout(ctl));
     if (mlc_comm_rank(work) == 0) {
         verdict = rank0(work, ctl);
         CHECK_OK(mlc_send(&verdict, 1, MLC_INT32, 1, 9, ctl, NULL));

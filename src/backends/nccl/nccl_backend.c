@@ -4,6 +4,7 @@
  * failure handling. Operations are in nccl_colls.c, the unique-id
  * bootstrap in nccl_boot.c, the NCCL_* tuning variables in nccl_tuning.c.
  */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -259,8 +260,21 @@ mlc_status_t mlc_nccl_result(nccl_comm_t *impl, mlc_comm_t *comm, mlc_ncclResult
     char msg[512];
     snprintf(msg, sizeof msg, "%s %s: %s%s%s", impl->fl->name, what, api->ncclGetErrorString(r),
              last && last[0] ? ": " : "", last ? last : "");
-    if (r == mlc_ncclInvalidArgument || r == mlc_ncclInvalidUsage)
-        return mlc_error(MLC_ERR_INVALID_ARG, "%s", msg);
+    if (r == mlc_ncclInvalidArgument || r == mlc_ncclInvalidUsage) {
+        /* Arguments are checked before NCCL sees them. Should NCCL refuse one
+         * anyway: before 2.28 the refusal is this call's alone; from 2.28 on
+         * it is also the communicator's asynchronous error, which no later
+         * call survives, so the communicator fails now, saying why. */
+        mlc_ncclResult_t e = mlc_ncclSuccess;
+        pthread_mutex_lock(&impl->lock);
+        if (impl->nc && api->ncclCommGetAsyncError(impl->nc, &e) != mlc_ncclSuccess) e = mlc_ncclSuccess;
+        pthread_mutex_unlock(&impl->lock);
+        if (e == mlc_ncclSuccess || e == mlc_ncclInProgress) return mlc_error(MLC_ERR_INVALID_ARG, "%s", msg);
+        char sticky[640];
+        snprintf(sticky, sizeof sticky, "%s (NCCL keeps the refusal as the communicator's error: it cannot be "
+                 "used again)", msg);
+        return mlc_nccl_fail(impl, comm, MLC_ERR_ABORTED, sticky);
+    }
     /* Anything else leaves the NCCL communicator unusable. */
     return mlc_nccl_fail(impl, comm, r == mlc_ncclRemoteError ? MLC_ERR_PEER_LOST : MLC_ERR_ABORTED, msg);
 }
@@ -293,6 +307,26 @@ static mlc_status_t load_libs(const nccl_flavor_t *fl, const mlc_nccl_api_t **ap
     if (st == MLC_SUCCESS) st = mlc_gpurt_get(fl->gpu, rt);
     if (st == MLC_SUCCESS) st = mlc_gpurt_device_count(*rt, ndev);
     return st;
+}
+
+/*
+ * NCCL_COMM_BLOCKING in the environment beats the config's blocking field:
+ * at 1 every NCCL call may block, beyond MLC_TIMEOUT and mlc_comm_abort
+ * (which would wait for the call's lock), so it is refused, saying why.
+ */
+static mlc_status_t check_comm_blocking(const nccl_flavor_t *fl)
+{
+    const char *v = mlc_env_text(MLC_ENV_NCCL_COMM_BLOCKING);
+    long long b = 0;
+    if (!v) return MLC_SUCCESS;
+    if (!mlc_parse_int(v, LLONG_MIN, LLONG_MAX, &b))
+        return mlc_error(MLC_ERR_CONFIG, "%s: NCCL_COMM_BLOCKING='%s' is not an integer", fl->name, v);
+    if (b == 0) return MLC_SUCCESS;
+    return mlc_error(MLC_ERR_CONFIG,
+                     "%s: NCCL_COMM_BLOCKING=%s in the environment overrides the non-blocking mode mlcomm "
+                     "creates NCCL communicators in: NCCL calls could then block without end, beyond "
+                     "MLC_TIMEOUT and mlc_comm_abort; unset it (or set it to 0)",
+                     fl->name, v);
 }
 
 static mlc_ncclConfig_t nonblocking_config(void)
@@ -366,6 +400,8 @@ static mlc_status_t nccl_init(mlc_comm_t *comm, const mlc_boot_t *boot)
     mlc_status_t st = load_libs(fl, &api, &rt, &ndev);
     if (st != MLC_SUCCESS) return st;
 
+    st = check_comm_blocking(fl);
+    if (st != MLC_SUCCESS) return st;
     mlc_nccl_tuning_t tuning;
     st = mlc_nccl_tuning_resolve(&comm->cfg, api->version, &tuning);
     if (st == MLC_SUCCESS) st = mlc_nccl_tuning_apply(&tuning);
@@ -425,6 +461,8 @@ static mlc_status_t nccl_split(mlc_comm_t *parent, int color, int key, const int
                          "%s: mlc_comm_split needs ncclCommSplit, which %s %s (%s) does not export "
                          "(NCCL 2.18 or later has it)",
                          pi->fl->name, api->name, "library", api->lib.path);
+    mlc_status_t bst = check_comm_blocking(pi->fl);
+    if (bst != MLC_SUCCESS) return bst;
     int ncolor = color == MLC_UNDEFINED ? MLC_NCCL_SPLIT_NOCOLOR : color;
     if (ncolor < 0 && ncolor != MLC_NCCL_SPLIT_NOCOLOR)
         return mlc_error(MLC_ERR_INVALID_ARG, "%s: split colour %d must be >= 0 or MLC_UNDEFINED",
@@ -475,6 +513,7 @@ static void nccl_destroy(mlc_comm_t *comm)
     if (mlc_nccl_dev_enter(impl, &prev) != MLC_SUCCESS) prev = -1;
     pthread_mutex_lock(&impl->lock);
     mlc_request_t *pending = pending_detach(impl);
+    mlc_request_t *deferred = mlc_nccl_deferred_take(impl);
     mlc_ncclComm_t nc = impl->nc;
     impl->nc = NULL;
     pthread_mutex_unlock(&impl->lock);
@@ -494,6 +533,7 @@ static void nccl_destroy(mlc_comm_t *comm)
         else api->ncclCommAbort(nc);
     }
     complete_all(pending, MLC_ERR_ABORTED, "communicator freed while the operation was pending");
+    complete_all(deferred, MLC_ERR_ABORTED, "communicator freed before its group ended");
     for (int i = 0; i < impl->nevents; i++) rt->event_destroy(impl->events[i]);
     free(impl->events);
     if (impl->scratch_event) rt->event_destroy(impl->scratch_event);
@@ -516,8 +556,10 @@ static void nccl_abort(mlc_comm_t *comm)
     pthread_mutex_lock(&impl->lock);
     abort_locked(impl);
     mlc_request_t *pending = pending_detach(impl);
+    mlc_request_t *deferred = mlc_nccl_deferred_take(impl);
     pthread_mutex_unlock(&impl->lock);
     complete_all(pending, MLC_ERR_ABORTED, "communicator aborted (mlc_comm_abort)");
+    complete_all(deferred, MLC_ERR_ABORTED, "communicator aborted (mlc_comm_abort) before its group ended");
 }
 
 /* ---- progress ---------------------------------------------------------------- */
@@ -681,6 +723,7 @@ static const char *const *nccl_algos(mlc_coll_t coll)
         .destroy = nccl_destroy,                                                                \
         .abort = nccl_abort,                                                                    \
         .start = {MLC_COLL_LIST(MLC_X_START)},                                                  \
+        .group_end = mlc_nccl_group_end,                                                        \
         .iprobe = nccl_iprobe,                                                                  \
         .progress = nccl_progress,                                                              \
         .idle = nccl_idle,                                                                      \

@@ -221,10 +221,11 @@ static mlc_ncclResult_t do_sendrecv(issue_t *c)
     X(MLC_COLL_RECV, do_recv, false, false)                     \
     X(MLC_COLL_SENDRECV, do_sendrecv, true, false)
 
-typedef struct op_desc {
+struct nccl_op_desc {
     mlc_ncclResult_t (*issue)(issue_t *c);
     bool grouped, reduces;
-} op_desc_t;
+};
+typedef nccl_op_desc_t op_desc_t;
 static const op_desc_t ops[MLC_COLL_COUNT] = {
 #define MLC_X_OP(kind, fn, grouped, reduces) [kind] = {fn, grouped, reduces},
     NCCL_OPS(MLC_X_OP)
@@ -303,6 +304,14 @@ static mlc_status_t check_p2p(const nccl_comm_t *impl, const mlc_request_t *req)
         return mlc_error(MLC_ERR_UNSUPPORTED,
                          "%s %s: tag %d: NCCL has no tags, only tag 0 (or MLC_ANY_TAG) is accepted",
                          be, op, recv_tag);
+    /* Checked here, never left to NCCL: NCCL 2.28 keeps a refused call as the
+     * communicator's error, which would end the communicator. */
+    if (!req->grouped && req->coll != MLC_COLL_SENDRECV && a->root == req->comm->rank)
+        return mlc_error(MLC_ERR_INVALID_ARG,
+                         "%s %s: peer %d is this rank: outside a group a %s to itself never completes on "
+                         "NCCL (its other half would be queued behind it); use mlc_sendrecv, or both "
+                         "halves between mlc_group_start and mlc_group_end",
+                         be, op, a->root, op);
     return MLC_SUCCESS;
 }
 
@@ -324,7 +333,7 @@ static mlc_status_t check_buffer(const nccl_comm_t *impl, const mlc_request_t *r
 }
 
 /* ---- the start entry --------------------------------------------------------------- */
-static mlc_status_t prepare(nccl_comm_t *impl, mlc_request_t *req, const op_desc_t *d, issue_t *c)
+static mlc_status_t check_args(nccl_comm_t *impl, mlc_request_t *req, const op_desc_t *d, issue_t *c)
 {
     mlc_status_t st = MLC_SUCCESS;
     if (req->coll == MLC_COLL_SEND || req->coll == MLC_COLL_RECV || req->coll == MLC_COLL_SENDRECV)
@@ -339,9 +348,8 @@ static mlc_status_t prepare(nccl_comm_t *impl, mlc_request_t *req, const op_desc
     return st;
 }
 
-/* Lock held: put the operation on the stream (staging host buffers around it). */
-static mlc_ncclResult_t enqueue(issue_t *c, const op_desc_t *d, const mlc_request_t *req,
-                                mlc_status_t *st)
+mlc_ncclResult_t mlc_nccl_enqueue(issue_t *c, const op_desc_t *d, const mlc_request_t *req,
+                                  mlc_status_t *st)
 {
     *st = mlc_nccl_stage_in(c, req);
     if (*st != MLC_SUCCESS || c->gpu_err != MLC_GPU_SUCCESS) return mlc_ncclSuccess;
@@ -354,8 +362,7 @@ static mlc_ncclResult_t enqueue(issue_t *c, const op_desc_t *d, const mlc_reques
     return r != mlc_ncclSuccess ? r : g;
 }
 
-/* Lock held, operation on the stream: copies back, then the completion event. */
-static int finish_enqueue(issue_t *c, nccl_req_t *nr, mlc_request_t *req)
+int mlc_nccl_finish_enqueue(issue_t *c, nccl_req_t *nr, mlc_request_t *req)
 {
     nccl_comm_t *impl = c->impl;
     const mlc_gpurt_t *rt = impl->rt;
@@ -394,22 +401,56 @@ static mlc_status_t check_algo(const nccl_comm_t *impl, const mlc_request_t *req
                      impl->algo_applied[0] ? impl->algo_applied : "NCCL's choice");
 }
 
-mlc_status_t mlc_nccl_start(mlc_request_t *req)
+mlc_status_t mlc_nccl_prepare(nccl_comm_t *impl, mlc_request_t *req, const op_desc_t **d, issue_t *c)
 {
     mlc_comm_t *comm = req->comm;
-    nccl_comm_t *impl = comm->impl;
     nccl_req_t *nr = nccl_req(req);
     memset(nr, 0, sizeof *nr);
     bool p2p = req->coll == MLC_COLL_SEND || req->coll == MLC_COLL_RECV;
     nr->peer = p2p ? req->args.root : -1;
     if (req->coll < 0 || req->coll >= MLC_COLL_COUNT || !ops[req->coll].issue)
         return mlc_error(MLC_ERR_UNSUPPORTED, "%s: operation %d is not supported", impl->fl->name, (int)req->coll);
-    const op_desc_t *d = &ops[req->coll];
-    issue_t c = {.impl = impl, .api = impl->api, .a = &req->args, .rank = comm->rank,
-                 .size = comm->size, .scale = 1, .es = req->args.esize};
+    *d = &ops[req->coll];
+    *c = (issue_t){.impl = impl, .api = impl->api, .a = &req->args, .rank = comm->rank,
+                   .size = comm->size, .scale = 1, .es = req->args.esize};
     mlc_status_t st = check_algo(impl, req);
-    if (st == MLC_SUCCESS) st = prepare(impl, req, d, &c);
+    if (st == MLC_SUCCESS) st = check_args(impl, req, *d, c);
+    return st;
+}
+
+void mlc_nccl_issue_abandon(issue_t *c, nccl_req_t *nr, const char *what)
+{
+    if (c->pinned) {
+        if (c->out_queued) {
+            /* The GPU may still copy into the block: better pinned forever than reused. */
+            MLC_WARN("%s %s: a staging block stays allocated after the failure", c->impl->fl->name, what);
+        } else {
+            nccl_req_t tmp = {.pinned = c->pinned};
+            mlc_nccl_stage_finish(&tmp, false);
+        }
+    }
+    nr->pinned = NULL;
+}
+
+mlc_status_t mlc_nccl_start(mlc_request_t *req)
+{
+    mlc_comm_t *comm = req->comm;
+    nccl_comm_t *impl = comm->impl;
+    nccl_req_t *nr = nccl_req(req);
+    const op_desc_t *d = NULL;
+    issue_t c;
+    mlc_status_t st = mlc_nccl_prepare(impl, req, &d, &c);
     if (st != MLC_SUCCESS) return st;
+    if (req->grouped) {
+        /* Issued with the rest of its group, in one NCCL group (mlc_nccl_group_end). */
+        pthread_mutex_lock(&impl->lock);
+        nr->next = NULL;
+        if (impl->deferred_tail) nccl_req(impl->deferred_tail)->next = req;
+        else impl->deferred_head = req;
+        impl->deferred_tail = req;
+        pthread_mutex_unlock(&impl->lock);
+        return MLC_SUCCESS;
+    }
 
     int prev;
     st = mlc_nccl_dev_enter(impl, &prev);
@@ -423,7 +464,7 @@ mlc_status_t mlc_nccl_start(mlc_request_t *req)
     if (nc) {
         c.nc = nc;
         c.stream = impl->stream;
-        r = enqueue(&c, d, req, &st);
+        r = mlc_nccl_enqueue(&c, d, req, &st);
     }
     pthread_mutex_unlock(&impl->lock);
 
@@ -448,7 +489,7 @@ mlc_status_t mlc_nccl_start(mlc_request_t *req)
         pthread_mutex_lock(&impl->lock);
         int e = c.gpu_err;
         if (!impl->nc) st = mlc_error(MLC_ERR_ABORTED, "%s %s: communicator aborted", impl->fl->name, what);
-        else if (e == MLC_GPU_SUCCESS) e = finish_enqueue(&c, nr, req);
+        else if (e == MLC_GPU_SUCCESS) e = mlc_nccl_finish_enqueue(&c, nr, req);
         pthread_mutex_unlock(&impl->lock);
         if (st == MLC_SUCCESS && e != MLC_GPU_SUCCESS) {
             char buf[256];
@@ -457,16 +498,7 @@ mlc_status_t mlc_nccl_start(mlc_request_t *req)
                            c.gpu_fn ? c.gpu_fn : "?", mlc_gpurt_strerror(impl->rt, e, buf, sizeof buf));
         }
     }
-    if (st != MLC_SUCCESS && c.pinned) {
-        if (c.out_queued) {
-            /* The GPU may still copy into the block: better pinned forever than reused. */
-            MLC_WARN("%s %s: a staging block stays allocated after the failure", impl->fl->name, what);
-        } else {
-            nccl_req_t tmp = {.pinned = c.pinned};
-            mlc_nccl_stage_finish(&tmp, false);
-        }
-        nr->pinned = NULL;
-    }
+    if (st != MLC_SUCCESS) mlc_nccl_issue_abandon(&c, nr, what);
     mlc_nccl_dev_leave(impl, prev);
     return st;
 }

@@ -58,6 +58,9 @@ typedef struct nccl_comm {
     void *stream;         /* where operations go */
     struct mlc_request *pending_head, *pending_tail;
     int npending;
+    /* Grouped requests (req->grouped), validated and waiting for the group's
+     * end (mlc_nccl_group_end), linked through nccl_req_t.next. */
+    struct mlc_request *deferred_head, *deferred_tail;
     void **events;        /* idle events for reuse */
     int nevents, cap_events;
     void *scratch;        /* device memory for staging and in-place alltoall(v) */
@@ -150,8 +153,32 @@ void mlc_nccl_stage_out(nccl_issue_t *c);
 void mlc_nccl_stage_finish(nccl_req_t *nr, bool deliver);
 
 /* ---- nccl_colls.c ---- */
-/* The start entry for every collective kind (one function, dispatching on req->coll). */
+/* The start entry for every collective kind (one function, dispatching on req->coll).
+ * A grouped request is validated and deferred to mlc_nccl_group_end. */
 mlc_status_t mlc_nccl_start(mlc_request_t *req);
+
+/* ---- nccl_group.c ---- */
+/*
+ * The backend's group_end hook: every deferred request of the communicators
+ * enqueued inside one NCCL group (ncclGroupStart ... ncclGroupEnd), waited
+ * until NCCL has them (ncclInProgress: the communicators' timeouts), then
+ * each followed by its event as any operation. A request that cannot be
+ * issued is completed with the error, which is also returned.
+ */
+mlc_status_t mlc_nccl_group_end(mlc_comm_t *const *comms, int ncomms);
+/* Lock held: take the communicator's deferred requests (NULL-terminated through nccl_req_t.next). */
+mlc_request_t *mlc_nccl_deferred_take(nccl_comm_t *impl);
+/* Lock held: the pieces of one operation's issue (nccl_colls.c), for the group. */
+typedef struct nccl_op_desc nccl_op_desc_t;
+/* Validate req and fill c for it (*d: its shape); MLC_SUCCESS or the error with its message. */
+mlc_status_t mlc_nccl_prepare(nccl_comm_t *impl, mlc_request_t *req, const nccl_op_desc_t **d, nccl_issue_t *c);
+/* Put the operation on the stream (staging around it); *st a staging error. */
+mlc_ncclResult_t mlc_nccl_enqueue(nccl_issue_t *c, const nccl_op_desc_t *d, const mlc_request_t *req,
+                                  mlc_status_t *st);
+/* After NCCL has it: copies back, the completion event, the pending list; a GPU error or 0. */
+int mlc_nccl_finish_enqueue(nccl_issue_t *c, nccl_req_t *nr, mlc_request_t *req);
+/* Give back a failed operation's staging block (never one the GPU may still write). */
+void mlc_nccl_issue_abandon(nccl_issue_t *c, nccl_req_t *nr, const char *what);
 
 /* ---- nccl_boot.c ---- */
 /* Give every rank rank 0's unique id (rank 0 makes it). */
