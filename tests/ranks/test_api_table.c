@@ -144,6 +144,8 @@ static int core_api(mlc_comm_t *comm, unsigned char *a, unsigned char *b, size_t
     BAD(mlc_comm_get_algo, mlc_comm_get_algo(comm, MLC_COLL_ALLREDUCE, 8, NULL), E);
     BAD(mlc_comm_get_algo, mlc_comm_get_algo(comm, MLC_COLL_COUNT, 8, &name), E);
     BAD(mlc_comm_set_stream, mlc_comm_set_stream(NULL, NULL), E);
+    BAD(mlc_comm_set_timeout, mlc_comm_set_timeout(NULL, 1.0), E);
+    BAD(mlc_comm_set_timeout, mlc_comm_set_timeout(comm, -1.0), E);
     BADV(mlc_comm_tag_max, mlc_comm_tag_max(NULL) == -1);
     mlc_profile_stat_t stats[MLC_COLL_COUNT];
     size_t nstats = MLC_COLL_COUNT;
