@@ -20,6 +20,7 @@ always asynchronous. Work.get_future() waits, and returns a completed future. CP
 allows (MLC_MEMORY=cuda or auto)."""
 
 import collections
+import concurrent.futures
 import ctypes
 import datetime
 import inspect
@@ -216,6 +217,9 @@ class ProcessGroupMlcomm(dist.ProcessGroup):
         self._pending = set()
         self._recent = collections.deque(maxlen=256)
         self._rank, self._size = rank, size
+        self._mb_calls = 0
+        self._scratch_buf = None
+        self._timeout_s = timeout.total_seconds() if timeout is not None else 1800.0
         if comm is not None:  # a subgroup split from the default group's communicator
             self.comm = comm
             self._h = comm._live()
@@ -296,6 +300,10 @@ class ProcessGroupMlcomm(dist.ProcessGroup):
     # ---- collectives
     def allreduce(self, tensors, opts=None):
         op = _op(opts)
+        if any(t.is_sparse for t in tensors):
+            for t in tensors:
+                self._sparse_allreduce(t, op)
+            return self._work([], tensors)
         ops, fin = [], []
         for t in tensors:
             c, back = _contig(t)
@@ -304,6 +312,29 @@ class ProcessGroupMlcomm(dist.ProcessGroup):
             ops.append(self._coll(_lib.allreduce, (b.ptr, b.ptr, n, dt, _core.OP[op]), b))
             fin.append(back)
         return self._work(ops, tensors, _chain(*fin))
+
+    def _sparse_allreduce(self, t, op):
+        """A sparse COO tensor's sum, as gloo's: every rank's (index, value)
+        pairs gathered (all-gather of the counts, then two all-gathervs),
+        coalesced into t."""
+        if not t.is_sparse:
+            raise RuntimeError("mlcomm: all_reduce of sparse and dense tensors in one call")
+        if op != "sum":
+            raise RuntimeError("mlcomm: all_reduce of a sparse tensor supports SUM only, not %s" % op.upper())
+        c = t.coalesce()
+        idx = c.indices().t().contiguous()  # (nnz, sparse_dim): each rank's block contiguous
+        val = c.values().contiguous()       # (nnz, *dense)
+        try:
+            counts = self.comm.allgather(torch.tensor([idx.shape[0]], dtype=torch.int64)).reshape(-1).tolist()
+            total = sum(counts)
+            every_idx = torch.empty((total, idx.shape[1]), dtype=torch.int64)
+            self.comm.allgatherv(idx, [k * idx.shape[1] for k in counts], out=every_idx)
+            dense = val[0].numel() if val.shape[0] else int(torch.tensor(val.shape[1:]).prod().item())
+            every_val = torch.empty((total,) + tuple(val.shape[1:]), dtype=val.dtype)
+            self.comm.allgatherv(val, [k * dense for k in counts], out=every_val)
+        except Error as e:
+            raise _runtime(e) from None
+        t.copy_(torch.sparse_coo_tensor(every_idx.t(), every_val, t.shape).coalesce())
 
     def allreduce_coalesced(self, tensors, opts=None):
         op = _op(opts)
@@ -346,10 +377,25 @@ class ProcessGroupMlcomm(dist.ProcessGroup):
             fin.append(back if self._rank == root else None)
         return self._work(ops, tensors, _chain(*fin))
 
+    def _scratch(self, numel, like):
+        """A tensor of numel elements like `like` for the list forms of
+        all_gather and reduce_scatter. In blocking mode (the default) the
+        group keeps the last one (up to 256 MiB) for the next call: a fresh
+        one of many MiB is fresh pages, whose faults cost more than the
+        collective itself. Requests in flight (MLCOMM_TORCH_ASYNC=1) each
+        get their own."""
+        nbytes = numel * like.element_size()
+        if _ASYNC or like.device.type != "cpu" or nbytes > 256 << 20:
+            return torch.empty(numel, dtype=like.dtype, device=like.device)
+        s = self._scratch_buf
+        if s is None or s.numel() * s.element_size() < nbytes:
+            s = self._scratch_buf = torch.empty(nbytes, dtype=torch.uint8)
+        return s[:nbytes].view(like.dtype)
+
     def _allgather_one(self, outputs, t):
         c = t.contiguous()
         b = _buf(c, "allgather")
-        out = torch.empty((self._size,) + tuple(c.shape), dtype=c.dtype, device=c.device)
+        out = self._scratch(self._size * c.numel(), c).view((self._size,) + tuple(c.shape))
         ob = _buf(out, "allgather", True)
         dt = _core.move_dtype(b)
         o = self._coll(_lib.allgather, (b.ptr, ob.ptr, b.elems(dt), dt), (b, ob))
@@ -357,6 +403,9 @@ class ProcessGroupMlcomm(dist.ProcessGroup):
         def finish():
             for r, dst in enumerate(outputs):
                 dst.copy_(out[r].view_as(dst))
+        if o is None:  # complete: copy out now, the next call may reuse the scratch
+            finish()
+            return None, None
         return o, finish
 
     def allgather(self, output_tensors, input_tensors, opts=None):
@@ -398,7 +447,7 @@ class ProcessGroupMlcomm(dist.ProcessGroup):
         for out, ins in zip(output_tensors, input_lists):
             if len(ins) != self._size:
                 raise RuntimeError("mlcomm: reduce_scatter needs %d input tensors, got %d" % (self._size, len(ins)))
-            flat = _flat(ins)
+            flat = torch.cat([t.reshape(-1) for t in ins], out=self._scratch(sum(t.numel() for t in ins), ins[0]))
             c, back = _contig(out)
             b, ob = _buf(flat, "reduce_scatter"), _buf(c, "reduce_scatter", True)
             if b.count != ob.count * self._size:
@@ -500,6 +549,54 @@ class ProcessGroupMlcomm(dist.ProcessGroup):
     def barrier(self, opts=None):
         return self._work([self._coll(_lib.barrier, (), None)], [])
 
+    def monitored_barrier(self, timeout=None, wait_all_ranks=False):
+        """gloo's monitored barrier: every rank reports to rank 0, which
+        names the ranks that did not arrive within `timeout` (seconds or a
+        timedelta; default the communicator's own). Rank 0 then releases
+        the others, which fail if it does not. Messages go on a tag of its
+        own per call (counting down from the communicator's largest), so a
+        late rank's report never satisfies a later barrier."""
+        secs = timeout.total_seconds() if hasattr(timeout, "total_seconds") else timeout
+        if secs is None:
+            secs = self._timeout_s
+        self._mb_calls += 1
+        tag = self.comm.tag_max - self._mb_calls % 1024
+        token = torch.zeros(1, dtype=torch.uint8)
+        ms = int(secs * 1000)
+        try:
+            if self._rank != 0:
+                self.comm.send(token, 0, tag)
+                try:
+                    self.comm.recv(torch.empty(1, dtype=torch.uint8), 0, tag, async_op=True).wait(secs)
+                except (Error, concurrent.futures.TimeoutError):
+                    raise RuntimeError("mlcomm: Rank %d successfully reached monitoredBarrier, but received errors "
+                                       "while waiting for send/recv from rank 0. Please check rank 0 logs for "
+                                       "faulty rank." % self._rank) from None
+                return
+            start = time.monotonic()
+            reports = [(q, self.comm.recv(torch.empty(1, dtype=torch.uint8), q, tag, async_op=True))
+                       for q in range(1, self._size)]
+            arrived, failed = [], []
+            for q, req in reports:
+                left = secs if wait_all_ranks else secs - (time.monotonic() - start)
+                if left <= 0 and not wait_all_ranks:
+                    raise RuntimeError("mlcomm: Rank 0 timed out in monitoredBarrier after %d ms. Successfully "
+                                       "processed ranks: %s" % (ms, ", ".join(map(str, arrived)) or "none"))
+                try:
+                    req.wait(left)
+                    arrived.append(q)
+                except (Error, concurrent.futures.TimeoutError):
+                    failed.append(q)
+                    if not wait_all_ranks:
+                        raise RuntimeError("mlcomm: Rank %d failed to pass monitoredBarrier in %d ms" % (q, ms)) from None
+            if failed:
+                raise RuntimeError("mlcomm: Ranks %s failed to pass monitoredBarrier in %d ms"
+                                   % (", ".join(map(str, failed)), ms))
+            for q in arrived:
+                self.comm.send(token, q, tag)
+        except Error as e:
+            raise _runtime(e) from None
+
     # ---- point-to-point
     def send(self, tensors, dst, tag=0):
         ops = []
@@ -580,6 +677,27 @@ def _wrap_helper():
     c10d._new_process_group_helper = helper
 
 
+def _wrap_monitored_barrier():
+    """dist.monitored_barrier refuses every backend but gloo by name; on an
+    mlcomm group it runs the group's own monitored_barrier instead."""
+    c10d = dist.distributed_c10d
+    inner = c10d.monitored_barrier
+    if getattr(inner, "_mlcomm", False):
+        return
+
+    def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
+        pg = c10d._get_default_group() if group is None or group is c10d.GroupMember.WORLD else group
+        if isinstance(pg, ProcessGroupMlcomm):
+            if c10d._rank_not_in_group(group):
+                return None
+            return pg.monitored_barrier(timeout, wait_all_ranks)
+        return inner(group, timeout, wait_all_ranks)
+
+    monitored_barrier._mlcomm = True
+    c10d.monitored_barrier = monitored_barrier
+    dist.monitored_barrier = monitored_barrier
+
+
 def _register():
     if BACKEND.upper() in getattr(dist.Backend, "_plugins", {}):
         return
@@ -592,3 +710,4 @@ def _register():
 
 _register()
 _wrap_helper()
+_wrap_monitored_barrier()

@@ -19,7 +19,7 @@ with mlcomm.init() as c:
     print("rank %d loaded %s sum %g" % (c.rank, L.path, s[0]))
 PY
 cd "$tmp"
-out=$(env -u MLCOMM_LIBRARY PYTHONPATH="$pkg" "$tmp/prefix/bin/mlcomm-run" -n 2 "$python" "$tmp/prog.py")
+out=$(env -u MLCOMM_LIBRARY PYTHONPATH="$pkg" "$tmp/prefix/bin/mlcomm-run" --tag-output -n 2 "$python" "$tmp/prog.py")
 echo "$out"
 [ "$(echo "$out" | grep -c "loaded $tmp/prefix/lib/libmlcomm.so.0 sum 3")" = 2 ] ||
     { echo "the installed package did not load the installed library on both ranks" >&2; exit 1; }

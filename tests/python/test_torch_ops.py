@@ -117,6 +117,25 @@ def ops(r, p, group, ranks):
             check(got == set(gr[1:]), "any-source senders %s" % got)
         else:
             dist.send(torch.full((1,), float(gr[r])), gr[0], group=g, tag=5)
+    # sparse all_reduce (SUM only, as gloo): rank q holds q+1 entries on row q
+    # of a 6x3 matrix (overlapping columns), plus a dense 2-wide value part
+    idx = torch.tensor([[r % 6] * (r + 1), list(range(r + 1))[:3] + [0] * max(r - 2, 0)])
+    sp = torch.sparse_coo_tensor(idx, torch.full((r + 1, 2), float(r + 1)), (6, 3, 2))
+    want = torch.zeros(6, 3, 2)
+    for q in range(p):
+        for k in range(q + 1):
+            want[q % 6, min(k, 2) if k < 3 else 0] += q + 1
+    dist.all_reduce(sp, group=g)
+    check(sp.is_sparse, "sparse all_reduce left a dense tensor")
+    eq(sp.to_dense(), want, "sparse all_reduce")
+    try:
+        dist.all_reduce(torch.sparse_coo_tensor(idx, torch.ones(r + 1, 2), (6, 3, 2)), op=dist.ReduceOp.MAX, group=g)
+        check(False, "sparse all_reduce MAX did not raise")
+    except RuntimeError as e:
+        check("SUM only" in str(e), "sparse all_reduce MAX: %s" % e)
+    # monitored_barrier (gloo's, on mlcomm groups too): every rank arrives
+    dist.monitored_barrier(group=g, timeout=datetime.timedelta(seconds=30))
+    dist.monitored_barrier(group=g, timeout=30.0, wait_all_ranks=True)
     # async work: wait, is_completed, result, get_future
     t = torch.ones(8)
     w = dist.all_reduce(t, group=g, async_op=True)

@@ -36,8 +36,9 @@ except ImportError:
 # The test class decides by backend name which tests apply: most CPU tests
 # (timeouts, batched p2p, coalesced all-reduce, DDP, subgroups) run for
 # "gloo" only. mlcomm is a drop-in for gloo, so with GATES=gloo (the
-# default) every such gate admits "mlcomm" too: a test that needs something
-# only gloo has then fails and is listed, instead of being skipped unseen.
+# default) every such gate admits "mlcomm" too (and the gates of CPU
+# all_to_all, written for MPI only): a test that needs something only gloo
+# has then fails and is listed, instead of being skipped unseen.
 # GATES=torch keeps torch's own gating.
 GATES = os.environ.get("MLCOMM_SUITE_GATES", "gloo")
 if os.environ["BACKEND"] != "gloo" and GATES == "gloo":
@@ -49,6 +50,8 @@ if os.environ["BACKEND"] != "gloo" and GATES == "gloo":
         (r'BACKEND != "gloo"', 'BACKEND not in ("gloo", %r)' % os.environ["BACKEND"]),
         (r'BACKEND == "gloo"', 'BACKEND in ("gloo", %r)' % os.environ["BACKEND"]),
         (r'require_backend\(\{"gloo"\}\)', 'require_backend({"gloo", %r})' % os.environ["BACKEND"]),
+        # all_to_all on CPU tensors: gloo has none, MPI and mlcomm do
+        (r'BACKEND != "mpi", "Only MPI supports', 'BACKEND not in ("mpi", %r), "Only MPI supports' % os.environ["BACKEND"]),
     ]
 
     class GlooGates(importlib.abc.SourceLoader):
