@@ -295,9 +295,18 @@ typedef struct mlc_config {
 typedef struct mlc_comm mlc_comm_t;
 typedef struct mlc_request mlc_request_t;
 
-/** Opaque token shared by ranks that rendezvous with mlc_comm_init_rank. */
+/**
+ * What a rank needs to join a communicator made with mlc_comm_init_rank (as
+ * ncclUniqueId): the address and port of the bootstrap listener that
+ * mlc_get_unique_id started in the calling process, and a random job token.
+ * Exactly 128 bytes (MLC_UNIQUE_ID_BYTES) of printable text, NUL-terminated
+ * ("mlcuid2:<token>@<address>:<port>#<checksum>"), with no pointers: copy it
+ * between processes and hosts as bytes (a file, a socket, a broadcast).
+ * A damaged id is refused (MLC_ERR_INVALID_ARG) before anything is contacted.
+ */
+#define MLC_UNIQUE_ID_BYTES 128
 typedef struct mlc_unique_id {
-    char internal[128];
+    char internal[MLC_UNIQUE_ID_BYTES];
 } mlc_unique_id_t;
 
 /** Colour for mlc_comm_split meaning "not in any new communicator". */
@@ -323,18 +332,81 @@ MLC_API mlc_status_t mlc_comm_init(const mlc_config_t *cfg, mlc_comm_t **comm);
  */
 MLC_API mlc_status_t mlc_comm_init_all(int n, const mlc_config_t *cfg, mlc_comm_t **comms);
 
-/** Make a fresh unique id (done once, then shared with the other ranks). */
+/**
+ * Make a fresh unique id, done once (by any one process of the job), then
+ * handed to every rank. Starts this process's bootstrap listener, a thread
+ * serving the built-in TCP key-value store until every rank of the
+ * communicator has joined (the process must live until then, as with NCCL).
+ * It binds MLC_BOOTSTRAP_ADDR (default: this host's first non-loopback IPv4
+ * address that is not a container or VM
+ * bridge (docker*, virbr*, veth*, br-*), else 127.0.0.1) on a free port. One id makes one communicator.
+ * Errors: INVALID_ARG (id NULL), CONFIG (MLC_BOOTSTRAP_ADDR malformed),
+ * SYSTEM (no socket could be bound).
+ */
 MLC_API mlc_status_t mlc_get_unique_id(mlc_unique_id_t *id);
 
 /**
  * Join the communicator named by `id` as `rank` of `nranks` (as
- * ncclCommInitRank). Collective over the nranks callers. With the `threads`
- * backend (the default for this call) the callers are threads of this
- * process; with `shm` they may be processes on this host. Blocks until every
- * rank has joined or the timeout passes.
+ * ncclCommInitRank). Collective over the nranks callers, which may be
+ * threads of one process, processes of one host or processes on several
+ * hosts: every rank contacts the listener named in the id and bootstraps
+ * through it as mlc_comm_init_store does. Without a backend from cfg or
+ * MLC_BACKEND: `threads` when every rank is a thread of this process, else
+ * the backend `auto` picks for the job (shm when every rank is on one host).
+ * Blocks until every rank has joined or MLC_TIMEOUT passes.
+ * Errors: INVALID_ARG (NULL, rank out of range, an id not made by
+ * mlc_get_unique_id or damaged), TIMEOUT (the listener cannot be reached, or
+ * ranks missing: the message names them), MISMATCH (ranks disagree on
+ * nranks), UNSUPPORTED (a one-host backend asked for ranks on several hosts:
+ * the message names the hosts), and those of mlc_comm_init.
  */
 MLC_API mlc_status_t mlc_comm_init_rank(const mlc_unique_id_t *id, int nranks, int rank,
                                         const mlc_config_t *cfg, mlc_comm_t **comm);
+
+/* ------------------------------------------------------------------------ */
+/* Bootstrap through a key-value store                                      */
+/* ------------------------------------------------------------------------ */
+/** Store callback results: success, a get that timed out; any other value is a failure. */
+#define MLC_STORE_OK 0
+#define MLC_STORE_TIMEOUT 1
+
+/**
+ * A key-value store the ranks share (as torch's TCPStore or Gloo's store),
+ * given by the caller as callbacks; mlcomm bootstraps every backend through
+ * it. Keys are NUL-terminated text starting with "mlc/"; values are bytes.
+ * Callbacks may be called from any thread of the calling rank, one at a time
+ * per rank, and only during the init call. Plain C types only, so that a
+ * binding (ctypes, P/Invoke) can pass them.
+ *
+ *   set: store `len` bytes of `value` under `key` (replacing any value).
+ *   get: wait until `key` exists or `timeout_s` seconds pass (timeout_s < 0:
+ *        no limit); then copy min(len of value, cap) bytes to `buf`, set
+ *        *len to the value's full length and return MLC_STORE_OK; on timeout
+ *        return MLC_STORE_TIMEOUT. With timeout_s == 0 it only looks.
+ * Any other return value is an error; mlcomm fails the init with
+ * MLC_ERR_BACKEND naming the callback, the key and the value returned.
+ * One store (or one key prefix of it) serves one communicator: a store that
+ * already holds "mlc/job" is refused.
+ */
+typedef struct mlc_store {
+    void *ctx; /* passed to each callback as it is */
+    int (*set)(void *ctx, const char *key, const void *value, size_t len);
+    int (*get)(void *ctx, const char *key, void *buf, size_t cap, size_t *len, double timeout_s);
+} mlc_store_t;
+
+/**
+ * Create a communicator of `nranks` ranks bootstrapped through `store`:
+ * collective over the nranks callers, each with its own rank. Rank 0 names
+ * the job, every rank publishes its host identity (MLC_HOST_ID, else the
+ * host's name and boot id) and process, and the backend is chosen as for
+ * mlc_comm_init_rank; each backend exchanges through the store what it
+ * needs (shm: the job name; threads: the process; nccl: the NCCL unique
+ * id; mpi: nothing, every MPI process must join). Every wait on the store
+ * lasts at most MLC_TIMEOUT. Errors: as mlc_comm_init_rank, plus BACKEND (a
+ * store callback failed: the message names it and the key).
+ */
+MLC_API mlc_status_t mlc_comm_init_store(const mlc_store_t *store, int nranks, int rank,
+                                         const mlc_config_t *cfg, mlc_comm_t **comm);
 
 MLC_API int mlc_comm_rank(const mlc_comm_t *comm);
 MLC_API int mlc_comm_size(const mlc_comm_t *comm);

@@ -16,6 +16,7 @@
 #include "algos/sched.h"
 #include "core/backend.h"
 #include "base/config.h"
+#include "base/host.h"
 #include "info_gpu.h"
 #include "tool_version.h"
 
@@ -55,6 +56,11 @@ static void print_backends(void)
         printf("  this environment (MLC_BACKEND=%s, %d rank%s): %s\n", cfg.backend,
                cfg.world_size, cfg.world_size == 1 ? "" : "s", chosen->name);
     if (cfg.rank_origin[0]) printf("  rank and size: %s\n", cfg.rank_origin);
+    /* What mlc_comm_init_rank / _store compare to tell hosts apart (docs/DESIGN.md "Bootstrap"). */
+    char host_id[256], host_name[64];
+    mlc_host_identity(host_id, sizeof host_id, host_name, sizeof host_name);
+    printf("  host identity (store bootstraps): %s%s\n", host_id,
+           mlc_env_text(MLC_ENV_HOST_ID) ? " (MLC_HOST_ID)" : "");
 }
 
 static void print_env(void)

@@ -35,6 +35,8 @@
     X(LOCAL_SIZE, "MLC_LOCAL_SIZE", INT, "", 1, INT_MAX, NULL, MLC_PUB(local_size), MLC_LOCAL, "number of ranks on this host") \
     X(JOB_ID, "MLC_JOB_ID", STR, "", 0, 0, NULL, MLC_PUB(job_id), MLC_LOCAL, "job identifier shared by all ranks (names shared-memory segments)") \
     X(JOB_FD, "MLC_JOB_FD", INT, "", 0, INT_MAX, NULL, MLC_NOPUB, MLC_LOCAL, "set by mlcomm-run: fd of the job state (peer-death flags)") \
+    X(HOST_ID, "MLC_HOST_ID", STR, "", 0, 0, NULL, MLC_NOPUB, MLC_LOCAL, "host identity at bootstrap (ranks with equal ids share a host; default: host name and boot id); testing several hosts on one") \
+    X(BOOTSTRAP_ADDR, "MLC_BOOTSTRAP_ADDR", STR, "", 0, 0, NULL, MLC_NOPUB, MLC_LOCAL, "address mlc_get_unique_id's listener binds and puts in the id (default: first non-loopback, non-bridge IPv4, else 127.0.0.1)") \
     X(TIMEOUT, "MLC_TIMEOUT", SECONDS, "600", 0, 1000000000, NULL, MLC_PUB(timeout_s), MLC_LOCAL, "seconds without progress before MLC_ERR_TIMEOUT (0 = never)") \
     X(LOG_LEVEL, "MLC_LOG_LEVEL", CHOICE, "warn", 0, 0, mlc_log_level_names, MLC_PUB(log_level), MLC_LOCAL, "log level: error, warn, info, debug, trace") \
     X(LOG_FILE, "MLC_LOG_FILE", STR, "", 0, 0, NULL, MLC_PUB(log_file), MLC_LOCAL, "log file (default stderr); %h = host, %p = pid") \

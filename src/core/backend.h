@@ -20,14 +20,27 @@
 #include "algos/sched.h"
 #include "base/backend_names.h"
 #include "comm.h"
+#include "store.h"
+
+/* Where a rank of a store bootstrap runs (src/core/bootstrap.c). */
+typedef struct mlc_boot_peer {
+    int pid;
+    int host; /* index of its host: ranks with the same index share a host */
+} mlc_boot_peer_t;
 
 /* How a new world communicator should be formed (from resolved config). */
 typedef struct mlc_boot {
     int rank, size;
     int local_rank, local_size;
-    const char *job_id;       /* shared by all ranks of the job */
-    const mlc_unique_id_t *uid; /* non-NULL for mlc_comm_init_rank */
+    const char *job_id;       /* shared by all ranks of the job; fresh for each store bootstrap */
     void *be_arg;             /* backend-specific (mpi: the MPI_Comm handed to mlc_comm_from_mpi) */
+    /* Store bootstraps only (mlc_comm_init_rank, mlc_comm_init_store), else NULL:
+     * the store every rank shares during init (store.h), and every rank's process
+     * and host as the ranks published them. */
+    const mlc_bootstore_t *store;
+    const mlc_boot_peer_t *peers;
+    int nhosts;
+    const char *hosts_text; /* "'a' (ranks 0-1), 'b' (ranks 2-3)", for messages */
 } mlc_boot_t;
 
 /* The interface's version: a table built against another layout is refused. */
@@ -212,6 +225,12 @@ void mlc_request_desc(const mlc_request_t *req, mlc_coll_desc_t *d);
  */
 mlc_status_t mlc_comm_create_with(const mlc_backend_t *be, const mlc_config_t *cfg,
                                   const mlc_boot_t *boot, mlc_comm_t **out);
+
+/* Create a communicator from a resolved cfg and boot (be NULL: chosen from cfg). */
+mlc_status_t mlc_comm_create_boot(const mlc_cfg_t *cfg, const mlc_boot_t *boot, const mlc_backend_t *be,
+                                  mlc_comm_t **out);
+/* 2 * nbytes random hex digits and a NUL into out (nbytes <= 32). */
+void mlc_random_hex(char *out, size_t nbytes);
 
 /* Choose the backend for cfg (explicit name or auto). Sets a message on failure. */
 mlc_status_t mlc_backend_select(const mlc_cfg_t *cfg, const mlc_backend_t **out);

@@ -17,8 +17,6 @@
 
 void mlc_comm_free_requests(mlc_comm_t *comm); /* request.c */
 
-#define MLC_UID_MAGIC "mlcuid1:"
-
 mlc_comm_t *mlc_comm_alloc(void)
 {
     mlc_comm_t *c = calloc(1, sizeof(mlc_comm_t));
@@ -194,7 +192,7 @@ mlc_status_t mlc_comm_agree_settings(mlc_comm_t *c)
     return st;
 }
 
-static void random_hex(char *out, size_t nbytes)
+void mlc_random_hex(char *out, size_t nbytes)
 {
     unsigned char raw[32];
     if (nbytes > sizeof raw) nbytes = sizeof raw;
@@ -243,6 +241,12 @@ fail:
     return st;
 }
 
+mlc_status_t mlc_comm_create_boot(const mlc_cfg_t *cfg, const mlc_boot_t *boot, const mlc_backend_t *be,
+                                  mlc_comm_t **out)
+{
+    return create(cfg, boot, be, out);
+}
+
 mlc_status_t mlc_comm_init(const mlc_config_t *cfg_in, mlc_comm_t **out)
 {
     mlc_error_clear();
@@ -260,9 +264,10 @@ mlc_status_t mlc_comm_init(const mlc_config_t *cfg_in, mlc_comm_t **out)
         if (cfg.world_size > 1 && be->host_shared)
             return mlc_error(MLC_ERR_CONFIG, "rank %d of %d: no job id: set MLC_JOB_ID to the same value "
                              "on every rank (mlcomm-run does this)", cfg.rank, cfg.world_size);
-        random_hex(cfg.job_id, 8);
+        mlc_random_hex(cfg.job_id, 8);
     }
-    mlc_boot_t boot = {cfg.rank, cfg.world_size, cfg.local_rank, cfg.local_size, cfg.job_id, NULL};
+    mlc_boot_t boot = {.rank = cfg.rank, .size = cfg.world_size, .local_rank = cfg.local_rank,
+                       .local_size = cfg.local_size, .job_id = cfg.job_id};
     return create(&cfg, &boot, be, out);
 }
 
@@ -288,54 +293,10 @@ mlc_status_t mlc_comm_create_with(const mlc_backend_t *be, const mlc_config_t *c
     cfg.rank_source = "handed over";
     snprintf(cfg.rank_origin, sizeof cfg.rank_origin, "rank and size from mlc_comm_create_with's caller");
     if (boot_in->job_id && boot_in->job_id[0]) snprintf(cfg.job_id, sizeof cfg.job_id, "%s", boot_in->job_id);
-    else if (!cfg.job_id[0]) random_hex(cfg.job_id, 8);
+    else if (!cfg.job_id[0]) mlc_random_hex(cfg.job_id, 8);
     mlc_boot_t boot = *boot_in;
     boot.job_id = cfg.job_id;
     return create(&cfg, &boot, be, out);
-}
-
-mlc_status_t mlc_get_unique_id(mlc_unique_id_t *id)
-{
-    mlc_error_clear();
-    if (!id) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_get_unique_id: id is NULL");
-    memset(id, 0, sizeof *id);
-    memcpy(id->internal, MLC_UID_MAGIC, strlen(MLC_UID_MAGIC));
-    random_hex(id->internal + strlen(MLC_UID_MAGIC), 16);
-    return MLC_SUCCESS;
-}
-
-mlc_status_t mlc_comm_init_rank(const mlc_unique_id_t *id, int nranks, int rank,
-                                const mlc_config_t *cfg_in, mlc_comm_t **out)
-{
-    mlc_error_clear();
-    if (!id || !out) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_comm_init_rank: %s is NULL", id ? "comm" : "id");
-    if (memcmp(id->internal, MLC_UID_MAGIC, strlen(MLC_UID_MAGIC)) != 0)
-        return mlc_error(MLC_ERR_INVALID_ARG, "mlc_comm_init_rank: id was not made by mlc_get_unique_id");
-    /* Every read of the id stays within its declared size. */
-    const char *hex = id->internal + strlen(MLC_UID_MAGIC);
-    size_t room = sizeof id->internal - strlen(MLC_UID_MAGIC);
-    size_t hex_len = strnlen(hex, room);
-    if (hex_len == room)
-        return mlc_error(MLC_ERR_INVALID_ARG, "mlc_comm_init_rank: the unique id is not terminated within its "
-                         "%zu bytes (not made by mlc_get_unique_id, or overwritten)", sizeof id->internal);
-    if (hex_len != 32 || strspn(hex, "0123456789abcdef") != hex_len)
-        return mlc_error(MLC_ERR_INVALID_ARG, "mlc_comm_init_rank: the unique id is malformed (expected 32 hex "
-                         "digits after its tag; not made by mlc_get_unique_id, or overwritten)");
-    if (nranks < 1 || rank < 0 || rank >= nranks)
-        return mlc_error(MLC_ERR_INVALID_ARG, "mlc_comm_init_rank: rank %d of %d is out of range", rank, nranks);
-    mlc_cfg_t cfg;
-    mlc_status_t st = mlc_config_resolve(cfg_in, &cfg);
-    if (st != MLC_SUCCESS) return st;
-    mlc_log_configure(cfg.log_level, cfg.log_file);
-    /* Ranks joining a unique id are threads unless the caller or MLC_BACKEND says otherwise. */
-    if (!cfg.backend[0] || strcmp(cfg.backend, "auto") == 0) snprintf(cfg.backend, sizeof cfg.backend, "threads");
-    cfg.rank = cfg.local_rank = rank;
-    cfg.world_size = cfg.local_size = nranks;
-    cfg.rank_source = "mlc_comm_init_rank";
-    snprintf(cfg.rank_origin, sizeof cfg.rank_origin, "rank and size from mlc_comm_init_rank's arguments");
-    snprintf(cfg.job_id, sizeof cfg.job_id, "%.*s", (int)hex_len, hex);
-    mlc_boot_t boot = {rank, nranks, rank, nranks, cfg.job_id, id};
-    return create(&cfg, &boot, NULL, out);
 }
 
 mlc_status_t mlc_comm_init_all(int n, const mlc_config_t *cfg_in, mlc_comm_t **comms)
@@ -354,7 +315,7 @@ mlc_status_t mlc_comm_init_all(int n, const mlc_config_t *cfg_in, mlc_comm_t **c
     cfg.world_size = cfg.local_size = n;
     cfg.rank_source = "mlc_comm_init_all";
     snprintf(cfg.rank_origin, sizeof cfg.rank_origin, "rank and size: threads of mlc_comm_init_all");
-    random_hex(cfg.job_id, 8);
+    mlc_random_hex(cfg.job_id, 8);
     const mlc_backend_t *be = mlc_backend_find("threads");
     if (!be) return mlc_error(MLC_ERR_UNAVAILABLE, "mlc_comm_init_all: backend 'threads' is not usable");
     for (int i = 0; i < n; i++) comms[i] = NULL;

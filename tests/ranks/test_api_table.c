@@ -123,6 +123,10 @@ static int core_api(mlc_comm_t *comm, unsigned char *a, unsigned char *b, size_t
     mlc_unique_id_t unterminated = id; /* the right prefix, no terminator anywhere */
     memset(unterminated.internal + 8, 'a', sizeof unterminated.internal - 8);
     BAD(mlc_comm_init_rank, mlc_comm_init_rank(&unterminated, 1, 0, NULL, &c), E);
+    mlc_store_t half = {NULL, NULL, NULL}; /* no callbacks */
+    BAD(mlc_comm_init_store, mlc_comm_init_store(NULL, 2, 0, NULL, &c), E);
+    BAD(mlc_comm_init_store, mlc_comm_init_store(&half, 2, 0, NULL, &c), E);
+    BAD(mlc_comm_init_store, mlc_comm_init_store(&half, 2, 0, NULL, NULL), E);
     CHECK(c == NULL && cs[0] == NULL, "a failed init wrote its output");
     BADV(mlc_comm_rank, mlc_comm_rank(NULL) == -1);
     BADV(mlc_comm_size, mlc_comm_size(NULL) == -1);
@@ -140,6 +144,8 @@ static int core_api(mlc_comm_t *comm, unsigned char *a, unsigned char *b, size_t
     BAD(mlc_comm_get_algo, mlc_comm_get_algo(comm, MLC_COLL_ALLREDUCE, 8, NULL), E);
     BAD(mlc_comm_get_algo, mlc_comm_get_algo(comm, MLC_COLL_COUNT, 8, &name), E);
     BAD(mlc_comm_set_stream, mlc_comm_set_stream(NULL, NULL), E);
+    BAD(mlc_comm_set_timeout, mlc_comm_set_timeout(NULL, 1.0), E);
+    BAD(mlc_comm_set_timeout, mlc_comm_set_timeout(comm, -1.0), E);
     BADV(mlc_comm_tag_max, mlc_comm_tag_max(NULL) == -1);
     mlc_profile_stat_t stats[MLC_COLL_COUNT];
     size_t nstats = MLC_COLL_COUNT;

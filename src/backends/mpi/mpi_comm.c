@@ -118,51 +118,53 @@ int mlc_mpi_tag_max(mlc_comm_t *comm)
 /* ---- table entries ---------------------------------------------------------------- */
 
 /*
- * mlc_comm_init_rank on MPI: every MPI process joins (MPI cannot rendezvous
- * a subset of processes that do not know each other), in the rank order the
- * callers asked for. Every caller must hold the same id and ask for a
- * different rank; the checks see the same data everywhere, so all fail alike.
+ * A store bootstrap (mlc_comm_init_rank, mlc_comm_init_store) on MPI: every
+ * MPI process joins (MPI cannot rendezvous a subset of processes that do not
+ * know each other, and the store cannot make MPI connect processes it did
+ * not launch), in the rank order the callers asked for. Every caller must
+ * hold the same job (the job id the store agreed) and ask for a different
+ * rank; the checks see the same data everywhere, so all fail alike.
  */
 static mlc_status_t init_by_id(mlc_comm_t *comm, const mlc_boot_t *boot)
 {
     int world = 0;
     MPI_Comm_size(MPI_COMM_WORLD, &world);
     if (boot->size != world)
-        return mlc_core->error(MLC_ERR_UNSUPPORTED, "mlc_comm_init_rank on backend 'mpi' joins every MPI process: "
+        return mlc_core->error(MLC_ERR_UNSUPPORTED, "%s on backend 'mpi' joins every MPI process: "
                          "nranks is %d but MPI_COMM_WORLD has %d (mlc_comm_split makes a subset)",
-                         boot->size, world);
+                         boot->store->caller, boot->size, world);
     MPI_Comm all = MPI_COMM_NULL;
     int64_t *every = malloc(sizeof *every * 2 * (size_t)world);
     char *seen = calloc((size_t)world, 1);
     mlc_status_t st = MLC_SUCCESS;
     if (!every || !seen) {
-        st = mlc_core->error(MLC_ERR_NO_MEMORY, "mlc_comm_init_rank: out of memory for %d ranks", world);
+        st = mlc_core->error(MLC_ERR_NO_MEMORY, "%s: out of memory for %d ranks", boot->store->caller, world);
         goto out;
     }
     int rc = MPI_Comm_dup(MPI_COMM_WORLD, &all);
     if (rc == MPI_SUCCESS) rc = MPI_Comm_set_errhandler(all, MPI_ERRORS_RETURN);
-    uint64_t h = 1469598103934665603ull; /* FNV-1a of the id */
-    for (size_t i = 0; i < sizeof boot->uid->internal; i++)
-        h = (h ^ (unsigned char)boot->uid->internal[i]) * 1099511628211ull;
+    uint64_t h = 1469598103934665603ull; /* FNV-1a of the job id */
+    for (const char *p = boot->job_id; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
     int64_t mine[2] = {(int64_t)h, boot->rank};
     if (rc == MPI_SUCCESS) rc = MPI_Allgather(mine, 2, MPI_INT64_T, every, 2, MPI_INT64_T, all);
     if (rc != MPI_SUCCESS) {
-        st = mlc_mpi_error(rc, "mlc_comm_init_rank: rank %d: agreeing on the id over MPI_COMM_WORLD", boot->rank);
+        st = mlc_mpi_error(rc, "%s: rank %d: agreeing on the job over MPI_COMM_WORLD", boot->store->caller, boot->rank);
         goto out;
     }
     for (int k = 0; k < world && st == MLC_SUCCESS; k++) {
         int64_t r = every[2 * k + 1];
         if (every[2 * k] != (int64_t)h)
-            st = mlc_core->error(MLC_ERR_MISMATCH, "mlc_comm_init_rank: MPI process %d joined with another unique id", k);
+            st = mlc_core->error(MLC_ERR_MISMATCH, "%s: MPI process %d joined another job (another unique id or "
+                                 "store)", boot->store->caller, k);
         else if (seen[r]++)
-            st = mlc_core->error(MLC_ERR_MISMATCH, "mlc_comm_init_rank: two MPI processes asked for rank %lld",
+            st = mlc_core->error(MLC_ERR_MISMATCH, "%s: two MPI processes asked for rank %lld", boot->store->caller,
                            (long long)r);
     }
     if (st != MLC_SUCCESS) goto out;
     MPI_Comm nc = MPI_COMM_NULL;
     rc = MPI_Comm_split(all, 0, boot->rank, &nc);
     if (rc != MPI_SUCCESS) {
-        st = mlc_mpi_error(rc, "mlc_comm_init_rank: rank %d: MPI_Comm_split", boot->rank);
+        st = mlc_mpi_error(rc, "%s: rank %d: MPI_Comm_split", boot->store->caller, boot->rank);
         goto out;
     }
     st = mlc_mpi_comm_create(comm, nc, true);
@@ -177,7 +179,7 @@ mlc_status_t mlc_mpi_init(mlc_comm_t *comm, const mlc_boot_t *boot)
 {
     mlc_status_t st = mlc_mpi_env_start(comm->cfg.mpi_thread_level);
     if (st != MLC_SUCCESS) return st;
-    if (boot->uid) return init_by_id(comm, boot);
+    if (boot->store) return init_by_id(comm, boot);
     if (boot->be_arg) return mlc_mpi_comm_create(comm, *(const MPI_Comm *)boot->be_arg, false);
     int r = -1, p = -1;
     MPI_Comm_rank(MPI_COMM_WORLD, &r);

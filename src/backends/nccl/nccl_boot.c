@@ -2,8 +2,8 @@
 /*
  * Sharing the NCCL unique id. Rank 0 makes it with ncclGetUniqueId; the
  * other ranks get its 128 bytes through whatever the launcher provides:
- *   - mlc_comm_init_rank: a temporary shm communicator joined with the
- *     caller's mlcomm unique id (ranks on one host);
+ *   - mlc_comm_init_rank / mlc_comm_init_store: the bootstrap store (key
+ *     mlc/nccl/id), on one host or several;
  *   - mlcomm-run: a temporary shm communicator;
  *   - mpirun / srun with MPI: a temporary mpi communicator;
  *   - torchrun (or any job with MASTER_ADDR/MASTER_PORT): a TCP rendezvous
@@ -26,7 +26,7 @@ static bool has(const char *s, const char *word) { return s && strcasestr(s, wor
 const char *mlc_nccl_boot_method(const mlc_cfg_t *cfg, const mlc_boot_t *boot)
 {
     if (boot->size <= 1) return "none";
-    if (boot->uid) return "shm";
+    if (boot->store) return "store";
     const char *src = cfg->rank_source;
     if (has(src, "mlcomm")) return "shm";
     if (has(src, "torch")) return "tcp";
@@ -50,8 +50,7 @@ static mlc_status_t share_by_comm(const char *backend, const mlc_comm_t *comm, c
     hc.log_level = comm->cfg.log_level;
     hc.memory = MLC_MEMORY_HOST;
     mlc_comm_t *host = NULL;
-    mlc_status_t st = boot->uid ? mlc_comm_init_rank(boot->uid, boot->size, boot->rank, &hc, &host)
-                                : mlc_comm_init(&hc, &host);
+    mlc_status_t st = mlc_comm_init(&hc, &host);
     if (st != MLC_SUCCESS) {
         char msg[512];
         snprintf(msg, sizeof msg, "%s", mlc_last_error());
@@ -65,6 +64,13 @@ static mlc_status_t share_by_comm(const char *backend, const mlc_comm_t *comm, c
     if (st != MLC_SUCCESS)
         return mlc_error(st, "%s: broadcasting the NCCL unique id over %s: %s", comm->be->name, backend, msg);
     return MLC_SUCCESS;
+}
+
+/* Rank 0 sets the id in the bootstrap store; the others wait for it there. */
+static mlc_status_t share_by_store(const mlc_boot_t *boot, mlc_ncclUniqueId *id)
+{
+    if (boot->rank == 0) return mlc_store_put(boot->store, "mlc/nccl/id", id, sizeof *id);
+    return mlc_store_take(boot->store, "mlc/nccl/id", id, sizeof *id, "rank 0 (its NCCL unique id)");
 }
 
 static mlc_status_t share_by_tcp(const mlc_comm_t *comm, const mlc_boot_t *boot, mlc_ncclUniqueId *id)
@@ -98,6 +104,7 @@ mlc_status_t mlc_nccl_share_id(const mlc_nccl_api_t *api, const mlc_comm_t *comm
     }
     const char *method = mlc_nccl_boot_method(&comm->cfg, boot);
     if (strcmp(method, "none") == 0) return MLC_SUCCESS;
+    if (strcmp(method, "store") == 0) return share_by_store(boot, id);
     if (strcmp(method, "tcp") == 0) return share_by_tcp(comm, boot, id);
     return share_by_comm(method, comm, boot, id);
 }

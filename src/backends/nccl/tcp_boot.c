@@ -20,6 +20,7 @@
 #include "base/config.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "base/sock.h"
 #include "base/wait.h"
 
 #define BOOT_MAGIC 0x4d4c4342u /* "MLCB" */
@@ -54,99 +55,6 @@ struct mlc_tcp_listener {
 typedef struct boot_request {
     uint32_t magic, version, rank, size, len, secret_len;
 } boot_request_t;
-
-static double deadline_of(double timeout_s)
-{
-    return timeout_s > 0 ? mlc_now() + timeout_s : INFINITY;
-}
-
-/* A socket's readiness, as the shared wait loop sees it (base/wait.h). */
-typedef struct fd_wait {
-    int fd;
-    short events;
-    bool ready, failed;
-} fd_wait_t;
-
-static int fd_step(void *p)
-{
-    fd_wait_t *w = p;
-    struct pollfd pf = {.fd = w->fd, .events = w->events};
-    int r = poll(&pf, 1, 0);
-    if (r > 0) w->ready = true;
-    if (r < 0 && errno != EINTR) w->failed = true;
-    return w->ready ? MLC_WAIT_MOVED : w->failed ? MLC_WAIT_STOP : MLC_WAIT_NOTHING;
-}
-
-static int fd_done(void *p) { return ((fd_wait_t *)p)->ready; }
-
-/* The event hook: poll the socket for up to max_s. */
-static int fd_block(void *p, double max_s)
-{
-    fd_wait_t *w = p;
-    struct pollfd pf = {.fd = w->fd, .events = w->events};
-    int r = poll(&pf, 1, (int)(max_s * 1000.0) + 1);
-    if (r > 0) w->ready = true;
-    return 1;
-}
-
-/* Wait until fd is ready for `events`; false on deadline (or a failed poll). */
-static bool wait_fd(int fd, short events, double deadline)
-{
-    double left = deadline - mlc_now();
-    if (left <= 0) return false;
-    fd_wait_t fw = {.fd = fd, .events = events};
-    mlc_wait_t w = {.step = fd_step, .done = fd_done, .block = fd_block, .ctx = &fw,
-                    .timeout_s = isinf(left) ? 0 : left, .what = "tcp bootstrap", .spin_s = -1, .yield_s = -1};
-    return mlc_wait_run(&w) == MLC_WAIT_DONE;
-}
-
-/* 0 on success, else an errno (ETIMEDOUT at the deadline, ECONNRESET at EOF). */
-static int write_all(int fd, const void *buf, size_t n, double deadline)
-{
-    const char *p = buf;
-    while (n > 0) {
-        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-        if (w > 0) {
-            p += w;
-            n -= (size_t)w;
-            continue;
-        }
-        if (w < 0 && errno == EINTR) continue;
-        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            if (!wait_fd(fd, POLLOUT, deadline)) return ETIMEDOUT;
-            continue;
-        }
-        return w < 0 ? errno : ECONNRESET;
-    }
-    return 0;
-}
-
-static int read_all(int fd, void *buf, size_t n, double deadline)
-{
-    char *p = buf;
-    while (n > 0) {
-        ssize_t r = recv(fd, p, n, 0);
-        if (r > 0) {
-            p += r;
-            n -= (size_t)r;
-            continue;
-        }
-        if (r == 0) return ECONNRESET;
-        if (errno == EINTR) continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK) {
-            if (!wait_fd(fd, POLLIN, deadline)) return ETIMEDOUT;
-            continue;
-        }
-        return errno;
-    }
-    return 0;
-}
-
-static void set_nonblocking(int fd)
-{
-    int fl = fcntl(fd, F_GETFL, 0);
-    if (fl >= 0) fcntl(fd, F_SETFL, fl | O_NONBLOCK);
-}
 
 static bool is_loopback(const struct sockaddr *sa)
 {
@@ -202,7 +110,7 @@ mlc_status_t mlc_tcp_boot_listen(const char *host, int port, mlc_tcp_listener_t 
         return mlc_error(MLC_ERR_SYSTEM, "tcp bootstrap: rank 0 cannot listen on %s:%d: %s", host,
                          port, strerror(err));
     }
-    set_nonblocking(fd);
+    mlc_sock_set_nonblocking(fd);
     struct sockaddr_storage got;
     socklen_t gotlen = sizeof got;
     int actual = port;
@@ -235,7 +143,7 @@ static int serve_one(int fd, const mlc_tcp_boot_t *b, const void *payload, size_
     double conn_deadline = fmin(deadline, mlc_now() + BOOT_CONN_TIMEOUT_S);
     boot_request_t rq;
     uint32_t wire[6];
-    int err = read_all(fd, wire, sizeof wire, conn_deadline);
+    int err = mlc_sock_read_all(fd, wire, sizeof wire, conn_deadline);
     if (err) {
         MLC_DEBUG("tcp bootstrap: dropped a connection: %s", strerror(err));
         return -1;
@@ -251,7 +159,7 @@ static int serve_one(int fd, const mlc_tcp_boot_t *b, const void *payload, size_
         return -1;
     }
     char secret[MLC_TCP_BOOT_MAX_SECRET];
-    if (read_all(fd, secret, rq.secret_len, conn_deadline)) return -1;
+    if (mlc_sock_read_all(fd, secret, rq.secret_len, conn_deadline)) return -1;
 
     const char *mine = b->secret ? b->secret : "";
     uint32_t status = BOOT_OK;
@@ -261,13 +169,13 @@ static int serve_one(int fd, const mlc_tcp_boot_t *b, const void *payload, size_
     else if (rq.rank == 0 || rq.rank >= (uint32_t)b->size) status = BOOT_BAD_RANK;
     else if (rq.len != len) status = BOOT_BAD_LENGTH;
     uint32_t reply[2] = {htonl(BOOT_MAGIC), htonl(status)};
-    if (write_all(fd, reply, sizeof reply, conn_deadline)) return -1;
+    if (mlc_sock_write_all(fd, reply, sizeof reply, conn_deadline)) return -1;
     if (status != BOOT_OK) {
         MLC_WARN("tcp bootstrap: refused a peer claiming rank %u of %u: %s", rq.rank, rq.size,
                  boot_status_text[status]);
         return -1;
     }
-    if (write_all(fd, payload, len, conn_deadline)) return -1;
+    if (mlc_sock_write_all(fd, payload, len, conn_deadline)) return -1;
     return (int)rq.rank;
 }
 
@@ -284,11 +192,11 @@ mlc_status_t mlc_tcp_boot_serve(mlc_tcp_listener_t *l, const mlc_tcp_boot_t *b,
         mlc_tcp_boot_close(l);
         return mlc_error(MLC_ERR_NO_MEMORY, "tcp bootstrap: out of memory");
     }
-    double deadline = deadline_of(b->timeout_s);
+    double deadline = mlc_sock_deadline(b->timeout_s);
     int remaining = b->size - 1;
     mlc_status_t st = MLC_SUCCESS;
     while (remaining > 0) {
-        if (!wait_fd(l->fd, POLLIN, deadline)) {
+        if (!mlc_sock_wait(l->fd, POLLIN, deadline)) {
             char missing[256] = "";
             size_t used = 0;
             for (int r = 1; r < b->size && used + 16 < sizeof missing; r++) {
@@ -312,7 +220,7 @@ mlc_status_t mlc_tcp_boot_serve(mlc_tcp_listener_t *l, const mlc_tcp_boot_t *b,
         if (r > 0 && !served[r]) {
             served[r] = 1;
             remaining--;
-            deadline = deadline_of(b->timeout_s); /* MLC_TIMEOUT: no progress for that long */
+            deadline = mlc_sock_deadline(b->timeout_s); /* MLC_TIMEOUT: no progress for that long */
         }
     }
     free(served);
@@ -322,36 +230,6 @@ mlc_status_t mlc_tcp_boot_serve(mlc_tcp_listener_t *l, const mlc_tcp_boot_t *b,
 
 /* ---- peers --------------------------------------------------------------- */
 /* Connect with a deadline; -1 with errno set when this attempt failed. */
-static int connect_once(const struct addrinfo *ai, double deadline)
-{
-    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd < 0) return -1;
-    if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
-        if (errno != EINPROGRESS) {
-            int err = errno;
-            close(fd);
-            errno = err;
-            return -1;
-        }
-        if (!wait_fd(fd, POLLOUT, fmin(deadline, mlc_now() + 2.0))) {
-            close(fd);
-            errno = ETIMEDOUT;
-            return -1;
-        }
-        int err = 0;
-        socklen_t elen = sizeof err;
-        getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen);
-        if (err) {
-            close(fd);
-            errno = err;
-            return -1;
-        }
-    }
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    return fd;
-}
-
 mlc_status_t mlc_tcp_boot_fetch(const mlc_tcp_boot_t *b, void *payload, size_t len)
 {
     if (!b || !b->host || !b->host[0] || b->port <= 0 || b->port > 65535 || !payload || len == 0 ||
@@ -365,7 +243,7 @@ mlc_status_t mlc_tcp_boot_fetch(const mlc_tcp_boot_t *b, void *payload, size_t l
                          MLC_TCP_BOOT_MAX_SECRET);
     char portstr[16];
     snprintf(portstr, sizeof portstr, "%d", b->port);
-    double deadline = deadline_of(b->timeout_s);
+    double deadline = mlc_sock_deadline(b->timeout_s);
     int last_err = 0;
     int gai_err = 0;
     double delay = 0.02;
@@ -376,7 +254,7 @@ mlc_status_t mlc_tcp_boot_fetch(const mlc_tcp_boot_t *b, void *payload, size_t l
         int fd = -1;
         if (gai_err == 0) {
             for (struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next) {
-                fd = connect_once(ai, deadline);
+                fd = mlc_sock_connect(ai, deadline);
                 if (fd < 0) last_err = errno;
             }
             freeaddrinfo(res);
@@ -385,9 +263,9 @@ mlc_status_t mlc_tcp_boot_fetch(const mlc_tcp_boot_t *b, void *payload, size_t l
             uint32_t wire[6] = {htonl(BOOT_MAGIC), htonl(BOOT_VERSION), htonl((uint32_t)b->rank),
                                 htonl((uint32_t)b->size), htonl((uint32_t)len), htonl((uint32_t)slen)};
             uint32_t reply[2];
-            int err = write_all(fd, wire, sizeof wire, deadline);
-            if (!err) err = write_all(fd, secret, slen, deadline);
-            if (!err) err = read_all(fd, reply, sizeof reply, deadline);
+            int err = mlc_sock_write_all(fd, wire, sizeof wire, deadline);
+            if (!err) err = mlc_sock_write_all(fd, secret, slen, deadline);
+            if (!err) err = mlc_sock_read_all(fd, reply, sizeof reply, deadline);
             if (!err && ntohl(reply[0]) != BOOT_MAGIC) err = EPROTO;
             if (!err && ntohl(reply[1]) != BOOT_OK) {
                 uint32_t s = ntohl(reply[1]);
@@ -397,7 +275,7 @@ mlc_status_t mlc_tcp_boot_fetch(const mlc_tcp_boot_t *b, void *payload, size_t l
                                  b->host, b->port, b->rank, b->size,
                                  s < BOOT_STATUS_COUNT ? boot_status_text[s] : "unknown reason");
             }
-            if (!err) err = read_all(fd, payload, len, deadline);
+            if (!err) err = mlc_sock_read_all(fd, payload, len, deadline);
             close(fd);
             if (!err) return MLC_SUCCESS;
             last_err = err;

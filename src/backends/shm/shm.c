@@ -250,13 +250,13 @@ static uint64_t mix64(uint64_t x)
     return x ^ (x >> 31);
 }
 
-/* Which launch this rank belongs to (docs/ENGINE.md "Segment"): a unique id
- * is random already; mlcomm-run's job state names its job; else 0, and the
+/* Which launch this rank belongs to (docs/ENGINE.md "Segment"): a store
+ * bootstrap's job id is random already; mlcomm-run's job state names its job; else 0, and the
  * rendezvous tells launches apart by process lineage. */
 static uint64_t launch_tag(const mlc_boot_t *boot)
 {
     uint64_t t = 0;
-    if (boot->uid) {
+    if (boot->store) {
         for (const char *p = boot->job_id; *p; p++) t = mix64(t ^ (unsigned char)*p);
         return t | 1;
     }
@@ -271,8 +271,11 @@ static mlc_status_t shm_init(mlc_comm_t *comm, const mlc_boot_t *boot)
      * completes is progress, so each step's wait gets its own deadline (the
      * counted steps restart it whenever a rank gets through). */
     double timeout = comm->cfg.timeout_s > 0 ? comm->cfg.timeout_s : mlc_env_default_seconds(MLC_ENV_TIMEOUT);
-    bool use_js = boot->uid == NULL;
-    unsigned counter = atomic_fetch_add(&shm_init_counter, 1);
+    bool use_js = boot->store == NULL;
+    /* A store bootstrap's job id is fresh for this communicator: the name needs
+     * nothing else (ranks may have made different numbers of communicators
+     * before). Launcher jobs reuse one job id: every rank counts its inits. */
+    unsigned counter = boot->store ? 0 : atomic_fetch_add(&shm_init_counter, 1);
 
     /* Peers may read our buffers (single copy) even under Yama ptrace_scope=1. */
     if (comm->cfg.cma) prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);

@@ -2,8 +2,8 @@
 /*
  * `threads` backend: ranks are threads of one process. The engine's segment
  * lives in heap memory; rendezvous copies are plain memcpy. Ranks are formed
- * by mlc_comm_init_all (all at once) or mlc_comm_init_rank (each thread joins
- * a unique id).
+ * by mlc_comm_init_all (all at once) or a store bootstrap (mlc_comm_init_rank,
+ * mlc_comm_init_store: each thread joins the job id the store agreed).
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -63,11 +63,11 @@ static mlc_status_t attach(mlc_comm_t *comm, eng_seg_t *seg, int rank)
     return st;
 }
 
-/* ---- unique-id rendezvous --------------------------------------------------- */
+/* ---- store-bootstrap rendezvous: threads meet by job id --------------------------------------------------- */
 
 typedef struct pending_job {
     struct pending_job *next;
-    char id[sizeof(mlc_unique_id_t)];
+    char id[96]; /* the job id the store bootstrap agreed */
     int nranks, joined;
     eng_seg_t *seg;
 } pending_job_t;
@@ -105,40 +105,41 @@ static int join_block(void *p, double max_s)
     return 1;
 }
 
-static mlc_status_t join_unique_id(mlc_comm_t *comm, const mlc_boot_t *boot)
+static mlc_status_t join_job(mlc_comm_t *comm, const mlc_boot_t *boot)
 {
     double timeout = comm->cfg.timeout_s;
     mlc_status_t st = MLC_SUCCESS;
     pthread_mutex_lock(&jobs_lock);
     pending_job_t *j = jobs;
-    while (j && memcmp(j->id, boot->uid->internal, sizeof j->id) != 0) j = j->next;
+    while (j && strcmp(j->id, boot->job_id) != 0) j = j->next;
     if (!j) {
         j = calloc(1, sizeof *j);
         if (j) j->seg = heap_seg_create(boot->size);
         if (!j || !j->seg) {
             free(j);
             pthread_mutex_unlock(&jobs_lock);
-            return mlc_error(MLC_ERR_NO_MEMORY, "mlc_comm_init_rank: out of memory for %d ranks", boot->size);
+            return mlc_error(MLC_ERR_NO_MEMORY, "%s: out of memory for %d ranks", boot->store->caller, boot->size);
         }
-        memcpy(j->id, boot->uid->internal, sizeof j->id);
+        snprintf(j->id, sizeof j->id, "%s", boot->job_id);
         j->nranks = boot->size;
         j->next = jobs;
         jobs = j;
     }
     if (j->nranks != boot->size) {
         pthread_mutex_unlock(&jobs_lock);
-        return mlc_error(MLC_ERR_MISMATCH, "mlc_comm_init_rank: rank %d says %d ranks, an earlier rank said %d",
-                         boot->rank, boot->size, j->nranks);
+        return mlc_error(MLC_ERR_MISMATCH, "%s: rank %d says %d ranks, an earlier rank said %d",
+                         boot->store->caller, boot->rank, boot->size, j->nranks);
     }
     eng_seg_t *seg = j->seg;
     j->joined++;
     pthread_cond_broadcast(&jobs_cond);
     join_wait_t jw = {.j = j, .seen = j->joined};
     mlc_wait_t w = {.step = join_step, .done = join_done, .block = join_block, .ctx = &jw, .timeout_s = timeout,
-                    .what = "mlc_comm_init_rank", .spin_s = -1, .yield_s = -1};
+                    .what = boot->store->caller, .spin_s = -1, .yield_s = -1};
     if (mlc_wait_run(&w) == MLC_WAIT_TIMEOUT) {
-        st = mlc_error(MLC_ERR_TIMEOUT, "mlc_comm_init_rank: rank %d waited %.0f s without another rank joining "
-                       "(MLC_TIMEOUT); only %d of %d ranks joined", boot->rank, w.idle_s, j->joined, j->nranks);
+        st = mlc_error(MLC_ERR_TIMEOUT, "%s: rank %d waited %.0f s without another rank joining "
+                       "(MLC_TIMEOUT); only %d of %d ranks joined", boot->store->caller, boot->rank, w.idle_s,
+                       j->joined, j->nranks);
         j->joined--;
     }
     if (st == MLC_SUCCESS && atomic_fetch_add(&seg->nattached, 1) + 1 == seg->nranks) {
@@ -155,6 +156,18 @@ static mlc_status_t join_unique_id(mlc_comm_t *comm, const mlc_boot_t *boot)
     return attach(comm, seg, boot->rank);
 }
 
+/* Ranks of a store bootstrap are threads of this process, or the job cannot run here. */
+static mlc_status_t join_store(mlc_comm_t *comm, const mlc_boot_t *boot)
+{
+    for (int r = 0; r < boot->size; r++)
+        if (boot->peers[r].pid != boot->peers[boot->rank].pid || boot->peers[r].host != boot->peers[boot->rank].host)
+            return mlc_error(MLC_ERR_UNSUPPORTED, "backend 'threads' joins threads of one process, but rank %d is "
+                             "process %d and rank %d is process %d (ranks on %d host%s: %s); use shm for "
+                             "processes of one host", boot->rank, boot->peers[boot->rank].pid, r,
+                             boot->peers[r].pid, boot->nhosts, boot->nhosts > 1 ? "s" : "", boot->hosts_text);
+    return join_job(comm, boot);
+}
+
 /* ---- table entries ------------------------------------------------------------- */
 
 static int threads_available(char *why, size_t len)
@@ -169,7 +182,7 @@ static int threads_accepts(const mlc_cfg_t *cfg) { return cfg->world_size == 1; 
 
 static mlc_status_t threads_init(mlc_comm_t *comm, const mlc_boot_t *boot)
 {
-    if (boot->uid) return join_unique_id(comm, boot);
+    if (boot->store) return join_store(comm, boot);
     if (boot->size != 1)
         return mlc_error(MLC_ERR_CONFIG, "backend 'threads' forms %d ranks only through mlc_comm_init_all or "
                          "mlc_comm_init_rank (ranks are threads of one process)", boot->size);
