@@ -241,21 +241,8 @@ class ProcessGroupMlcomm(dist.ProcessGroup):
         backend = os.environ.get("MLCOMM_TORCH_BACKEND", "shm")
         secs = timeout.total_seconds() if timeout is not None else None
         try:
-            # mlc_comm_init_rank still reads the launcher's variables and
-            # rejects partial torchrun ones (RANK without LOCAL_RANK, as
-            # env:// by hand sets them); MLC_RANK / MLC_WORLD_SIZE take
-            # precedence over those, so they name the group's rank for the call.
-            saved = {k: os.environ.get(k) for k in ("MLC_RANK", "MLC_WORLD_SIZE")}
-            os.environ["MLC_RANK"], os.environ["MLC_WORLD_SIZE"] = str(rank), str(size)
-            try:
-                self.comm = _core.init(backend, uid=uid, rank=rank, size=size, local_rank=rank, local_size=size,
-                                       timeout=secs if secs and secs > 0 else None)
-            finally:
-                for k, v in saved.items():
-                    if v is None:
-                        os.environ.pop(k, None)
-                    else:
-                        os.environ[k] = v
+            self.comm = _core.init(backend, uid=uid, rank=rank, size=size,
+                                   timeout=secs if secs and secs > 0 else None)
         except Error as e:
             raise _runtime(e) from None
         self._h = self.comm._live()
@@ -633,10 +620,9 @@ def _reduce(b, op):
 # Subgroups. torch calls a backend's creator on the members of a new group
 # only, but every rank of the job calls new_group (in the same order): the
 # wrapper below has every rank split the default group's communicator there
-# (members colour 0, others none), and the creator takes the member's part.
-# (Separate inits per group would not do: mlcomm's shm backend names an
-# init's meeting place after the process's count of inits, which differs
-# between members that belong to different groups.) A subgroup made so
+# (members colour 0, others none), and the creator takes the member's part:
+# a split costs one collective on the parent, where an init of its own would
+# cost a rendezvous through the store. A subgroup made so
 # takes the timeout given to new_group (torch passes the default group's
 # when none is given).
 _split = {}

@@ -724,7 +724,9 @@ static mlc_status_t mlc_check_caller_config(const mlc_config_t *cfg)
     return MLC_SUCCESS;
 }
 
-mlc_status_t mlc_config_resolve(const mlc_config_t *cfg, mlc_cfg_t *out)
+/* launchers: whether ranks come from the environment (else the caller's
+ * arguments name them and no launcher variable is read). */
+static mlc_status_t resolve(const mlc_config_t *cfg, mlc_cfg_t *out, bool launchers)
 {
     if (out == NULL) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_config_resolve: out is NULL");
     mlc_status_t st;
@@ -733,7 +735,7 @@ mlc_status_t mlc_config_resolve(const mlc_config_t *cfg, mlc_cfg_t *out)
     mlc_cfg_t r;
     memset(&r, 0, sizeof r);
     if ((st = mlc_resolve_backend(cfg, &r)) != MLC_SUCCESS) return st;
-    if ((st = mlc_resolve_ranks(cfg, &r)) != MLC_SUCCESS) return st;
+    if (launchers && (st = mlc_resolve_ranks(cfg, &r)) != MLC_SUCCESS) return st;
 
     char raw[1024];
     if (cfg != NULL && cfg->job_id != NULL && cfg->job_id[0] != '\0')
@@ -751,6 +753,13 @@ mlc_status_t mlc_config_resolve(const mlc_config_t *cfg, mlc_cfg_t *out)
     if ((st = mlc_resolve_algos(&r)) != MLC_SUCCESS) return st;
     *out = r;
     return MLC_SUCCESS;
+}
+
+mlc_status_t mlc_config_resolve(const mlc_config_t *cfg, mlc_cfg_t *out) { return resolve(cfg, out, true); }
+
+mlc_status_t mlc_config_resolve_given_ranks(const mlc_config_t *cfg, mlc_cfg_t *out)
+{
+    return resolve(cfg, out, false);
 }
 
 /* ---- agreement across ranks ------------------------------------------------ */

@@ -157,6 +157,13 @@ typedef struct mlc_cfg {
  */
 mlc_status_t mlc_config_resolve(const mlc_config_t *cfg, mlc_cfg_t *out);
 /*
+ * The same for a caller that names rank and size itself (init by store or
+ * unique id, init_all): no launcher variable is read, so a
+ * partial or foreign launcher set cannot fail it; the caller fills rank,
+ * world size and their origin.
+ */
+mlc_status_t mlc_config_resolve_given_ranks(const mlc_config_t *cfg, mlc_cfg_t *out);
+/*
  * Hash of the collective-relevant settings (backend, world size, memory kind,
  * staging chunk, every MLC_ALGO_<COLL>): comm init compares it across ranks
  * before any collective whose algorithm a setting could change.

@@ -306,7 +306,7 @@ static mlc_status_t resolve(const char *caller, const mlc_config_t *cfg_in, int 
 {
     if (nranks < 1 || rank < 0 || rank >= nranks)
         return mlc_error(MLC_ERR_INVALID_ARG, "%s: rank %d of %d is out of range", caller, rank, nranks);
-    mlc_status_t st = mlc_config_resolve(cfg_in, cfg);
+    mlc_status_t st = mlc_config_resolve_given_ranks(cfg_in, cfg);
     if (st != MLC_SUCCESS) return st;
     mlc_log_configure(cfg->log_level, cfg->log_file);
     cfg->rank_source = caller;

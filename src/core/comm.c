@@ -305,7 +305,7 @@ mlc_status_t mlc_comm_init_all(int n, const mlc_config_t *cfg_in, mlc_comm_t **c
     if (!comms) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_comm_init_all: comms is NULL");
     if (n < 1) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_comm_init_all: n = %d, need at least 1", n);
     mlc_cfg_t cfg;
-    mlc_status_t st = mlc_config_resolve(cfg_in, &cfg);
+    mlc_status_t st = mlc_config_resolve_given_ranks(cfg_in, &cfg);
     if (st != MLC_SUCCESS) return st;
     mlc_log_configure(cfg.log_level, cfg.log_file);
     if (cfg_in && cfg_in->backend && strcmp(cfg_in->backend, "threads") != 0)
