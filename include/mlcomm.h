@@ -446,7 +446,9 @@ MLC_API mlc_status_t mlc_comm_abort(mlc_comm_t *comm);
  * fails with MLC_ERR_TIMEOUT (as MLC_TIMEOUT / mlc_config_t.timeout_s at
  * init; 0 = never). Local to this rank and to this communicator (not the one
  * it was split from, nor those split from it later, which copy it). Call it
- * while no operation of the communicator is in flight.
+ * while no operation of the communicator is in flight. On mpi, call it alike
+ * on every rank: whether a timeout is set decides how MPI's collectives are
+ * issued (blocking MPI calls without one), as MLC_TIMEOUT must be alike.
  */
 MLC_API mlc_status_t mlc_comm_set_timeout(mlc_comm_t *comm, double seconds);
 

@@ -218,15 +218,17 @@ class ProcessGroupMlcomm(dist.ProcessGroup):
         self._recent = collections.deque(maxlen=256)
         self._rank, self._size = rank, size
         self._mb_calls = 0
+        self._mb_posted = []
         self._scratch_buf = None
         self._timeout_s = timeout.total_seconds() if timeout is not None else 1800.0
         if comm is not None:  # a subgroup split from the default group's communicator
             self.comm = comm
             self._h = comm._live()
-            if timeout is not None:  # new_group(timeout=...): this group's own
+            if timeout is not None:  # new_group's timeout (torch's default: 30 minutes, as gloo's groups)
                 try:
                     comm.set_timeout(max(timeout.total_seconds(), 0))
                 except Error as e:
+                    comm.free()
                     raise _runtime(e) from None
             return
         # Ranks of this group meet through its store: every init adds `size`
@@ -548,21 +550,30 @@ class ProcessGroupMlcomm(dist.ProcessGroup):
             secs = self._timeout_s
         self._mb_calls += 1
         tag = self.comm.tag_max - self._mb_calls % 1024
+        # Receives a timeout left posted stay referenced (with their buffers)
+        # until they complete: a late rank's message lands in a live buffer.
+        self._mb_posted = [(q, b) for q, b in self._mb_posted if not q.done()]
         token = torch.zeros(1, dtype=torch.uint8)
         ms = int(secs * 1000)
         try:
             if self._rank != 0:
                 self.comm.send(token, 0, tag)
+                release = torch.empty(1, dtype=torch.uint8)
+                req = self.comm.recv(release, 0, tag, async_op=True)
                 try:
-                    self.comm.recv(torch.empty(1, dtype=torch.uint8), 0, tag, async_op=True).wait(secs)
+                    req.wait(secs)
                 except (Error, concurrent.futures.TimeoutError):
+                    self._mb_posted.append((req, release))
                     raise RuntimeError("mlcomm: Rank %d successfully reached monitoredBarrier, but received errors "
                                        "while waiting for send/recv from rank 0. Please check rank 0 logs for "
                                        "faulty rank." % self._rank) from None
                 return
             start = time.monotonic()
-            reports = [(q, self.comm.recv(torch.empty(1, dtype=torch.uint8), q, tag, async_op=True))
-                       for q in range(1, self._size)]
+            reports = []
+            for q in range(1, self._size):
+                b = torch.empty(1, dtype=torch.uint8)
+                reports.append((q, self.comm.recv(b, q, tag, async_op=True)))
+                self._mb_posted.append((reports[-1][1], b))
             arrived, failed = [], []
             for q, req in reports:
                 left = secs if wait_all_ranks else secs - (time.monotonic() - start)
@@ -623,8 +634,8 @@ def _reduce(b, op):
 # (members colour 0, others none), and the creator takes the member's part:
 # a split costs one collective on the parent, where an init of its own would
 # cost a rendezvous through the store. A subgroup made so
-# takes the timeout given to new_group (torch passes the default group's
-# when none is given).
+# takes the timeout given to new_group (torch 1.13 passes its default, 30
+# minutes, when none is given: a gloo group gets the same).
 _split = {}
 
 

@@ -425,6 +425,37 @@ static void test_refused_by_nccl(void)
     rt->free(d);
 }
 
+/* A group whose first operation NCCL refuses: the operations after it were
+ * never handed to NCCL, and must end with an error saying so at
+ * mlc_group_end, not stay pending until the timeout. */
+static void test_group_refused(void)
+{
+    float *d = dev_floats(4), *e = dev_floats(4);
+    setenv("FAKE_NCCL_VERSION", "22700", 1); /* a refusal that does not end the communicator */
+    mlc_comm_t *comm = make_comm(0);
+    if (comm) {
+        mlc_request_t *r[2] = {NULL, NULL};
+        CHECK_OK(mlc_group_start());
+        setenv("FAKE_NCCL_REFUSE", "1", 1);
+        CHECK_OK(mlc_allreduce(d, d, 4, MLC_FLOAT32, MLC_SUM, comm, &r[0]));
+        CHECK_OK(mlc_allreduce(e, e, 4, MLC_FLOAT32, MLC_SUM, comm, &r[1]));
+        mlc_status_t st = mlc_group_end();
+        unsetenv("FAKE_NCCL_REFUSE");
+        CHECK(st != MLC_SUCCESS, "group_end of a refused group succeeded");
+        for (int i = 0; i < 2; i++) {
+            int done = 0;
+            mlc_status_t rs = mlc_request_test(&r[i], &done);
+            CHECK(done && rs != MLC_SUCCESS, "grouped allreduce %d after a refused one: done %d, %s", i, done,
+                  mlc_status_name(rs));
+            if (!done) mlc_comm_abort(comm), mlc_request_wait(&r[i]);
+        }
+        mlc_comm_free(comm);
+    }
+    unsetenv("FAKE_NCCL_VERSION");
+    rt->free(d);
+    rt->free(e);
+}
+
 /* NCCL_COMM_BLOCKING=1 makes NCCL ignore the config's non-blocking mode:
  * every NCCL call could then block beyond MLC_TIMEOUT and mlc_comm_abort.
  * Refused at init, naming the variable; 0 is fine. */
@@ -477,6 +508,7 @@ static void test_ops(void)
     test_abort();
     test_free_pending();
     test_refused_by_nccl();
+    test_group_refused();
     test_comm_blocking();
     if (gpu_kind == MLC_GPU_CUDA) test_backend_table();
 }

@@ -169,7 +169,8 @@ const char *eng_direct_choose(const mlc_request_t *req)
  * 128 MiB all-reduce 3.5x its time; so the communicator keeps the last
  * scratch for the next call. The usable area follows a 64-byte header
  * holding its size; the slot is atomic because the progress thread and the
- * caller may finish and start collectives at once. */
+ * caller may finish and start collectives at once. Up to 256 MiB is kept
+ * (an in-place all-reduce of 512 MiB on 2 ranks). */
 #define SCRATCH_HEADER 64u
 
 static void *scratch_take(eng_comm_t *ec, size_t bytes)
@@ -183,11 +184,14 @@ static void *scratch_take(eng_comm_t *ec, size_t bytes)
     return base + SCRATCH_HEADER;
 }
 
+#define SCRATCH_KEEP_MAX ((size_t)256 << 20) /* larger scratch is freed, not kept */
+
 static void scratch_give(eng_comm_t *ec, void *tmp)
 {
     if (!tmp) return;
     void *base = (char *)tmp - SCRATCH_HEADER, *none = NULL;
-    if (!atomic_compare_exchange_strong(&ec->scratch, &none, base)) free(base);
+    if (*(size_t *)base > SCRATCH_KEEP_MAX || !atomic_compare_exchange_strong(&ec->scratch, &none, base))
+        free(base);
 }
 
 mlc_status_t eng_direct_start(mlc_request_t *req, const mlc_sig_t *sig, uint64_t hash, eng_direct_t *d)

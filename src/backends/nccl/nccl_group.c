@@ -110,7 +110,9 @@ static mlc_status_t flush_api(const mlc_nccl_api_t *api, mlc_comm_t *const *comm
     n = k; /* an abort in between may have taken some */
 
     mlc_ncclResult_t gr = api->ncclGroupStart();
+    int reached = 0; /* items looked at; those after a failed enqueue are failed below */
     for (int i = 0; i < n && gr == mlc_ncclSuccess; i++) {
+        reached = i + 1;
         group_item_t *it = &items[i];
         nccl_comm_t *impl = it->impl;
         it->st = mlc_nccl_prepare(impl, it->req, &it->d, &it->c);
@@ -149,6 +151,18 @@ static mlc_status_t flush_api(const mlc_nccl_api_t *api, mlc_comm_t *const *comm
     /* The group must be closed even when a member failed. */
     mlc_ncclResult_t ge = api->ncclGroupEnd();
     if (gr == mlc_ncclSuccess && ge != mlc_ncclInProgress) gr = ge;
+    /* Never handed to NCCL: NCCL refused an earlier one of the group. */
+    for (int i = reached; i < n; i++) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "%s %s: not issued: the NCCL group failed at its operation %d of %d (%s)",
+                 items[i].impl->fl->name, mlc_coll_name(items[i].req->coll), reached, n,
+                 api->ncclGetErrorString(gr));
+        mlc_request_complete(items[i].req, MLC_ERR_BACKEND, "%s", msg);
+        if (first == MLC_SUCCESS) {
+            first = MLC_ERR_BACKEND;
+            snprintf(first_msg, msg_len, "%s", msg);
+        }
+    }
 
     /* Per communicator: wait until NCCL has its part, or fail its part. */
     for (int i = 0; i < ncomms; i++) {
