@@ -106,18 +106,22 @@ void mlc_copy_run(const mlc_copy_t *c, const void *src_base, void *dst_base)
      * odometer walks the axes outside that. */
     int outer = c->ndim - 2;
     int64_t idx[MLC_EXCHANGE_MAX_DIMS] = {0};
-    for (;;) {
+    do {
         copy_runs(dst, src, c->shape[outer], c->dst_stride[outer], c->src_stride[outer],
                   c->run_bytes);
-        int d = outer - 1;
-        for (; d >= 0; d--) {
-            src += c->src_stride[d];
-            dst += c->dst_stride[d];
-            if (++idx[d] < c->shape[d]) break;
-            src -= c->src_stride[d] * c->shape[d];
-            dst -= c->dst_stride[d] * c->shape[d];
-            idx[d] = 0;
-        }
-        if (d < 0) return;
+    } while (mlc_copy_next_block(c, outer, idx, &src, &dst));
+}
+
+int mlc_copy_next_block(const mlc_copy_t *c, int outer, int64_t *idx, const unsigned char **src,
+                        unsigned char **dst)
+{
+    for (int d = outer - 1; d >= 0; d--) {
+        *src += c->src_stride[d];
+        *dst += c->dst_stride[d];
+        if (++idx[d] < c->shape[d]) return 1;
+        *src -= c->src_stride[d] * c->shape[d];
+        *dst -= c->dst_stride[d] * c->shape[d];
+        idx[d] = 0;
     }
+    return 0;
 }

@@ -37,6 +37,12 @@ mlc_strided_t mlc_strided_packed(const mlc_box_t *region, size_t esize, int64_t 
 mlc_copy_t mlc_copy_make(const mlc_box_t *shape, size_t esize, const mlc_strided_t *src,
                          const mlc_strided_t *dst);
 
+/* The odometer over the axes outside the innermost two-axis block: advance
+ * *src / *dst (and idx, zeroed at the start) along axes outer-1 .. 0;
+ * false once every block has been visited. Host and device copies share it. */
+int mlc_copy_next_block(const mlc_copy_t *c, int outer, int64_t *idx, const unsigned char **src,
+                        unsigned char **dst);
+
 /* Perform the copy: bytes from src_base + src side to dst_base + dst side. */
 void mlc_copy_run(const mlc_copy_t *c, const void *src_base, void *dst_base);
 #endif

@@ -64,22 +64,13 @@ mlc_status_t mlc_xdev_copy(const mlc_gpurt_t *rt, void *stream, const mlc_copy_t
      * axes outside them (merged descriptors rarely have any). */
     const int inner = c->ndim - 2;
     int64_t idx[MLC_EXCHANGE_MAX_DIMS] = {0};
-    for (;;) {
+    do {
         int e = rt->memcpy_2d_async(dst, (size_t)c->dst_stride[inner], src,
                                     (size_t)c->src_stride[inner], c->run_bytes,
                                     (size_t)c->shape[inner], MLC_GPU_MEMCPY_DEFAULT, stream);
         if (e) return copy_failed(rt, e, "Memcpy2DAsync");
-        int d = inner - 1;
-        for (; d >= 0; d--) {
-            src += c->src_stride[d];
-            dst += c->dst_stride[d];
-            if (++idx[d] < c->shape[d]) break;
-            src -= c->src_stride[d] * c->shape[d];
-            dst -= c->dst_stride[d] * c->shape[d];
-            idx[d] = 0;
-        }
-        if (d < 0) return MLC_SUCCESS;
-    }
+    } while (mlc_copy_next_block(c, inner, idx, &src, &dst));
+    return MLC_SUCCESS;
 }
 
 mlc_status_t mlc_xdev_stream_create(const mlc_gpurt_t *rt, void **stream)
