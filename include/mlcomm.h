@@ -549,6 +549,14 @@ MLC_API mlc_status_t mlc_group_end(void);
 /* ------------------------------------------------------------------------ */
 /* Collectives                                                              */
 /* ------------------------------------------------------------------------ */
+/*
+ * Every rank calls each collective with the same count (v-forms: counts that
+ * agree pairwise). With count 0, broadcast, reduce, allreduce, allgather,
+ * reduce_scatter, alltoall, gather and scatter move nothing: after the
+ * arguments are checked they return at once without communicating (a
+ * request form hands out a request already complete) and take no call
+ * number, so ranks never wait for each other on them.
+ */
 /** Copy `count` elements from root's sendbuf to every rank's recvbuf. */
 MLC_API mlc_status_t mlc_broadcast(const void *sendbuf, void *recvbuf, size_t count,
                                    mlc_dtype_t dtype, int root, mlc_comm_t *comm,

@@ -229,10 +229,44 @@ mlc_status_t mlc_submit_now(mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_t 
     return mlc_submit_plain(comm, coll, args, bytes, out);
 }
 
+/* Collectives whose count every rank passes alike move nothing at count 0:
+ * they return at once, as MPI's do, and take no call number, so no rank
+ * waits for another (the v-forms, whose counts differ per rank, still run). */
+static bool moves_nothing(mlc_coll_t coll, const mlc_args_t *a)
+{
+    if (a->count != 0) return false;
+    switch (coll) {
+    case MLC_COLL_BROADCAST:
+    case MLC_COLL_REDUCE:
+    case MLC_COLL_ALLREDUCE:
+    case MLC_COLL_ALLGATHER:
+    case MLC_COLL_REDUCE_SCATTER:
+    case MLC_COLL_ALLTOALL:
+    case MLC_COLL_GATHER:
+    case MLC_COLL_SCATTER: return true;
+    default: return false;
+    }
+}
+
+/* The request form of a call that moved nothing: complete from the start. */
+static mlc_status_t completed_request(mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_t *args,
+                                      mlc_request_t **out)
+{
+    mlc_request_t *req = mlc_request_alloc(comm);
+    if (!req) return mlc_error(MLC_ERR_NO_MEMORY, "mlc_%s: out of memory for a request", coll_names[coll]);
+    req->coll = coll;
+    req->args = *args;
+    atomic_store_explicit(&req->done, 1, memory_order_release);
+    *out = req;
+    return MLC_SUCCESS;
+}
+
 /* A user's call inside an open group joins it (mlcomm's own traffic never does). */
 static mlc_status_t submit(mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_t *args, size_t bytes,
                            mlc_request_t **out)
 {
+    if (__builtin_expect(args->count == 0, 0) && moves_nothing(coll, args))
+        return out ? completed_request(comm, coll, args, out) : MLC_SUCCESS;
     if (__builtin_expect(atomic_load_explicit(&mlc_groups_open, memory_order_relaxed) > 0, 0) &&
         comm->internal_depth == 0 && mlc_group_is_open())
         return mlc_group_submit(comm, coll, args, bytes, out);
