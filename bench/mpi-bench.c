@@ -26,7 +26,9 @@
  *     communicator leaves libnbc's progress hook on every later call).
  *
  * Output (rank 0), one line per size, '#' lines are comments:
- *   COLL SIZE COUNT ITERS TIME_US ALGBW_GBPS BUSBW_GBPS
+ *   COLL SIZE COUNT ITERS TIME_US ALGBW_GBPS BUSBW_GBPS [P50_US P99_US]
+ *   (the last two with -P: every call also timed alone; per rank the
+ *   nearest-rank percentiles of its call times, the highest over the ranks)
  *
  * Usage: mpi-bench [-c COLL[,COLL...]] [-w WARMUP] [-S SEED] [-t LEVEL] [-D] SEGMENT...
  *        SEGMENT = MIN:MAX:FACTOR:ITERS (sizes take K/M/G suffixes)
@@ -48,6 +50,7 @@ typedef struct bench {
     float *send, *recv;
     size_t buf_elems;
     unsigned long long seed;
+    int percentiles; /* -P: time every call alone too; print the slowest rank's p50 and p99 */
 } bench_t;
 
 static int run(coll_t c, const float *send, float *recv, const geom_t *g)
@@ -71,18 +74,34 @@ static int call_at(const bench_t *b, coll_t c, const geom_t *g, size_t shift)
     return run(c, b->send + shift, b->recv + shift, g);
 }
 
-static int measure(bench_t *b, coll_t c, size_t bytes, long iters, double *time_s, geom_t *gout)
+/* time_s[0]: the slowest rank's average; with -P, [1] and [2]: the highest
+ * p50 and p99 over the ranks of their per-call times. */
+static int measure(bench_t *b, coll_t c, size_t bytes, long iters, double time_s[3], geom_t *gout)
 {
     geom_t g = geometry(c, bytes, b->p);
     /* one call on fresh data */
     peer_fill(b->send, g.send_elems, b->seed ^ bytes, b->rank);
     if (c == COLL_broadcast) peer_fill(b->recv, g.recv_elems, b->seed ^ bytes, b->rank);
+    double *each = b->percentiles ? malloc((size_t)iters * sizeof *each) : NULL;
+    if (b->percentiles && !each) MPI_Abort(MPI_COMM_WORLD, 3);
     int rc = call_at(b, c, &g, 0);
     if (rc == MPI_SUCCESS) rc = MPI_Barrier(bench_comm);
-    double t0 = MPI_Wtime();
-    for (long it = 0; it < iters && rc == MPI_SUCCESS; it++) rc = call_at(b, c, &g, peer_shift(b->buf_elems, &g, it));
-    double t = (MPI_Wtime() - t0) / (double)iters;
-    if (rc == MPI_SUCCESS) rc = MPI_Allreduce(&t, time_s, 1, MPI_DOUBLE, MPI_MAX, bench_comm);
+    double t0 = MPI_Wtime(), prev = t0;
+    for (long it = 0; it < iters && rc == MPI_SUCCESS; it++) {
+        rc = call_at(b, c, &g, peer_shift(b->buf_elems, &g, it));
+        if (each) {
+            double now = MPI_Wtime();
+            each[it] = now - prev;
+            prev = now;
+        }
+    }
+    double t[3] = {(MPI_Wtime() - t0) / (double)iters, 0, 0};
+    if (each) {
+        t[1] = peer_percentile(each, iters, 50);
+        t[2] = peer_percentile(each, iters, 99);
+        free(each);
+    }
+    if (rc == MPI_SUCCESS) rc = MPI_Allreduce(t, time_s, 3, MPI_DOUBLE, MPI_MAX, bench_comm);
     *gout = g;
     return rc;
 }
@@ -122,13 +141,15 @@ static int run_segment(bench_t *b, coll_t c, const segment_t *s, long warmup)
     peer_fill(b->recv, b->buf_elems, b->seed + 1, b->rank);
     rc = warm_up(b, c, s, warmup, last);
     for (size_t bytes = s->min; rc == MPI_SUCCESS;) {
-        double t = 0;
+        double tm[3] = {0, 0, 0};
         geom_t g;
-        rc = measure(b, c, bytes, s->iters, &t, &g);
+        rc = measure(b, c, bytes, s->iters, tm, &g);
         if (rc == MPI_SUCCESS && b->rank == 0) {
-            double algbw = t > 0 ? (double)g.size_bytes / t / 1e9 : 0;
-            printf("%s %zu %zu %ld %.3f %.4f %.4f\n", coll_names[c], g.size_bytes, g.count,
+            double t = tm[0], algbw = t > 0 ? (double)g.size_bytes / t / 1e9 : 0;
+            printf("%s %zu %zu %ld %.3f %.4f %.4f", coll_names[c], g.size_bytes, g.count,
                    s->iters, t * 1e6, algbw, algbw * busbw_factor(c, b->p));
+            if (b->percentiles) printf(" %.3f %.3f", tm[1] * 1e6, tm[2] * 1e6);
+            printf("\n");
             fflush(stdout);
         }
         if (s->factor <= 1 || bytes > s->max / s->factor) break;
@@ -171,10 +192,11 @@ static const char *level_name(int level)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: mpi-bench [-c COLL[,COLL...]] [-w WARMUP] [-S SEED] [-t LEVEL] [-D] MIN:MAX:FACTOR:ITERS...\n"
+    fprintf(stderr, "usage: mpi-bench [-c COLL[,COLL...]] [-w WARMUP] [-S SEED] [-t LEVEL] [-D] [-P] MIN:MAX:FACTOR:ITERS...\n"
                     "collectives: allreduce allgather reduce_scatter broadcast alltoall (default all)\n"
                     "LEVEL: MPI_Init_thread at single|funneled|serialized|multiple (default: MPI_Init)\n"
-                    "-D: call on a duplicate of MPI_COMM_WORLD (default: MPI_COMM_WORLD itself)\n");
+                    "-D: call on a duplicate of MPI_COMM_WORLD (default: MPI_COMM_WORLD itself)\n"
+                    "-P: also time every call alone: two more columns, the slowest rank's p50 and p99 (us)\n");
 }
 
 /* "cpus 0-1" style list of this process's affinity, for the header. */
@@ -198,7 +220,7 @@ int main(int argc, char **argv)
     long warmup = 5;
     unsigned long long seed = 1;
     int level = -1; /* -1: MPI_Init */
-    int dup = 0;
+    int dup = 0, percentiles = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-c") == 0 && i + 1 < argc) {
             if (parse_colls(argv[++i], selected, "mpi-bench") != 0) return 2;
@@ -208,6 +230,8 @@ int main(int argc, char **argv)
             seed = strtoull(argv[++i], NULL, 10);
         } else if (strcmp(argv[i], "-D") == 0) {
             dup = 1;
+        } else if (strcmp(argv[i], "-P") == 0) {
+            percentiles = 1;
         } else if (strcmp(argv[i], "-t") == 0 && i + 1 < argc) {
             if (parse_level(argv[++i], &level) != 0) return 2;
         } else if (nsegs < MAX_SEGMENTS && parse_segment(argv[i], &segs[nsegs]) == 0) {
@@ -238,7 +262,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "mpi-bench: MPI_Comm_dup failed\n");
         MPI_Abort(MPI_COMM_WORLD, 3);
     }
-    bench_t b = {.seed = seed};
+    bench_t b = {.seed = seed, .percentiles = percentiles};
     MPI_Comm_rank(MPI_COMM_WORLD, &b.rank);
     MPI_Comm_size(MPI_COMM_WORLD, &b.p);
     char aff[256];

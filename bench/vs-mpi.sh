@@ -53,7 +53,8 @@ usage() {
 usage: bench/vs-mpi.sh [options]
 
   --quick               sizes 8 B..8 MiB x16, 2 ranks, 2 rounds, 0.02 s per size
-  --full                (default) sizes 8 B..128 MiB x4, 2 and 4 ranks, 5 rounds, 0.1 s per size
+  --full                (default) sizes 8 B..128 MiB x4, 2, 4 and 8 ranks, 5 rounds, 0.1 s per size,
+                        plus zero-byte allgather and reduce_scatter
   --overhead            mlcomm-bench with MLC_BACKEND=mpi against mpi-bench, both under the
                         same launcher, binding and MPI thread level; sizes --sizes, 2 ranks,
                         7 rounds (A B, B A, ...), 0.2 s per size, peer ompi; prints medians,
@@ -119,7 +120,7 @@ if [ "$MODE" = overhead ]; then
 elif [ "$MODE" = quick ]; then
     : "${ROUNDS:=2}" "${RANKS:=2}" "${MIN_BYTES:=8}" "${MAX_BYTES:=8M}" "${FACTOR:=16}" "${TIME_PER_SIZE:=0.02}"
 else
-    : "${ROUNDS:=5}" "${RANKS:=2 4}" "${MIN_BYTES:=8}" "${MAX_BYTES:=128M}" "${FACTOR:=4}" "${TIME_PER_SIZE:=0.1}"
+    : "${ROUNDS:=5}" "${RANKS:=2 4 8}" "${MIN_BYTES:=8}" "${MAX_BYTES:=128M}" "${FACTOR:=4}" "${TIME_PER_SIZE:=0.1}"
 fi
 : "${PEERS:=ompi mpich}" "${COLLS:=allreduce allgather reduce_scatter broadcast}" "${MAX_ITERS:=20000}"
 if [ -z "$OUT_DIR" ]; then
@@ -404,16 +405,18 @@ launch() {
     run_logged vs-mpi.sh "$logf" MLC_BACKEND=shm -- "${cmd[@]}"
 }
 
-# One CSV row per measured size: np,round,side,coll,size,iters,time_us,algbw,busbw,algo
+# One CSV row per measured size: np,round,side,coll,size,iters,time_us,algbw,busbw,algo,p50_us,p99_us
+# (time: the average; p50 and p99: every call timed alone, the slowest rank's,
+# the same clock read per call on every side)
 RAW=$OUT_DIR/raw.csv
 
 # run_mlcomm NP ROUND COLL ITERS MIN MAX  -> rows (one invocation of mlcomm-bench)
 run_mlcomm() {
     local np=$1 round=$2 coll=$3 iters=$4 lo=$5 hi=$6
     launch mlcomm "$np" "$OUT_DIR/logs/mlcomm.$np.log" "$MLC_BENCH" "$coll" -b "$lo" -e "$hi" \
-        -f "$FACTOR" -n "$iters" -w "$WARMUP" -c 0 |
+        -f "$FACTOR" -n "$iters" -w "$WARMUP" -c 0 -P 1 |
         awk -v np="$np" -v r="$round" -v c="$coll" -v it="$iters" \
-            '!/^#/ && NF >= 9 { printf "%s,%s,mlcomm,%s,%s,%s,%s,%s,%s,%s\n", np, r, c, $1, it, $7, $8, $9, $6 }'
+            '!/^#/ && NF >= 18 { printf "%s,%s,mlcomm,%s,%s,%s,%s,%s,%s,%s,%s,%s\n", np, r, c, $1, it, $7, $8, $9, $6, $15, $16 }'
 }
 
 # run_peer PEER NP ROUND COLL SEGMENTS... -> rows (one invocation of mpi-bench)
@@ -421,9 +424,9 @@ run_peer() {
     local peer=$1 np=$2 round=$3 coll=$4
     shift 4
     launch "$peer" "$np" "$OUT_DIR/logs/$peer.$np.log" "${PEER_BIN[$peer]}" -c "$coll" \
-        -w "$WARMUP" -S "$((round * 7919 + np))" "$@" |
+        -w "$WARMUP" -S "$((round * 7919 + np))" -P "$@" |
         awk -v np="$np" -v r="$round" -v side="$peer" \
-            '!/^#/ && NF >= 7 { printf "%s,%s,%s,%s,%s,%s,%s,%s,%s,-\n", np, r, side, $1, $2, $4, $5, $6, $7 }'
+            '!/^#/ && NF >= 9 { printf "%s,%s,%s,%s,%s,%s,%s,%s,%s,-,%s,%s\n", np, r, side, $1, $2, $4, $5, $6, $7, $8, $9 }'
 }
 
 # run_memcpy NP ROUND -> rows (the bound for sizes of 512 KiB and up)
@@ -434,7 +437,19 @@ run_memcpy() {
     "$OUT_DIR/bin/memcpy-probe" -p "$np" -n "$MIN_ITERS" -B 256M -S "$((round * 7919 + np))" --bind "$BIND" \
         "${big[@]}" | tee -a "$OUT_DIR/logs/memcpy.$np.log" |
         awk -v np="$np" -v r="$round" \
-            '!/^#/ && NF >= 5 { printf "%s,%s,memcpy,memcpy,%s,%s,%s,%s,%s,-\n", np, r, $2, $3, $4, $5, $5 }'
+            '!/^#/ && NF >= 5 { printf "%s,%s,memcpy,memcpy,%s,%s,%s,%s,%s,-,-,-\n", np, r, $2, $3, $4, $5, $5 }'
+}
+
+# run_zero NP ROUND -> rows: zero-byte allgather and reduce_scatter on every
+# side (full mode; 20000 calls: they should return without communicating).
+ZERO_COLLS="allgather reduce_scatter"
+run_zero() {
+    local np=$1 round=$2 coll p
+    [ "$MODE" = full ] || return 0
+    for coll in $ZERO_COLLS; do
+        run_mlcomm "$np" "$round" "$coll" 20000 0 0
+        for p in $AVAILABLE_PEERS; do run_peer "$p" "$np" "$round" "$coll" 0:0:1:20000; done
+    done
 }
 
 # ---- calibration -> segments --------------------------------------------------------
@@ -481,7 +496,7 @@ segments_for() {
         }' "$cal"
 }
 
-echo "np,round,side,coll,size,iters,time_us,algbw_gbps,busbw_gbps,algo" >"$RAW"
+echo "np,round,side,coll,size,iters,time_us,algbw_gbps,busbw_gbps,algo,p50_us,p99_us" >"$RAW"
 rm -f "$OUT_DIR"/logs/*.log "$OUT_DIR"/plot.*
 START=$(date +%s)
 log "mode $MODE: ranks [$RANKS], rounds $ROUNDS, peers [$AVAILABLE_PEERS ], colls [$COLLS], sizes [$SIZES ], $TIME_PER_SIZE s per size, bind $BIND"
@@ -529,6 +544,7 @@ for np in $RANKS; do
                 run_peer "$p" "$np" "$round" "$coll" "${args[@]}" >>"$RAW"
             done
         done
+        run_zero "$np" "$round" >>"$RAW"
         run_memcpy "$np" "$round" >>"$RAW"
     done
 done

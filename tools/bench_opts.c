@@ -19,6 +19,7 @@
     X('n', "iters", "N", "timed iterations per size (default 20)")                           \
     X('w', "warmup_iters", "N", "warm-up iterations at the largest and smallest size (default 5)") \
     X('c', "check", "0|1", "verify every result (default 1)")                                \
+    X('P', "percentiles", "0|1", "also time each call alone: p50 and p99 columns (default 0)") \
     X('d', "datatype", "TYPE", "int8 uint8 int32 uint32 int64 uint64 float16 bfloat16 float32 float64 (default float32)") \
     X('o', "op", "OP", "sum prod max min avg (default sum)")                                 \
     X('r', "root", "N", "root of broadcast, reduce, gather and scatter (default 0)")                          \
@@ -119,6 +120,7 @@ static bool apply(mlc_bench_opts_t *o, char s, const char *longname, const char 
     case 'n': return parse_int_arg(longname, v, 1, INT32_MAX, &o->iters);
     case 'w': return parse_int_arg(longname, v, 0, INT32_MAX, &o->warmup);
     case 'c': return parse_int_arg(longname, v, 0, 1, &o->check);
+    case 'P': return parse_int_arg(longname, v, 0, 1, &o->percentiles);
     case 'r': return parse_int_arg(longname, v, 0, INT32_MAX, &o->root);
     case 't': return parse_int_arg(longname, v, 1, 4096, &o->threads);
     case 'M':

@@ -14,6 +14,7 @@ typedef struct mlc_bench_opts {
     size_t step_factor;
     int iters, warmup;
     int check;          /* 0 or 1 */
+    int percentiles;    /* 1: time every call alone too, report p50 and p99 */
     mlc_dtype_t dtype;
     mlc_op_t op;
     int root;

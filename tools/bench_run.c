@@ -5,6 +5,10 @@
  * an out-of-place and an in-place measurement, each: one synchronising call,
  * a barrier, `iters` timed calls at rotating buffer offsets, the slowest
  * rank's average, then (with -c 1) one call on fresh data that is verified.
+ * With -P 1 each timed call is also timed alone: every rank sorts its own
+ * call times, and the row shows the highest p50 and p99 over the ranks (the
+ * tail a caller of the slowest rank sees; the clock reads add ~20 ns a call
+ * to the average).
  *
  * Buffers are host or device memory (bench_mem.h). Everything the host
  * writes or reads (check data, sentinels, results) goes through host mirrors
@@ -160,8 +164,45 @@ static int prepare_check(bench_t *b, const mlc_bench_geom_t *g, bool inplace, ui
 typedef struct measured {
     outcome_t outcome;
     double time_s;   /* slowest rank's average */
+    double p50_s, p99_s; /* with -P 1: the highest over the ranks of each rank's percentile */
     uint64_t wrong;  /* over every rank */
 } measured_t;
+
+static int by_value(const void *x, const void *y)
+{
+    double a = *(const double *)x, b = *(const double *)y;
+    return a < b ? -1 : a > b;
+}
+
+/* Nearest-rank percentile q (0..100] of n sorted values. */
+static double percentile(const double *sorted, int n, double q)
+{
+    int k = (int)(q / 100.0 * n + 0.999999);
+    return sorted[k < 1 ? 0 : k > n ? n - 1 : k - 1];
+}
+
+/* The timed loop with every call timed alone: the average, and this rank's p50 and p99. */
+static mlc_status_t timed_calls_each(bench_t *b, const mlc_bench_geom_t *g, bool inplace, measured_t *m)
+{
+    int n = b->o->iters;
+    double *t = malloc((size_t)n * sizeof *t);
+    if (!t) return mlc_error(MLC_ERR_NO_MEMORY, "%d call times", n);
+    mlc_status_t st = MLC_SUCCESS;
+    double t0 = mlc_now(), prev = t0;
+    for (int it = 0; it < n && st == MLC_SUCCESS; it++) {
+        placed_t pl = place(b, g, inplace, shift_of(b, g, it));
+        st = b->coll->run(&pl.call);
+        double now = mlc_now();
+        t[it] = now - prev;
+        prev = now;
+    }
+    m->time_s = (prev - t0) / n;
+    qsort(t, (size_t)n, sizeof *t, by_value);
+    m->p50_s = percentile(t, n, 50);
+    m->p99_s = percentile(t, n, 99);
+    free(t);
+    return st;
+}
 
 static int measure(bench_t *b, const mlc_bench_geom_t *g, bool inplace, uint64_t seed,
                    measured_t *m)
@@ -170,7 +211,7 @@ static int measure(bench_t *b, const mlc_bench_geom_t *g, bool inplace, uint64_t
     int code = 0;
     mlc_bench_gen_t gen;
     placed_t pl;
-    *m = (measured_t){OUT_OK, 0, 0};
+    *m = (measured_t){OUT_OK, 0, 0, 0, 0};
 
     /* Synchronising call, on real data. */
     code = prepare_check(b, g, inplace, seed, &gen, &pl);
@@ -180,15 +221,24 @@ static int measure(bench_t *b, const mlc_bench_geom_t *g, bool inplace, uint64_t
 
     mlc_status_t st = mlc_barrier(b->comm, NULL);
     if (st != MLC_SUCCESS) return fail(b, "barrier", 0, st);
-    double t0 = mlc_now();
-    for (int it = 0; it < b->o->iters; it++) {
-        pl = place(b, g, inplace, shift_of(b, g, it));
-        st = b->coll->run(&pl.call);
+    if (b->o->percentiles) {
+        st = timed_calls_each(b, g, inplace, m);
         if (st != MLC_SUCCESS) return fail(b, name, g->size_bytes, st);
+    } else {
+        double t0 = mlc_now();
+        for (int it = 0; it < b->o->iters; it++) {
+            pl = place(b, g, inplace, shift_of(b, g, it));
+            st = b->coll->run(&pl.call);
+            if (st != MLC_SUCCESS) return fail(b, name, g->size_bytes, st);
+        }
+        m->time_s = (mlc_now() - t0) / b->o->iters;
     }
-    m->time_s = (mlc_now() - t0) / b->o->iters;
-    st = ctl_allreduce(b, &m->time_s, 1, MLC_FLOAT64, MLC_MAX);
-    if (st != MLC_SUCCESS) return fail(b, "collecting times (allreduce)", sizeof(double), st);
+    double times[3] = {m->time_s, m->p50_s, m->p99_s};
+    st = ctl_allreduce(b, times, 3, MLC_FLOAT64, MLC_MAX);
+    if (st != MLC_SUCCESS) return fail(b, "collecting times (allreduce)", sizeof times, st);
+    m->time_s = times[0];
+    m->p50_s = times[1];
+    m->p99_s = times[2];
 
     if (b->o->check) {
         code = prepare_check(b, g, inplace, seed + 1, &gen, &pl);
@@ -227,6 +277,17 @@ static void print_measured(bench_t *b, const mlc_bench_geom_t *g, const measured
         printf("  %7s  %6.2f  %6.2f  %6s", t, algbw, busbw, "N/A");
 }
 
+/* With -P 1: p50 and p99 of both placements, after the usual columns. */
+static void print_percentiles(const measured_t m[2], const bool na[2])
+{
+    for (int k = 0; k < 2; k++) {
+        if (na[k] || m[k].outcome != OUT_OK)
+            printf("  %7s  %7s", "N/A", "N/A");
+        else
+            printf("  %7.2f  %7.2f", m[k].p50_s * 1e6, m[k].p99_s * 1e6);
+    }
+}
+
 static void print_header(bench_t *b, const char *ranks_are, const char *hosts)
 {
     const mlc_bench_opts_t *o = b->o;
@@ -253,13 +314,17 @@ static void print_header(bench_t *b, const char *ranks_are, const char *hosts)
         int len = (int)strlen(titles[k]), left = (group - len) / 2;
         printf("%*s%s%*s", left, "", titles[k], k ? 0 : group - len - left, "");
     }
+    if (o->percentiles) printf("  %-16s  %-16s", "  out-of-place", "    in-place");
     printf("\n");
-    printf("# %10s  %12s  %8s  %6s  %6s  %14s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "size",
+    printf("# %10s  %12s  %8s  %6s  %6s  %14s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s", "size",
            "count", "type", "redop", "root", "algo", "time", "algbw", "busbw", "#wrong", "time",
            "algbw", "busbw", "#wrong");
-    printf("# %10s  %12s  %8s  %6s  %6s  %14s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "(B)",
+    if (o->percentiles) printf("  %7s  %7s  %7s  %7s", "p50", "p99", "p50", "p99");
+    printf("\n# %10s  %12s  %8s  %6s  %6s  %14s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s", "(B)",
            "(elements)", "", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)",
            "(GB/s)", "");
+    if (o->percentiles) printf("  %7s  %7s  %7s  %7s", "(us)", "(us)", "(us)", "(us)");
+    printf("\n");
     fflush(stdout);
 }
 
@@ -342,21 +407,22 @@ static int row(bench_t *b, size_t size, int algo_index)
         printf("%12zu  %12zu  %8s  %6s  %6d  %14s", g.size_bytes, g.count,
                mlc_dtype_name(b->o->dtype), b->coll->reduces ? mlc_op_name(b->o->op) : "none",
                b->coll->rooted ? b->o->root : -1, algo ? algo : "native");
+    measured_t m[2] = {{OUT_OK, 0, 0, 0, 0}, {OUT_OK, 0, 0, 0, 0}};
+    bool na[2] = {false, !b->coll->has_inplace};
     for (int inplace = 0; inplace < 2; inplace++) {
-        measured_t m = {OUT_OK, 0, 0};
-        bool na = inplace && !b->coll->has_inplace;
         /* fresh data per size, algorithm and placement */
         uint64_t seed = size * 1000003u + (uint64_t)algo_index * 7919u + (uint64_t)inplace * 2;
-        if (!na) {
-            int code = measure(b, &g, inplace, seed, &m);
+        if (!na[inplace]) {
+            int code = measure(b, &g, inplace, seed, &m[inplace]);
             if (code) {
                 if (b->rank == 0) printf("\n");
                 return code;
             }
-            b->wrong_total += m.wrong;
+            b->wrong_total += m[inplace].wrong;
         }
-        if (b->rank == 0) print_measured(b, &g, &m, na);
+        if (b->rank == 0) print_measured(b, &g, &m[inplace], na[inplace]);
     }
+    if (b->rank == 0 && b->o->percentiles) print_percentiles(m, na);
     if (b->rank == 0) {
         printf("\n");
         fflush(stdout);
