@@ -5,6 +5,7 @@
 #include "base/error.h"
 #include "core/backend.h"
 #include "core/comm.h"
+#include "devrt/gpuwait.h"
 
 bool mlc_xdev_native(mlc_comm_t *comm) { return comm && comm->be->device_native; }
 
@@ -84,14 +85,9 @@ mlc_status_t mlc_xdev_stream_create(const mlc_gpurt_t *rt, void **stream)
     return MLC_SUCCESS;
 }
 
-mlc_status_t mlc_xdev_sync(const mlc_gpurt_t *rt, void *stream, const char *what)
+mlc_status_t mlc_xdev_sync(const mlc_comm_t *comm, const mlc_gpurt_t *rt, void *stream, const char *what)
 {
-    int e = rt->stream_synchronize(stream);
-    if (!e) return MLC_SUCCESS;
-    char buf[256];
-    rt->get_last_error();
-    return mlc_error(MLC_ERR_BACKEND, "%s: %sStreamSynchronize: %s", what, rt->prefix,
-                     mlc_gpurt_strerror(rt, e, buf, sizeof buf));
+    return mlc_gpu_stream_wait(rt, stream, comm->cfg.timeout_s, what);
 }
 
 void mlc_xdev_stream_destroy(const mlc_gpurt_t *rt, void *stream)

@@ -38,8 +38,9 @@ mlc_status_t mlc_xdev_copy(const mlc_gpurt_t *rt, void *stream, const mlc_copy_t
                            const void *src_base, void *dst_base);
 
 /* The exchange's own stream (ordered with the legacy default stream, so data
- * the caller produced there is seen); wait for it; destroy it. */
+ * the caller produced there is seen); wait for it (polled, failing with
+ * MLC_ERR_TIMEOUT after comm's MLC_TIMEOUT); destroy it. */
 mlc_status_t mlc_xdev_stream_create(const mlc_gpurt_t *rt, void **stream);
-mlc_status_t mlc_xdev_sync(const mlc_gpurt_t *rt, void *stream, const char *what);
+mlc_status_t mlc_xdev_sync(const mlc_comm_t *comm, const mlc_gpurt_t *rt, void *stream, const char *what);
 void mlc_xdev_stream_destroy(const mlc_gpurt_t *rt, void *stream);
 #endif

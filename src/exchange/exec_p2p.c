@@ -180,7 +180,7 @@ static mlc_status_t settle(p2p_state_t *s, const char *what)
 {
     if (!s->copies_pending) return MLC_SUCCESS;
     s->copies_pending = false;
-    return mlc_xdev_sync(s->rt, s->stream, what);
+    return mlc_xdev_sync(s->comm, s->rt, s->stream, what);
 }
 
 static mlc_status_t pack(p2p_state_t *s, const mlc_xplan_t *plan, const mlc_xbind_t *b)
