@@ -171,6 +171,15 @@ static mlc_status_t exchange(const mlc_bootstore_t *bs, int rank, int n, const c
     mlc_host_identity(mine.host_id, sizeof mine.host_id, mine.host_name, sizeof mine.host_name);
     char key[MLC_STORE_KEY_MAX];
     rank_key(key, sizeof key, rank);
+    /* Only this rank writes its key: if it is there, the store served an
+     * earlier communicator (or a caller joined twice as this rank). Every
+     * rank says so at once instead of joining a job that is over. */
+    int held = mlc_store_exists(bs, key);
+    if (held < 0) return MLC_ERR_BACKEND;
+    if (held)
+        return mlc_error(MLC_ERR_INVALID_ARG, "%s: the store already holds key '%s' of an earlier communicator (or "
+                         "another caller joined as rank %d): use a fresh store (or key prefix) for each "
+                         "communicator", bs->caller, key, rank);
     st = mlc_store_put(bs, key, &mine, sizeof mine);
     if (st == MLC_SUCCESS && rank != 0) st = mlc_store_take(bs, "mlc/job", job, 2 * JOB_HEX + 1, "rank 0");
     if (st != MLC_SUCCESS) return st;
