@@ -13,11 +13,13 @@
  * involved (MLC_TIMEOUT: no progress for that long); request forms complete
  * when their requests do.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "backend.h"
 #include "base/error.h"
+#include "base/log.h"
 #include "base/wait.h"
 
 typedef struct group_op {
@@ -36,6 +38,33 @@ static _Thread_local group_state_t g;
 /* Threads with an open group: the common path (none) costs one relaxed load. */
 atomic_int mlc_groups_open;
 
+/* A thread that exits with its group open would leave the group's
+ * operations unissued and its communicators impossible to free: a
+ * thread-exit hook (registered when the thread first opens a group) ends
+ * the group as mlc_group_end would, and says so. */
+static pthread_key_t exit_key;
+static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
+static bool exit_key_ok;
+
+static void end_at_exit(void *unused)
+{
+    (void)unused;
+    if (g.depth == 0) return;
+    MLC_WARN("a thread exited with a group open (mlc_group_start without mlc_group_end, %zu operation%s): "
+             "ending it now", g.n, g.n == 1 ? "" : "s");
+    g.depth = 1;
+    if (mlc_group_end() != MLC_SUCCESS) MLC_WARN("ending the group of an exiting thread: %s", mlc_last_error());
+}
+
+static void make_exit_key(void) { exit_key_ok = pthread_key_create(&exit_key, end_at_exit) == 0; }
+
+static void watch_thread_exit(void)
+{
+    pthread_once(&exit_once, make_exit_key);
+    /* Any non-NULL value: the hook reads this thread's own state. */
+    if (exit_key_ok && !pthread_getspecific(exit_key)) pthread_setspecific(exit_key, &g);
+}
+
 bool mlc_group_is_open(void)
 {
     return atomic_load_explicit(&mlc_groups_open, memory_order_relaxed) > 0 && g.depth > 0;
@@ -46,7 +75,10 @@ mlc_status_t mlc_group_start(void)
     mlc_error_clear();
     if (g.depth == __INT_MAX__)
         return mlc_error(MLC_ERR_INVALID_ARG, "mlc_group_start: groups nested %d deep", g.depth);
-    if (g.depth++ == 0) atomic_fetch_add_explicit(&mlc_groups_open, 1, memory_order_relaxed);
+    if (g.depth++ == 0) {
+        atomic_fetch_add_explicit(&mlc_groups_open, 1, memory_order_relaxed);
+        watch_thread_exit();
+    }
     return MLC_SUCCESS;
 }
 

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The group cases every backend runs (group_cases.h). */
+#include <pthread.h>
 #include <stdint.h>
 #include "group_cases.h"
 #include "harness.h"
@@ -202,4 +203,43 @@ int group_timeout(mlc_comm_t *comm, mlc_comm_t *side)
     }
     CHECK_OK(mlc_recv(&verdict, 1, MLC_INT32, 0, 0, side, NULL, NULL));
     return verdict;
+}
+
+typedef struct exit_arg {
+    mlc_comm_t *comm;
+    unsigned char *s, *r;
+    size_t bytes;
+    int failed;
+} exit_arg_t;
+
+/* A thread that opens a group, issues its ring calls and exits without mlc_group_end. */
+static void *exit_in_group(void *p)
+{
+    exit_arg_t *a = p;
+    mlc_comm_t *comm = a->comm;
+    a->failed = mlc_group_start() != MLC_SUCCESS ||
+                mlc_send(a->s, a->bytes, MLC_UINT8, right_of(comm), 0, comm, NULL) != MLC_SUCCESS ||
+                mlc_recv(a->r, a->bytes, MLC_UINT8, left_of(comm), 0, comm, NULL, NULL) != MLC_SUCCESS;
+    return NULL;
+}
+
+int group_thread_exit(mlc_comm_t *comm, size_t bytes)
+{
+    mlc_comm_t *c2 = NULL;
+    CHECK_OK(mlc_comm_split(comm, 0, mlc_comm_rank(comm), &c2));
+    exit_arg_t a = {c2, malloc(bytes), calloc(1, bytes), bytes, 0};
+    CHECK(a.s && a.r, "out of memory for 2 x %zu bytes", bytes);
+    mlc_test_pattern_fill(a.s, bytes, seed_of(7, mlc_comm_rank(comm)));
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, exit_in_group, &a) == 0, "pthread_create failed");
+    pthread_join(t, NULL);
+    CHECK(!a.failed, "issuing the grouped ring calls failed: %s", mlc_last_error());
+    /* The thread's exit ended its group: the calls ran and nothing holds c2. */
+    if (check_pattern(comm, a.r, bytes, 7, left_of(comm), "ring of a thread that exited in its group")) return 1;
+    CHECK_OK(mlc_comm_free(c2));
+    /* This thread has no group open because another one had. */
+    CHECK_ERR(mlc_group_end(), MLC_ERR_INVALID_ARG);
+    free(a.s);
+    free(a.r);
+    return 0;
 }

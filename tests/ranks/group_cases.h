@@ -27,6 +27,10 @@ int group_two_comms(mlc_comm_t *comm, mlc_comm_t *other, size_t bytes);
 int group_abort(mlc_comm_t *comm, mlc_comm_t *other);
 /* Every case above in turn (the big ring of ring_bytes). */
 int group_all_cases(mlc_comm_t *comm, mlc_comm_t *other, size_t ring_bytes, size_t bytes);
+/* A thread opens a group, issues a ring of `bytes` on a child of comm and
+ * exits without mlc_group_end: its exit ends the group (the data arrives,
+ * the child can be freed). */
+int group_thread_exit(mlc_comm_t *comm, size_t bytes);
 /* Two ranks: rank 1 never posts; rank 0's group fails with MLC_ERR_TIMEOUT
  * naming the operation (MLC_TIMEOUT of comm must be small). Rank 0 then
  * tells rank 1 over `side`, which rank 1 polls. */

@@ -3,7 +3,8 @@
  * Groups (mlc_group_start / mlc_group_end) on threads, shm and mpi: the
  * cases of group_cases.c. GROUP_TEST selects:
  *   (unset)   every case; the ring moves GROUP_RING_BYTES (default 64 MiB)
- *             per rank in blocking calls, send before recv on every rank
+ *             per rank in blocking calls, send before recv on every rank;
+ *             then a thread that exits with its group open
  *   timeout   2 ranks, MLC_TIMEOUT small: a group whose peer never posts
  */
 #include <stdlib.h>
@@ -19,6 +20,7 @@ static int body(mlc_comm_t *comm)
     CHECK_OK(mlc_comm_split(comm, 0, mlc_comm_rank(comm), &other));
     int rc = which && strcmp(which, "timeout") == 0 ? group_timeout(comm, other)
                                                     : group_all_cases(comm, other, ring_bytes, 100003);
+    if (rc == 0 && !which) rc = group_thread_exit(comm, 1 << 20);
     mlc_comm_free(other);
     return rc;
 }
