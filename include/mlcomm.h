@@ -386,7 +386,8 @@ MLC_API mlc_status_t mlc_comm_init_rank(const mlc_unique_id_t *id, int nranks, i
  * Any other return value is an error; mlcomm fails the init with
  * MLC_ERR_BACKEND naming the callback, the key and the value returned.
  * One store (or one key prefix of it) serves one communicator: a store that
- * already holds "mlc/job" is refused.
+ * already holds an earlier communicator's keys is refused at once, on every
+ * rank (MLC_ERR_INVALID_ARG: rank 0 finds "mlc/job", rank r "mlc/rank/<r>").
  */
 typedef struct mlc_store {
     void *ctx; /* passed to each callback as it is */
@@ -526,7 +527,8 @@ MLC_API mlc_status_t mlc_request_wait_all(size_t n, mlc_request_t **reqs, mlc_st
  * testing it while the group is open fails with MLC_ERR_INVALID_ARG (it
  * could never complete before mlc_group_end on nccl). Groups nest: only the
  * outermost mlc_group_end ends the group. Group state is per thread, as
- * NCCL's. On nccl/rccl the group's operations are one NCCL group. Calls of
+ * NCCL's; a thread that exits with its group open has it ended then, as by
+ * mlc_group_end (with a warning). On nccl/rccl the group's operations are one NCCL group. Calls of
  * mlcomm_tensor.h and mlcomm_exchange.h are not meant for an open group.
  */
 MLC_API mlc_status_t mlc_group_start(void);
