@@ -633,6 +633,19 @@ static mlc_status_t mlc_resolve_bool(int caller, mlc_env_id_t id, int *out)
     return st;
 }
 
+/* MLC_DEVICE: "auto" (or unset) is -1; else a device number (checked against the count at init). */
+static mlc_status_t mlc_resolve_device(int *out)
+{
+    const char *v = mlc_env_text(MLC_ENV_DEVICE);
+    long long x;
+    *out = -1;
+    if (v == NULL || strcmp(v, "auto") == 0) return MLC_SUCCESS;
+    if (!mlc_parse_int(v, 0, INT_MAX, &x))
+        return mlc_error(MLC_ERR_CONFIG, "MLC_DEVICE='%s' is not 'auto' or a device number (0, 1, ...)", v);
+    *out = (int)x;
+    return MLC_SUCCESS;
+}
+
 static mlc_status_t mlc_resolve_misc(const mlc_config_t *cfg, mlc_cfg_t *r)
 {
     bool found;
@@ -669,6 +682,7 @@ static mlc_status_t mlc_resolve_misc(const mlc_config_t *cfg, mlc_cfg_t *r)
     r->mpi_cuda_aware = ca - 1;
 
     if ((st = mlc_resolve_bool(MLC_UNSET, MLC_ENV_CUDA_IPC, &r->cuda_ipc)) != MLC_SUCCESS) return st;
+    if ((st = mlc_resolve_device(&r->device)) != MLC_SUCCESS) return st;
     if ((st = mlc_resolve_bool(MLC_UNSET, MLC_ENV_CHECK, &r->check)) != MLC_SUCCESS) return st;
     if ((st = mlc_resolve_bool(cfg ? cfg->cma : MLC_UNSET, MLC_ENV_CMA, &r->cma)) != MLC_SUCCESS) return st;
 

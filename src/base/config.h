@@ -70,6 +70,7 @@
     X(NCCL_LIB, "MLC_NCCL_LIB", STR, "", 0, 0, NULL, MLC_NOPUB, MLC_LOCAL, "path of the NCCL library to load") \
     X(RCCL_LIB, "MLC_RCCL_LIB", STR, "", 0, 0, NULL, MLC_NOPUB, MLC_LOCAL, "path of the RCCL library to load") \
     X(PINNED_LIMIT, "MLC_PINNED_LIMIT", SIZE, "1073741824", 1, LLONG_MAX, NULL, MLC_NOPUB, MLC_LOCAL, "pinned host memory pool limit in bytes") \
+    X(DEVICE, "MLC_DEVICE", STR, "auto", 0, 0, NULL, MLC_NOPUB, MLC_LOCAL, "GPU of this rank on every backend: auto (a device the caller made current if not 0, else local rank mod device count) or a device number") \
     X(CUDA_IPC, "MLC_CUDA_IPC", BOOL, "1", 0, 1, NULL, MLC_NOPUB, MLC_LOCAL, "shm: move device buffers between processes with CUDA/HIP IPC (0/1)") \
     X(NCCL_NCHANNELS, "MLC_NCCL_NCHANNELS", INT, "", 1, 64, NULL, MLC_NOPUB, MLC_LOCAL, "nccl/rccl: channels per collective of each communicator (ncclConfig_t minCTAs = maxCTAs)") \
     X(NCCL_BUFFSIZE, "MLC_NCCL_BUFFSIZE", SIZE, "", 4096, 2147483648LL, NULL, MLC_NOPUB, MLC_LOCAL, "nccl/rccl: NCCL buffer size in bytes, K/M/G (NCCL_BUFFSIZE; one value per process)") \
@@ -144,6 +145,7 @@ typedef struct mlc_cfg {
     size_t stage_chunk;  /* MLC_STAGE_CHUNK bytes; 0 = default */
     int mpi_cuda_aware;  /* MLC_MPI_CUDA_AWARE: -1 auto, 0, 1 */
     int cuda_ipc;        /* MLC_CUDA_IPC: 0 or 1 */
+    int device;          /* MLC_DEVICE: a device number, or -1 for auto */
     int check;           /* MLC_CHECK: 0 or 1 */
     char algo[MLC_COLL_COUNT][32]; /* "" = auto */
     const char *rank_source; /* which launcher's variables gave the rank ("mlcomm-run", "torchrun", ...) */

@@ -20,6 +20,7 @@
 #define MLC_DEVRT_GPURT_H
 #include <stdbool.h>
 #include <stddef.h>
+#include "base/config.h"
 #include "base/dynlib.h"
 #include "mlcomm.h"
 
@@ -155,6 +156,15 @@ mlc_status_t mlc_gpurt_pointer_kind(const mlc_gpurt_t *rt, const void *ptr, mlc_
  * one. True when the driver cannot tell.
  */
 bool mlc_gpurt_thread_has_context(const mlc_gpurt_t *rt);
+
+/*
+ * The device of a rank, the same rule on every backend: MLC_DEVICE (cfg->device
+ * >= 0) names it (MLC_ERR_CONFIG naming the variable when it is not below
+ * ndev); else a device the caller made current (non-zero) is kept, else local
+ * rank i takes device i mod ndev. Makes nothing current and creates no context.
+ */
+mlc_status_t mlc_gpu_choose_device(const mlc_gpurt_t *rt, const mlc_cfg_t *cfg, int local_rank, int local_size,
+                                   int ndev, int *device);
 
 typedef struct mlc_gpu_device_info {
     char name[256];

@@ -380,20 +380,6 @@ static mlc_status_t check_identity(const mlc_nccl_api_t *api, mlc_ncclComm_t nc,
     return MLC_SUCCESS;
 }
 
-static int choose_device(const mlc_gpurt_t *rt, const mlc_boot_t *boot, int ndev)
-{
-    int cur = 0;
-    if (rt->get_device(&cur) != MLC_GPU_SUCCESS) {
-        rt->get_last_error();
-        cur = 0;
-    }
-    /* One GPU per rank: a caller that already chose one (torch.cuda.set_device)
-     * is respected; otherwise local rank i takes device i mod count. */
-    if (cur == 0 && boot->local_size > 1 && ndev > 1 && boot->local_rank >= 0)
-        return boot->local_rank % ndev;
-    return cur;
-}
-
 static mlc_status_t nccl_init(mlc_comm_t *comm, const mlc_boot_t *boot)
 {
     const nccl_flavor_t *fl = flavor_of(comm);
@@ -410,7 +396,9 @@ static mlc_status_t nccl_init(mlc_comm_t *comm, const mlc_boot_t *boot)
     if (st == MLC_SUCCESS) st = mlc_nccl_tuning_apply(&tuning);
     if (st != MLC_SUCCESS) return st;
 
-    int device = choose_device(rt, boot, ndev);
+    int device;
+    st = mlc_gpu_choose_device(rt, &comm->cfg, boot->local_rank, boot->local_size, ndev, &device);
+    if (st != MLC_SUCCESS) return st;
     int e = rt->set_device(device);
     if (e != MLC_GPU_SUCCESS) {
         char buf[256];

@@ -128,11 +128,11 @@ mlc_status_t mlc_ipc_export(const mlc_gpurt_t *rt, const void *ptr, mlc_ipc_rec_
     return MLC_SUCCESS;
 }
 
-/* This rank's half of the probe: export a small allocation of ours, map every peer's. */
-static bool probe_local(mlc_comm_t *comm, const mlc_gpurt_t *rt, const mlc_ipc_rec_t *all, int n_ok,
-                        char *why, size_t len)
+bool mlc_ipc_probe_map(const mlc_comm_t *comm, const mlc_gpurt_t *rt, const mlc_ipc_rec_t *all, char *why,
+                       size_t len)
 {
-    if (n_ok != comm->size) return snprintf(why, len, "a rank could not export device memory"), false;
+    for (int q = 0; q < comm->size; q++)
+        if (all[q].ok != 1) return snprintf(why, len, "rank %d could not export device memory", q), false;
     for (int q = 0; q < comm->size; q++) {
         if (q == comm->rank) continue;
         char *p = NULL;
@@ -145,40 +145,6 @@ static bool probe_local(mlc_comm_t *comm, const mlc_gpurt_t *rt, const mlc_ipc_r
         mlc_ipc_close(held); /* never read again: its owner frees it after the probe */
     }
     return true;
-}
-
-mlc_status_t mlc_ipc_probe(mlc_comm_t *comm, const mlc_gpurt_t *rt, bool *ok, char *why, size_t len)
-{
-    int p = comm->size;
-    mlc_ipc_rec_t mine = {0}, *all = calloc((size_t)p, sizeof *all);
-    if (!all) return mlc_error(MLC_ERR_NO_MEMORY, "rank %d: out of memory for the IPC probe", comm->rank);
-    void *mem = NULL;
-    int e = rt->malloc(&mem, 256);
-    if (e != MLC_GPU_SUCCESS) {
-        rt->get_last_error();
-        snprintf(why, len, "%sMalloc for the IPC probe failed", rt->prefix);
-        mem = NULL;
-    } else if (mlc_ipc_export(rt, mem, &mine) != MLC_SUCCESS) {
-        snprintf(why, len, "%s", mlc_last_error());
-        mlc_error_clear();
-    }
-    comm->internal_depth++;
-    mlc_status_t st = mlc_allgather(&mine, all, sizeof mine, MLC_UINT8, comm, NULL);
-    int32_t bad = 0, any_bad = 0;
-    if (st == MLC_SUCCESS) {
-        int n_ok = 0;
-        for (int q = 0; q < p; q++) n_ok += all[q].ok == 1;
-        bad = !probe_local(comm, rt, all, n_ok, why, len);
-        /* Every rank has closed its mappings of ours before anyone frees: the allreduce orders it. */
-        st = mlc_allreduce(&bad, &any_bad, 1, MLC_INT32, MLC_MAX, comm, NULL);
-    }
-    comm->internal_depth--;
-    if (mem) rt->free(mem);
-    free(all);
-    if (st != MLC_SUCCESS) return st;
-    if (any_bad && !bad) snprintf(why, len, "another rank could not map this rank's device memory");
-    *ok = !any_bad;
-    return MLC_SUCCESS;
 }
 
 /* Unmap m and drop it from the cache (cache_lock held, m not held). */

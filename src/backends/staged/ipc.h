@@ -25,10 +25,12 @@ typedef struct mlc_ipc_rec {
 
 /* Whether this rank can use CUDA IPC on comm; why says why not. */
 bool mlc_ipc_capable(const mlc_comm_t *comm, const mlc_gpurt_t *rt, char *why, size_t len);
-/* Collective over comm, after every rank found itself capable: each rank exports a
- * small allocation and maps every peer's, so the processes really can share
- * memory (containers may forbid it). *ok is the same on every rank. */
-mlc_status_t mlc_ipc_probe(mlc_comm_t *comm, const mlc_gpurt_t *rt, bool *ok, char *why, size_t len);
+/* This rank's half of the probe (stage_ipc.c runs it, collectively, at the first call
+ * where every rank has device buffers): map every peer's record all[q] (a small
+ * allocation each rank exported), then close the mapping, so the processes really can
+ * share memory (containers may forbid it). false with why when one cannot be mapped. */
+bool mlc_ipc_probe_map(const mlc_comm_t *comm, const mlc_gpurt_t *rt, const mlc_ipc_rec_t *all, char *why,
+                       size_t len);
 /* Fill rec for device pointer ptr (ok = 1). */
 mlc_status_t mlc_ipc_export(const mlc_gpurt_t *rt, const void *ptr, mlc_ipc_rec_t *rec);
 /*

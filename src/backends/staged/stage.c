@@ -276,11 +276,13 @@ void mlc_stage_drop_event(const mlc_stage_t *op, pinbuf_t *s)
 
 static void free_op(mlc_stage_t *op)
 {
-    mlc_pinned_pool_t *pool;
-    if (mlc_pinned_default(&pool) == MLC_SUCCESS)
-        for (int r = SEND; r <= RECV; r++)
-            for (int i = 0; i < 2; i++)
-                if (op->role[r].pin[i]) mlc_pinned_free(pool, op->role[r].pin[i]);
+    mlc_pinned_pool_t *pool = NULL;
+    for (int r = SEND; r <= RECV; r++)
+        for (int i = 0; i < 2; i++) {
+            if (!op->role[r].pin[i]) continue;
+            if (!op->role[r].device) free(op->role[r].pin[i]);
+            else if (pool || mlc_pinned_default(&pool) == MLC_SUCCESS) mlc_pinned_free(pool, op->role[r].pin[i]);
+        }
     mlc_stage_ipc_free(op);
     free(op);
 }
@@ -550,6 +552,15 @@ mlc_status_t mlc_stage_alloc_pinbufs(mlc_stage_t *op)
         role_t *ro = &op->role[r];
         if (!ro->pinned) continue;
         size_t bytes = op->chunked ? ro->nblk * op->per * op->args.esize : op->whole[r];
+        if (!ro->device) {
+            /* Host blocks packed for the backend: no GPU copy touches them, so no pinning
+             * (which would need a context). */
+            for (int i = 0; i < op->npinbufs; i++)
+                if (!(ro->pin[i] = malloc(bytes ? bytes : 1)))
+                    return mlc_error(MLC_ERR_NO_MEMORY, "mlc_%s: out of memory for staging (%zu bytes)",
+                                     mlc_coll_name(op->coll), bytes);
+            continue;
+        }
         if (!pool) {
             mlc_status_t st = mlc_pinned_default(&pool);
             if (st != MLC_SUCCESS) return st;
@@ -596,6 +607,8 @@ static mlc_status_t sync_for_backend(mlc_comm_t *comm, const mlc_args_t *args)
     return st;
 }
 
+static mlc_status_t start(mlc_comm_t *comm, mlc_stage_t *op, size_t bytes, mlc_request_t **out, bool ipc);
+
 mlc_status_t mlc_stage_submit(mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_t *args, size_t bytes,
                               mlc_request_t **out)
 {
@@ -630,11 +643,30 @@ mlc_status_t mlc_stage_submit(mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_
         free(op);
         return st != MLC_SUCCESS ? st : plain(comm, coll, args, bytes, out);
     }
+    if (!any_device || dev->device_seen) return start(comm, op, bytes, out, ipc);
+    /* The first device buffer: from now on the communicator's device is made current
+     * (staged.c's entry points); for the rest of this call, here. */
+    dev->device_seen = true;
+    int prev = mlc_devmem_enter(comm);
+    st = start(comm, op, bytes, out, ipc);
+    mlc_devmem_leave(comm, prev);
+    return st;
+}
+
+/* Start the planned operation op (then wait for it when out is NULL). */
+static mlc_status_t start(mlc_comm_t *comm, mlc_stage_t *op, size_t bytes, mlc_request_t **out, bool ipc)
+{
+    mlc_devmem_t *dev = mlc_devmem_of(comm);
+    mlc_coll_t coll = op->coll;
+    const mlc_args_t *args = &op->args;
+    bool any_device = op->role[SEND].device || op->role[RECV].device;
+    mlc_status_t st = MLC_SUCCESS;
     for (int r = SEND; r <= RECV; r++) {
         role_t *ro = &op->role[r];
         ro->pinned = ro->user && !ro->derived && (ro->device || (op->nchunks > 1 && ro->nblk > 1));
     }
-    if (any_device || ipc) st = mlc_devmem_stream(comm, &op->stream);
+    /* A rank whose buffers are all host memory makes no GPU call (no stream, no context). */
+    if (any_device) st = mlc_devmem_stream(comm, &op->stream);
     if (st == MLC_SUCCESS && ipc) {
         st = mlc_stage_ipc_prepare(op);
     } else if (st == MLC_SUCCESS) {

@@ -20,7 +20,10 @@ enum { SEND, RECV };
  * for allreduce a barrier then copy the other ranks' reduced blocks; then
  * the closing barrier.
  */
-enum { IPC_OFF, IPC_EXCHANGE, IPC_REDUCE, IPC_HALF, IPC_GATHER, IPC_COPY, IPC_BARRIER };
+enum { IPC_OFF, IPC_EXCHANGE, IPC_PROBE, IPC_REDUCE, IPC_HALF, IPC_GATHER, IPC_COPY, IPC_BARRIER };
+/* The records each rank sends: the buffer peers read, allreduce's recvbuf, and (until the
+ * communicator's probe has succeeded) a small allocation of its own for the probe. */
+enum { REC_SOURCE, REC_RECV, REC_PROBE, IPC_NRECS };
 typedef enum { L_NONE, L_FLAT, L_BLOCKS } layout_t;
 typedef enum { S_FREE, S_IN, S_RUN, S_OUT } pinbuf_state_t;
 
@@ -35,7 +38,7 @@ typedef struct role {
     char *user;     /* the caller's buffer; NULL: this rank has none for this call */
     bool device;    /* device memory (never touched from the host) */
     bool derived;   /* in place: it lies inside the other buffer */
-    bool pinned;   /* has pinned buffers of its own */
+    bool pinned;   /* has staging buffers of its own (pinned when the role is device memory) */
     size_t nblk;    /* blocks (1 or comm size) */
     size_t whole;   /* staged whole: bytes of the extent */
     char *pin[2];
@@ -72,7 +75,9 @@ struct mlc_stage {
     bool ipc_issued;     /* the closing barrier is started */
     mlc_request_t *ipc_sub;
     pinbuf_t ipc_pinbuf;     /* its event tracks the copies */
-    mlc_ipc_rec_t ipc_mine[2], *ipc_all; /* [0] the buffer peers read, [1] allreduce's recvbuf; 2 per rank */
+    mlc_ipc_rec_t ipc_mine[IPC_NRECS], *ipc_all; /* REC_*; IPC_NRECS per rank */
+    void *probe_mem;      /* this rank's allocation for the probe (NULL: none) */
+    int32_t probe_bad, probe_any_bad; /* this rank could not map a peer's; any rank could not */
     const char **ipc_ptr; /* where each of those is mapped here (2 per rank; NULL: not needed) */
     mlc_ipc_map_t **ipc_held; /* the mappings this operation holds (ipc_nheld; NULL: none) */
     int ipc_nheld;

@@ -28,9 +28,11 @@
  * any rank's buffers cannot take part (host memory, memory that cannot be
  * exported, no pinned memory), every rank learns it from the records and
  * the call is staged instead, or runs as it is when no rank has device
- * buffers. Whether the processes can map each other's memory at all was
- * probed when the communicator was set up (ipc.h); a mapping that still
- * fails fails the call before any copy is queued.
+ * buffers. Whether the processes can map each other's memory at all is
+ * probed once per communicator, at the first call where every rank has
+ * device buffers (probe_start: nothing is allocated before one is seen);
+ * when it fails, that call and every later one are staged. A mapping that
+ * still fails later fails the call before any copy is queued.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -88,6 +90,29 @@ static bool export_buf(mlc_stage_t *op, const char *ptr, bool device, mlc_ipc_re
     return false;
 }
 
+/* The probe's record: a small allocation of this rank's, exported (ok = 0 when it cannot be). */
+static void probe_export(mlc_stage_t *op, mlc_ipc_rec_t *rec)
+{
+    const mlc_gpurt_t *rt = op->rt;
+    int e = rt->malloc(&op->probe_mem, 256);
+    rec->ok = 0;
+    if (e != MLC_GPU_SUCCESS) {
+        rt->get_last_error();
+        op->probe_mem = NULL;
+        MLC_DEBUG("rank %d: %sMalloc for the IPC probe failed", op->comm->rank, rt->prefix);
+    } else if (mlc_ipc_export(rt, op->probe_mem, rec) != MLC_SUCCESS) {
+        MLC_DEBUG("rank %d: IPC probe: %s", op->comm->rank, mlc_last_error());
+        mlc_error_clear();
+        rec->ok = 0;
+    }
+}
+
+static void probe_free(mlc_stage_t *op)
+{
+    if (op->probe_mem && op->rt->free(op->probe_mem) != MLC_GPU_SUCCESS) op->rt->get_last_error();
+    op->probe_mem = NULL;
+}
+
 /* Reductions: this rank's block and its two pinned buffers; false when none can be had. */
 static bool prepare_reduce(mlc_stage_t *op)
 {
@@ -120,11 +145,11 @@ mlc_status_t mlc_stage_ipc_prepare(mlc_stage_t *op)
 {
     mlc_comm_t *comm = op->comm;
     op->ipc_phase = IPC_EXCHANGE;
-    op->ipc_all = calloc(2 * (size_t)comm->size, sizeof *op->ipc_all);
+    op->ipc_all = calloc(IPC_NRECS * (size_t)comm->size, sizeof *op->ipc_all);
     if (!op->ipc_all) return mlc_error(MLC_ERR_NO_MEMORY, "mlc_%s: out of memory", mlc_coll_name(op->coll));
     mlc_ipc_rec_t *mine = op->ipc_mine;
     memset(mine, 0, sizeof op->ipc_mine);
-    mine[0].ok = mine[1].ok = 1;
+    for (int k = 0; k < IPC_NRECS; k++) mine[k].ok = 1;
     bool ok;
     if (reduces(op)) {
         ok = prepare_reduce(op) && export_buf(op, op->args.sendbuf, true, &mine[0]);
@@ -134,9 +159,11 @@ mlc_status_t mlc_stage_ipc_prepare(mlc_stage_t *op)
         int sr = op->role[SEND].user == src ? SEND : RECV;
         ok = export_buf(op, src, src && op->role[sr].device, &mine[0]);
     }
-    if (!ok) mine[0].ok = 0;
     /* If no rank has device buffers, the call runs as it is (see the exchange). */
     mine[0].reserved = op->role[SEND].device || op->role[RECV].device;
+    /* A rank with host buffers only makes no GPU call: the call is staged. */
+    if (!ok || !mine[0].reserved) mine[0].ok = 0;
+    if (mine[0].ok && !mlc_devmem_of(comm)->ipc_probed) probe_export(op, &mine[REC_PROBE]);
     /* What the stream still has to do before peers may read: marked now, published once done. */
     if (mine[0].reserved) return mlc_stage_record(op, &op->ipc_pinbuf);
     return MLC_SUCCESS;
@@ -173,7 +200,8 @@ static mlc_status_t resolve(mlc_stage_t *op)
                 continue;
             }
             char *ptr;
-            mlc_status_t st = mlc_ipc_open(op->rt, q, &op->ipc_all[2 * q + which], &ptr, &op->ipc_held[2 * q + which]);
+            mlc_status_t st = mlc_ipc_open(op->rt, q, &op->ipc_all[IPC_NRECS * q + which], &ptr,
+                                           &op->ipc_held[2 * q + which]);
             if (st != MLC_SUCCESS) return st;
             op->ipc_ptr[2 * q + which] = ptr;
         }
@@ -304,6 +332,47 @@ static bool sub_done(const mlc_stage_t *op)
     return atomic_load_explicit(&op->ipc_sub->done, memory_order_acquire);
 }
 
+/* The call goes on staged through pinned memory (every rank decided alike). */
+static mlc_status_t stage_instead(mlc_stage_t *op)
+{
+    op->ipc_phase = IPC_OFF;
+    return mlc_stage_alloc_pinbufs(op);
+}
+
+/* Every rank's records are usable and the communicator's probe has succeeded: map and copy. */
+static mlc_status_t ipc_start(mlc_stage_t *op)
+{
+    mlc_status_t st = resolve(op);
+    if (st != MLC_SUCCESS) return st;
+    if (reduces(op)) {
+        op->ipc_phase = IPC_REDUCE;
+        return MLC_SUCCESS;
+    }
+    op->ipc_phase = IPC_COPY;
+    return ipc_copy(op);
+}
+
+/*
+ * The first call where every rank has device buffers probes whether the processes
+ * can map each other's memory at all: each maps every peer's probe allocation (sent
+ * with the records), then one MAX allreduce tells every rank whether any failed.
+ */
+static mlc_status_t probe_start(mlc_stage_t *op)
+{
+    mlc_comm_t *comm = op->comm;
+    mlc_ipc_rec_t *recs = malloc((size_t)comm->size * sizeof *recs);
+    if (!recs) return mlc_error(MLC_ERR_NO_MEMORY, "rank %d: out of memory for the IPC probe", comm->rank);
+    for (int q = 0; q < comm->size; q++) recs[q] = op->ipc_all[IPC_NRECS * q + REC_PROBE];
+    char why[384];
+    op->probe_bad = !mlc_ipc_probe_map(comm, op->rt, recs, why, sizeof why);
+    free(recs);
+    if (op->probe_bad) MLC_INFO("rank %d: no %s IPC: %s", comm->rank, op->rt->name, why);
+    op->ipc_phase = IPC_PROBE;
+    mlc_args_t x = {.sendbuf = &op->probe_bad, .recvbuf = &op->probe_any_bad, .count = 1, .dtype = MLC_INT32,
+                    .esize = sizeof(int32_t), .op = MLC_MAX};
+    return mlc_stage_start_internal(op, MLC_COLL_ALLREDUCE, &x, sizeof(int32_t), &op->ipc_sub);
+}
+
 int mlc_stage_ipc_advance(mlc_stage_t *op, int *gpu_wait)
 {
     mlc_status_t st = MLC_SUCCESS;
@@ -326,23 +395,42 @@ int mlc_stage_ipc_advance(mlc_stage_t *op, int *gpu_wait)
         st = mlc_stage_take_sub(&op->ipc_sub);
         if (st != MLC_SUCCESS) break;
         bool all_ok = true, any_device = false;
-        for (int q = 0; q < 2 * op->comm->size; q++) all_ok &= op->ipc_all[q].ok == 1;
-        for (int q = 0; q < op->comm->size; q++) any_device |= op->ipc_all[2 * q].reserved != 0;
+        for (int q = 0; q < op->comm->size; q++) {
+            const mlc_ipc_rec_t *r = &op->ipc_all[IPC_NRECS * q];
+            all_ok &= r[REC_SOURCE].ok == 1 && r[REC_RECV].ok == 1;
+            any_device |= r[REC_SOURCE].reserved != 0;
+        }
         if (!all_ok) {
             /* Some rank's buffers rule IPC out: every rank saw it, every rank stages,
              * or, when no rank has device buffers, runs the call as it is. */
-            op->ipc_phase = IPC_OFF;
+            probe_free(op); /* no peer maps it */
             if (!any_device) mlc_stage_replan_as_is(op);
-            st = mlc_stage_alloc_pinbufs(op);
+            st = stage_instead(op);
             break;
         }
-        if ((st = resolve(op)) != MLC_SUCCESS) break;
-        if (reduces(op)) {
-            op->ipc_phase = IPC_REDUCE;
-        } else {
-            st = ipc_copy(op);
-            op->ipc_phase = IPC_COPY;
+        if (!mlc_devmem_of(op->comm)->ipc_probed) {
+            st = probe_start(op);
+            break;
         }
+        st = ipc_start(op);
+        break;
+    case IPC_PROBE:
+        if (!sub_done(op)) return 0;
+        st = mlc_stage_take_sub(&op->ipc_sub);
+        /* Every rank has closed its mappings of ours before anyone frees: the allreduce orders it. */
+        probe_free(op);
+        if (st != MLC_SUCCESS) break;
+        if (op->probe_any_bad) {
+            /* The same answer on every rank: this call and every later one are staged. */
+            if (!op->probe_bad)
+                MLC_INFO("rank %d: no %s IPC: another rank could not map this rank's device memory",
+                         op->comm->rank, op->rt->name);
+            mlc_devmem_of(op->comm)->ipc = false;
+            st = stage_instead(op);
+            break;
+        }
+        mlc_devmem_of(op->comm)->ipc_probed = true;
+        st = ipc_start(op);
         break;
     case IPC_REDUCE: {
         int moved = reduce_step(op, gpu_wait, &st);
@@ -399,6 +487,7 @@ void mlc_stage_ipc_free(mlc_stage_t *op)
             if (op->red_pin[i]) mlc_pinned_free(pool, op->red_pin[i]);
     for (int i = 0; i < op->ipc_nheld; i++) mlc_ipc_release(op->ipc_held[i]);
     free(op->ipc_held);
+    probe_free(op);
     free(op->ipc_all);
     free(op->ipc_ptr);
 }

@@ -84,10 +84,11 @@ static mlc_status_t staged_split(mlc_comm_t *parent, int color, int key, const i
     mlc_status_t st = w->inner->split(parent, color, key, members, n, child);
     if (st != MLC_SUCCESS || !child) return st;
     /* The child inherits the parent's decisions (no collective). */
-    st = mlc_staged_wrap(child, w->dev.rt, w->dev.direct, w->dev.ipc && child->size > 1);
+    st = mlc_staged_wrap(child, w->dev.rt, w->dev.direct, w->dev.ipc && child->size > 1, w->dev.device);
     if (st == MLC_SUCCESS) {
         mlc_devmem_t *d = mlc_devmem_of(child);
-        d->device = w->dev.device;
+        d->ipc_probed = w->dev.ipc_probed;
+        d->device_seen = w->dev.device_seen;
         d->stream = w->dev.stream;
         d->stream_set = w->dev.stream_set;
     }
@@ -148,7 +149,7 @@ static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 static int wrapper_key = -1;
 static void make_key(void) { wrapper_key = mlc_comm_key_create(free_wrapper); }
 
-mlc_status_t mlc_staged_wrap(mlc_comm_t *comm, const mlc_gpurt_t *rt, bool direct, bool ipc)
+mlc_status_t mlc_staged_wrap(mlc_comm_t *comm, const mlc_gpurt_t *rt, bool direct, bool ipc, int device)
 {
     pthread_once(&key_once, make_key);
     if (wrapper_key < 0)
@@ -170,12 +171,7 @@ mlc_status_t mlc_staged_wrap(mlc_comm_t *comm, const mlc_gpurt_t *rt, bool direc
     w->table.pending_peers = staged_pending_peers;
     w->dev.chunk = comm->cfg.stage_chunk ? comm->cfg.stage_chunk : MLC_STAGE_CHUNK_DEFAULT;
     w->dev.rt = rt;
-    /* The device current where the communicator is made is its device. */
-    w->dev.device = -1;
-    if (rt && rt->get_device(&w->dev.device) != MLC_GPU_SUCCESS) {
-        rt->get_last_error();
-        w->dev.device = -1;
-    }
+    w->dev.device = rt ? device : -1;
     w->dev.direct = direct;
     w->dev.ipc = ipc;
     mlc_comm_set_value(comm, wrapper_key, w);

@@ -32,9 +32,15 @@ typedef struct mlc_devmem {
      * runs its calls through the stage layer, so they cut them alike. */
     const mlc_gpurt_t *rt;  /* NULL on a rank without the runtime (memory auto): all its buffers are host */
     bool direct;            /* every rank's backend moves device memory itself (device_capable) */
-    bool ipc;               /* every rank can map its peers' device memory (CUDA IPC, shm) */
+    bool ipc;               /* every rank may map its peers' device memory (CUDA IPC, shm); false
+                               once the probe found they cannot */
+    bool ipc_probed;        /* the probe (stage_ipc.c, first call with device buffers on every
+                               rank) found that they can */
+    bool device_seen;       /* a call had device buffers here: the device may be made current */
     size_t chunk;           /* staging chunk, bytes (MLC_STAGE_CHUNK, the same on every rank) */
-    int device;             /* the communicator's device (streams, events and copies are made there) */
+    int device;             /* the communicator's device (mlc_gpu_choose_device at creation; made
+                               current, and streams, events and copies made there, only once
+                               device buffers are seen) */
     void *stream;           /* the user's (mlc_comm_set_stream; NULL: the legacy default stream) */
     bool stream_set;        /* mlc_comm_set_stream was called */
     void *own_stream;       /* created on first use when the user set none */
@@ -60,8 +66,9 @@ static inline mlc_devmem_t *mlc_devmem_of(const mlc_comm_t *comm)
     return w ? &w->dev : NULL;
 }
 
-/* Wrap comm (devmem.c decides whether, then staged.c builds the table). */
-mlc_status_t mlc_staged_wrap(mlc_comm_t *comm, const mlc_gpurt_t *rt, bool direct, bool ipc);
+/* Wrap comm (devmem.c decides whether, then staged.c builds the table); device: the
+ * chosen one (-1: none, no runtime on this rank). Makes no GPU call. */
+mlc_status_t mlc_staged_wrap(mlc_comm_t *comm, const mlc_gpurt_t *rt, bool direct, bool ipc, int device);
 /* The device-memory state of a wrapped communicator is released. */
 void mlc_devmem_release(mlc_devmem_t *d);
 
@@ -74,9 +81,11 @@ mlc_status_t mlc_devmem_stream(mlc_comm_t *comm, void **stream);
 mlc_status_t mlc_devmem_sync(mlc_comm_t *comm);
 /*
  * Make the communicator's device current on this thread for a staged entry
- * point; returns what mlc_devmem_leave needs to restore the thread's own
- * (only when the thread had a context: restoring device 0 on a thread that
- * never used one would create a context there).
+ * point, once a call has had device buffers here (before that nothing is
+ * made current: a host-only job creates no context); returns what
+ * mlc_devmem_leave needs to restore the thread's own (only when the thread
+ * had a context: restoring device 0 on a thread that never used one would
+ * create a context there).
  */
 int mlc_devmem_enter(const mlc_comm_t *comm);
 void mlc_devmem_leave(const mlc_comm_t *comm, int prev);
