@@ -20,6 +20,16 @@
  * buffer. A rank that reads nothing (broadcast root, reduce non-root) waits
  * for its readers' `done2`, so a mismatch fails its call too.
  *
+ *  quick (payload of at most ENG_QUICK_DATA bytes; barrier): each rank puts
+ *  its payload, its call's hash and v in its own announcement line and
+ *  reads every peer's. Per rank and peer one cache line moves, written by
+ *  one rank only: no flag line is shared, and nothing waits for the
+ *  previous op's readers (see quick_progress).
+ *
+ * Every op announces its v and hash (quick[v & 1]), whatever its path, so a
+ * rank on the quick path sees a peer that took another path for another
+ * call, and fails it as a mismatch.
+ *
  * Everything waits on flags without blocking: the state machine returns 0
  * while a flag is not there, and the engine's progress loop (with its
  * timeout, abort and peer-death rules) calls it again.
@@ -69,12 +79,47 @@ static bool all_at_least(const eng_comm_t *ec, int f, uint64_t v)
     return true;
 }
 
-/* Publish this rank's call in its slot (raising pub releases it). */
+/* Announce op v in this rank's line quick[v & 1]: the payload (n bytes, at
+ * most ENG_QUICK_DATA), the call's hash, then v (release). The line was last
+ * written for op v - 2; the caller knows every peer is done with that op. */
+static void announce(eng_comm_t *ec, const eng_direct_t *d, const void *payload, size_t n)
+{
+    eng_slot_t *s = slot_of(ec, ec->comm->rank);
+    eng_quick_t *q = &s->quick[d->v & 1];
+    if (n) memcpy(q->data, payload, n);
+    q->hash = d->sig_hash;
+    s->quick_sig[d->v & 1] = *d->sig;
+    atomic_store_explicit(&q->v, d->v, memory_order_release);
+}
+
+/* Peer r's announcement of op v, or NULL while it has not made it. (Its
+ * line for v's parity cannot hold v + 2 yet: that needs this rank at v + 1.) */
+static const eng_quick_t *announced(const eng_comm_t *ec, int r, uint64_t v)
+{
+    const eng_quick_t *q = &slot_of(ec, r)->quick[v & 1];
+    return atomic_load_explicit(&q->v, memory_order_acquire) >= v ? q : NULL;
+}
+
+/* Whether the slot path may start op v: its slot, flags and announcement
+ * line are free once every rank finished op v - 1 (done2). After a quick op
+ * (which reads no slot) it is enough that this rank finished it and every
+ * peer announced it: the peers are then done with every earlier op. */
+static bool prev_done(const eng_comm_t *ec, const eng_direct_t *d)
+{
+    if (!d->after_quick) return all_at_least(ec, F_DONE2, d->v - 1);
+    if (!flag_at_least(ec, ec->comm->rank, F_DONE2, d->v - 1)) return false;
+    for (int r = 0; r < ec->comm->size; r++)
+        if (r != ec->comm->rank && !announced(ec, r, d->v - 1)) return false;
+    return true;
+}
+
+/* Publish this rank's call in its slot (raising pub releases it), and announce it. */
 static void publish_sig(eng_comm_t *ec, const eng_direct_t *d)
 {
     eng_slot_t *s = slot_of(ec, ec->comm->rank);
     s->sig_hash = d->sig_hash;
     s->sig = *d->sig;
+    announce(ec, d, NULL, 0);
 }
 
 /* Peer r has published op v (pub seen): its signature is stable until every
@@ -146,6 +191,20 @@ static size_t payload_bytes(const mlc_request_t *req)
     return n;
 }
 
+/* Whether a call takes the quick path (its payload fits an announcement line). */
+static bool quick_fits(const mlc_request_t *req)
+{
+    switch (req->coll) {
+    case MLC_COLL_BARRIER: return true;
+    case MLC_COLL_ALLREDUCE:
+    case MLC_COLL_REDUCE:
+    case MLC_COLL_BROADCAST:
+    case MLC_COLL_ALLGATHER:
+    case MLC_COLL_REDUCE_SCATTER: return payload_bytes(req) <= ENG_QUICK_DATA;
+    default: return false;
+    }
+}
+
 const char *eng_direct_choose(const mlc_request_t *req)
 {
     const eng_comm_t *ec = req->comm->impl;
@@ -215,6 +274,9 @@ mlc_status_t eng_direct_start(mlc_request_t *req, const mlc_sig_t *sig, uint64_t
     d->sig = sig;
     d->sig_hash = hash;
     d->v = ++ec->direct_seq;
+    d->quick = quick_fits(req);
+    d->after_quick = ec->quick_seq == d->v - 1;
+    if (d->quick) ec->quick_seq = d->v;
     if (!small && (req->coll == MLC_COLL_ALLREDUCE || req->coll == MLC_COLL_REDUCE_SCATTER)) {
         /* Two bounce buffers, plus the accumulator when in place. */
         size_t lo, len = req->args.count;
@@ -299,6 +361,99 @@ static void reduce_slots(mlc_request_t *req, size_t off, size_t len, char *out)
     if (a->op == MLC_AVG) mlc_reduce_divide(out, cnt, a->dtype, p);
 }
 
+/* Reduce element bytes [off, off+len) of every rank's announcement of op v, in rank order, into out. */
+static void reduce_lines(mlc_request_t *req, uint64_t v, size_t off, size_t len, char *out)
+{
+    eng_comm_t *ec = req->comm->impl;
+    const mlc_args_t *a = &req->args;
+    int p = req->comm->size;
+    size_t cnt = len / a->esize;
+    if (len == 0) return; /* count 0: buffers may be NULL */
+    const unsigned char *d0 = slot_of(ec, 0)->quick[v & 1].data + off;
+    if (p == 1)
+        memcpy(out, d0, len);
+    else
+        mlc_reduce_apply3(d0, slot_of(ec, 1)->quick[v & 1].data + off, out, cnt, a->dtype, a->op);
+    for (int r = 2; r < p; r++) mlc_reduce_apply3(out, slot_of(ec, r)->quick[v & 1].data + off, out, cnt, a->dtype, a->op);
+    if (a->op == MLC_AVG) mlc_reduce_divide(out, cnt, a->dtype, p);
+}
+
+/* Peer r announced op v for another call: word it from both signatures. */
+static int quick_mismatch(eng_comm_t *ec, const eng_direct_t *d, int r)
+{
+    char msg[384];
+    mlc_sig_mismatch(d->sig, ec->comm->rank, &slot_of(ec, r)->quick_sig[d->v & 1], r, msg, sizeof msg);
+    mlc_error(MLC_ERR_MISMATCH, "%s", msg);
+    return MLC_ERR_MISMATCH;
+}
+
+/*
+ * The quick path. Stage 0: the line this op overwrites, quick[v & 1], was
+ * read in op v - 2, and a peer that announced op v - 1 is done with that
+ * one, so once every peer has announced v - 1 (usually seen during op
+ * v - 1 already, in a line that has not changed since) this rank announces
+ * v with its payload. Stage 1: once every peer announced v, every hash is
+ * compared before any data is used (all ranks reach the same verdict), and
+ * each rank computes its result from the lines in rank order (bitwise the
+ * same everywhere). done2 is raised for this rank's next op; peers never
+ * wait for it after a quick op (prev_done), so the flags' line is not shared.
+ */
+static int quick_progress(mlc_request_t *req, eng_direct_t *d)
+{
+    eng_comm_t *ec = req->comm->impl;
+    const mlc_args_t *a = &req->args;
+    int p = req->comm->size, me = req->comm->rank;
+    size_t n = a->count * a->esize;
+    uint64_t v = d->v;
+    switch (d->stage) {
+    case 0: {
+        if (!flag_at_least(ec, me, F_DONE2, v - 1)) return 0; /* this rank's previous op first (done2 never goes back) */
+        for (int r = 0; r < p; r++)
+            if (r != me && !announced(ec, r, v - 1)) return 0;
+        const void *payload = a->sendbuf;
+        size_t len = n;
+        if (req->coll == MLC_COLL_REDUCE_SCATTER) len = n * (size_t)p;
+        if ((req->coll == MLC_COLL_BROADCAST && me != a->root) || req->coll == MLC_COLL_BARRIER) len = 0;
+        announce(ec, d, payload, len);
+        for (int r = 0; r < p; r++)
+            if (r != me) eng_wake(ec->ep, ec->world_of[r]);
+        d->stage = 1;
+    }
+        /* fall through */
+    case 1: {
+        const uint64_t vv = v;
+        for (int r = 0; r < p; r++)
+            if (r != me && !announced(ec, r, vv)) return 0;
+        for (int r = 0; r < p; r++)
+            if (r != me && slot_of(ec, r)->quick[vv & 1].hash != d->sig_hash) return quick_mismatch(ec, d, r);
+        switch (req->coll) {
+        case MLC_COLL_BROADCAST:
+            if (me != a->root) {
+                if (n) memcpy(a->recvbuf, slot_of(ec, a->root)->quick[vv & 1].data, n);
+            } else if (!a->inplace && n) {
+                memcpy(a->recvbuf, a->sendbuf, n);
+            }
+            break;
+        case MLC_COLL_REDUCE:
+            if (me == a->root) reduce_lines(req, vv, 0, n, a->recvbuf);
+            break;
+        case MLC_COLL_ALLREDUCE: reduce_lines(req, vv, 0, n, a->recvbuf); break;
+        case MLC_COLL_REDUCE_SCATTER: reduce_lines(req, vv, (size_t)me * n, n, a->recvbuf); break;
+        case MLC_COLL_ALLGATHER:
+            for (int r = 0; r < p; r++)
+                if (n && (r != me || !a->inplace))
+                    memcpy((char *)a->recvbuf + (size_t)r * n, slot_of(ec, r)->quick[vv & 1].data, n);
+            break;
+        default: break;
+        }
+        /* For this rank's next op only (peers wait for announcements): no wake-up. */
+        atomic_store_explicit(&slot_of(ec, me)->done2, vv, memory_order_release);
+        return 1;
+    }
+    }
+    return 0;
+}
+
 static int small_progress(mlc_request_t *req, eng_direct_t *d)
 {
     eng_comm_t *ec = req->comm->impl;
@@ -310,7 +465,7 @@ static int small_progress(mlc_request_t *req, eng_direct_t *d)
     bool am_root = me == a->root;
     switch (d->stage) {
     case 0: /* my slot is free once every rank finished the previous direct op */
-        if (!all_at_least(ec, F_DONE2, v - 1)) return 0;
+        if (!prev_done(ec, d)) return 0;
         switch (req->coll) {
         case MLC_COLL_BROADCAST:
             if (!am_root) break;
@@ -392,7 +547,7 @@ static int large_progress(mlc_request_t *req, eng_direct_t *d)
     mlc_status_t st;
     switch (d->stage) {
     case 0:
-        if (!all_at_least(ec, F_DONE2, v - 1)) return 0;
+        if (!prev_done(ec, d)) return 0;
         mine->saddr = (uint64_t)(uintptr_t)a->sendbuf;
         mine->raddr = (uint64_t)(uintptr_t)a->recvbuf;
         publish_sig(ec, d);
@@ -492,11 +647,13 @@ int eng_direct_progress(mlc_request_t *req, eng_direct_t *d, int *moved)
     int stage = d->stage;
     bool small = payload_bytes(req) <= ENG_SLOT_DATA && req->coll != MLC_COLL_BARRIER;
     int rc;
-    if (req->coll == MLC_COLL_BARRIER) {
+    if (d->quick) {
+        rc = quick_progress(req, d);
+    } else if (req->coll == MLC_COLL_BARRIER) {
         eng_comm_t *ec = req->comm->impl;
         rc = 0;
         if (d->stage == 0) {
-            if (all_at_least(ec, F_DONE2, d->v - 1)) {
+            if (prev_done(ec, d)) {
                 publish_sig(ec, d);
                 raise_flag(ec, F_PUB, d->v);
                 d->stage = 1;
@@ -525,8 +682,9 @@ bool eng_direct_waits_for(const mlc_request_t *req, const eng_direct_t *d, int r
     if (r == req->comm->rank || !ec->slots) return false;
     bool small = payload_bytes(req) <= ENG_SLOT_DATA && req->coll != MLC_COLL_BARRIER;
     uint64_t v = d->v;
+    if (d->quick) return !announced(ec, r, d->stage == 0 ? v - 1 : v);
     switch (d->stage) {
-    case 0: return !flag_at_least(ec, r, F_DONE2, v - 1); /* the slot of the previous op */
+    case 0: return d->after_quick ? !announced(ec, r, v - 1) : !flag_at_least(ec, r, F_DONE2, v - 1);
     case 1:
         if (req->coll == MLC_COLL_BROADCAST && small)
             return r == a->root && !flag_at_least(ec, r, F_PUB, v);

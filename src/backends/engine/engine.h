@@ -83,6 +83,16 @@ typedef struct eng_seg {
  */
 #define ENG_SLOT_DATA 8192
 #define ENG_BOARD 4
+/* A rank's announcement of direct op v in one cache line that only it
+ * writes: v, the call's signature hash and, for the quick path, the payload
+ * itself (direct.c). Two of them, by the parity of v. */
+#define ENG_QUICK_DATA 48
+typedef struct eng_quick {
+    _Alignas(ENG_LINE) atomic_uint_fast64_t v;
+    uint64_t hash;
+    unsigned char data[ENG_QUICK_DATA];
+} eng_quick_t;
+_Static_assert(sizeof(eng_quick_t) == ENG_LINE, "an announcement is one cache line");
 typedef struct eng_slot {
     _Alignas(ENG_LINE) atomic_uint_fast64_t pub; /* data / addresses of op v published */
     atomic_uint_fast64_t done1;                  /* op v: finished reading peers' send buffers */
@@ -99,6 +109,8 @@ typedef struct eng_slot {
         atomic_uint_fast64_t v; /* seqlock: 0 while written, then call + 1 */
         mlc_sig_t sig;
     } board[ENG_BOARD];
+    eng_quick_t quick[2];       /* op v announced in quick[v & 1] */
+    mlc_sig_t quick_sig[2];     /* ... and its whole signature, read only to word a mismatch */
     _Alignas(ENG_LINE) char data[ENG_SLOT_DATA];
 } eng_slot_t;
 
@@ -215,6 +227,7 @@ typedef struct eng_comm {
     eng_ep_t *ep;
     eng_slot_t *slots;  /* this communicator's slot area, indexed by comm rank's world rank; NULL = none */
     uint64_t direct_seq;/* direct collectives started */
+    uint64_t quick_seq; /* the latest of them that took the quick path */
     bool cma_all;       /* every pair can single-copy (threads, or CMA probed ok) */
     mlc_comm_t *comm;
     uint32_t ctx;       /* user context; ctx + 1 carries collective traffic */
@@ -241,6 +254,8 @@ typedef struct eng_direct {
     uint64_t sig_hash;
     uint64_t v;        /* this op's flag value */
     int stage;
+    bool quick;        /* the quick path: payload and flag in one announcement line per rank */
+    bool after_quick;  /* op v - 1 took the quick path */
     int peer;          /* next peer to visit */
     void *tmp;         /* in-place accumulation / bounce buffers */
 } eng_direct_t;
