@@ -477,6 +477,27 @@ MLC_API mlc_status_t mlc_comm_get_algo(mlc_comm_t *comm, mlc_coll_t coll, size_t
  * without streams.
  */
 MLC_API mlc_status_t mlc_comm_set_stream(mlc_comm_t *comm, void *stream);
+/** Device memory a communicator's calls take besides host memory (mlc_comm_memory). */
+typedef enum mlc_memory_kind {
+    MLC_MEMORY_KIND_HOST = 0, /* host memory only */
+    MLC_MEMORY_KIND_CUDA = 1, /* CUDA device memory too */
+    MLC_MEMORY_KIND_ROCM = 2  /* ROCm (HIP) device memory too */
+} mlc_memory_kind_t;
+/**
+ * Where comm's buffers may live: host memory always; CUDA or ROCm device
+ * memory too on nccl / rccl (natively; host buffers are staged) and on host
+ * backends whose MLC_MEMORY found a GPU runtime with a device (staged, or
+ * moved by CUDA IPC / a CUDA-aware MPI). NULL comm: HOST.
+ */
+MLC_API mlc_memory_kind_t mlc_comm_memory(const mlc_comm_t *comm);
+/**
+ * The GPU device comm's device-memory work runs on: MLC_DEVICE, else a
+ * device the creating thread had made current (non-zero), else local rank
+ * mod the device count; -1 when comm takes host memory only. Choosing it
+ * makes nothing current: host backends touch the GPU first when a call has
+ * a device buffer.
+ */
+MLC_API int mlc_comm_device(const mlc_comm_t *comm);
 /** Largest tag accepted by point-to-point calls on this communicator. */
 MLC_API int mlc_comm_tag_max(const mlc_comm_t *comm);
 

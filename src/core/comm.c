@@ -8,6 +8,7 @@
 #include <sched.h>
 #include <sys/random.h>
 #include "algos/select.h"
+#include "devrt/gpurt.h"
 #include "backend.h"
 #include "base/clock.h"
 #include "base/error.h"
@@ -20,7 +21,10 @@ void mlc_comm_free_requests(mlc_comm_t *comm); /* request.c */
 mlc_comm_t *mlc_comm_alloc(void)
 {
     mlc_comm_t *c = calloc(1, sizeof(mlc_comm_t));
-    if (c) c->model = mlc_cost_model_default; /* until rank 0's measurement arrives */
+    if (c) {
+        c->model = mlc_cost_model_default; /* until rank 0's measurement arrives */
+        c->gpu_kind = c->gpu_device = -1; /* host memory, until a GPU backend or the staged wrapper says */
+    }
     return c;
 }
 
@@ -358,6 +362,14 @@ fail:
 int mlc_comm_rank(const mlc_comm_t *comm) { return comm ? comm->rank : -1; }
 int mlc_comm_size(const mlc_comm_t *comm) { return comm ? comm->size : -1; }
 const char *mlc_comm_backend(const mlc_comm_t *comm) { return comm ? comm->be->name : NULL; }
+
+mlc_memory_kind_t mlc_comm_memory(const mlc_comm_t *comm)
+{
+    if (!comm || comm->gpu_kind < 0) return MLC_MEMORY_KIND_HOST;
+    return comm->gpu_kind == MLC_GPU_HIP ? MLC_MEMORY_KIND_ROCM : MLC_MEMORY_KIND_CUDA;
+}
+
+int mlc_comm_device(const mlc_comm_t *comm) { return comm && comm->gpu_kind >= 0 ? comm->gpu_device : -1; }
 mlc_status_t mlc_comm_status(const mlc_comm_t *comm)
 {
     return comm ? (mlc_status_t)atomic_load(&((mlc_comm_t *)comm)->failed) : MLC_ERR_INVALID_ARG;

@@ -87,6 +87,8 @@ struct mlc_comm {
     mlc_cost_model_t model;  /* the selector's alpha/beta/gamma, identical on every rank */
     int internal_depth;    /* > 0 while mlcomm runs its own collectives on this communicator */
     int group_ops;         /* operations in an open group (mlc_group_start) not yet ended */
+    int gpu_kind;          /* mlc_gpu_kind_t whose device memory calls take; -1: host memory only */
+    int gpu_device;        /* the device of that memory (mlc_comm_device); -1 without one */
     bool group_submitting; /* a grouped call is being started (its request gets `grouped`) */
     /* request pool */
     struct mlc_request *free_reqs;

@@ -103,6 +103,10 @@ static int host_collectives(mlc_comm_t *comm)
 
 static int case_host_only(mlc_comm_t *comm)
 {
+    /* auto found a runtime with devices: device memory is accepted, on the rule's device. */
+    CHECK(mlc_comm_memory(comm) == MLC_MEMORY_KIND_CUDA, "mlc_comm_memory = %d, want CUDA", (int)mlc_comm_memory(comm));
+    CHECK(mlc_comm_device(comm) == mlc_comm_rank(comm) % ndev(), "mlc_comm_device = %d, want %d",
+          mlc_comm_device(comm), mlc_comm_rank(comm) % ndev());
     CHECK_RUN(host_collectives(comm));
     CHECK(contexts_text()[0] == '\0', "a host-only job created a context on device(s) %s", contexts_text());
     CHECK(*cu.live_dev == 0 && *cu.live_host == 0, "a host-only job allocated %d device and %d pinned block(s)",
@@ -142,6 +146,9 @@ static int case_choice(mlc_comm_t *comm)
     const char *forced = getenv("MLC_DEVICE");
     int rank = mlc_comm_rank(comm); /* one host: the local rank */
     int want = forced ? atoi(forced) : rank % ndev();
+    CHECK(mlc_comm_memory(comm) == MLC_MEMORY_KIND_CUDA && mlc_comm_device(comm) == want,
+          "mlc_comm_memory = %d, mlc_comm_device = %d; want CUDA, %d", (int)mlc_comm_memory(comm),
+          mlc_comm_device(comm), want);
     if (!threads(comm)) CHECK(contexts_text()[0] == '\0', "creating the communicator made a context on %s", contexts_text());
     CHECK_RUN(device_allgather(comm, want));
     if (threads(comm)) return 0; /* every rank's contexts are in this process */
@@ -216,6 +223,11 @@ static int nccl_device(void)
     snprintf(expect, sizeof expect, "%s", getenv("DEVICE_EXPECT") ? getenv("DEVICE_EXPECT") : "0");
     int bad = strcmp(contexts_text(), expect) != 0;
     if (bad) fprintf(stderr, "nccl: want a context on device %s only; contexts on: '%s'\n", expect, contexts_text());
+    if (mlc_comm_memory(comm) != MLC_MEMORY_KIND_CUDA || mlc_comm_device(comm) != atoi(expect)) {
+        fprintf(stderr, "nccl: mlc_comm_memory = %d, mlc_comm_device = %d; want CUDA, %s\n", (int)mlc_comm_memory(comm),
+                mlc_comm_device(comm), expect);
+        bad = 1;
+    }
     mlc_comm_free(comm);
     return bad;
 }

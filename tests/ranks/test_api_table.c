@@ -147,6 +147,8 @@ static int core_api(mlc_comm_t *comm, unsigned char *a, unsigned char *b, size_t
     BAD(mlc_comm_set_timeout, mlc_comm_set_timeout(NULL, 1.0), E);
     BAD(mlc_comm_set_timeout, mlc_comm_set_timeout(comm, -1.0), E);
     BADV(mlc_comm_tag_max, mlc_comm_tag_max(NULL) == -1);
+    BADV(mlc_comm_memory, mlc_comm_memory(NULL) == MLC_MEMORY_KIND_HOST);
+    BADV(mlc_comm_device, mlc_comm_device(NULL) == -1);
     mlc_profile_stat_t stats[MLC_COLL_COUNT];
     size_t nstats = MLC_COLL_COUNT;
     BAD(mlc_profile_stats, mlc_profile_stats(NULL, stats, &nstats), E);

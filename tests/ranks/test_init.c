@@ -34,6 +34,9 @@ static int body(mlc_comm_t *comm)
     const char *want_version = STR(MLC_VERSION_MAJOR) "." STR(MLC_VERSION_MINOR) "." STR(MLC_VERSION_PATCH);
     CHECK(strcmp(mlc_version(), want_version) == 0, "mlc_version() is %s, header says %s",
           mlc_version(), want_version);
+    CHECK(mlc_comm_memory(comm) == MLC_MEMORY_KIND_HOST && mlc_comm_device(comm) == -1,
+          "MLC_MEMORY=host: mlc_comm_memory = %d, mlc_comm_device = %d", (int)mlc_comm_memory(comm),
+          mlc_comm_device(comm));
 
     mlc_comm_t *same = NULL, *reversed = NULL;
     CHECK_RUN(join(comm, r, &same));

@@ -435,6 +435,8 @@ static mlc_status_t nccl_init(mlc_comm_t *comm, const mlc_boot_t *boot)
     snprintf(impl->algo_applied, sizeof impl->algo_applied, "%s", comm->cfg.algo[MLC_COLL_ALLREDUCE]);
     impl->nchannels = tuning.nchannels;
     comm->impl = impl;
+    comm->gpu_kind = (int)rt->kind;
+    comm->gpu_device = device;
     char ver[32];
     mlc_nccl_version_text(api->version, ver, sizeof ver);
     MLC_INFO("%s %s: rank %d of %d on %s device %d", fl->name, ver, comm->rank, comm->size, rt->name,
@@ -485,6 +487,8 @@ static mlc_status_t nccl_split(mlc_comm_t *parent, int color, int key, const int
             /* Core gives the child the parent's stream: keep using it. */
             if (pi->stream != pi->own_stream) ci->stream = pi->stream;
             child->impl = ci;
+            child->gpu_kind = parent->gpu_kind;
+            child->gpu_device = parent->gpu_device;
         }
     }
     if (st != MLC_SUCCESS && newnc) api->ncclCommAbort(newnc);

@@ -172,6 +172,8 @@ mlc_status_t mlc_staged_wrap(mlc_comm_t *comm, const mlc_gpurt_t *rt, bool direc
     w->dev.chunk = comm->cfg.stage_chunk ? comm->cfg.stage_chunk : MLC_STAGE_CHUNK_DEFAULT;
     w->dev.rt = rt;
     w->dev.device = rt ? device : -1;
+    comm->gpu_kind = rt ? (int)rt->kind : -1;
+    comm->gpu_device = w->dev.device;
     w->dev.direct = direct;
     w->dev.ipc = ipc;
     mlc_comm_set_value(comm, wrapper_key, w);
