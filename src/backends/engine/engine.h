@@ -83,16 +83,18 @@ typedef struct eng_seg {
  */
 #define ENG_SLOT_DATA 8192
 #define ENG_BOARD 4
-/* A rank's announcement of direct op v in one cache line that only it
- * writes: v, the call's signature hash and, for the quick path, the payload
- * itself (direct.c). Two of them, by the parity of v. */
-#define ENG_QUICK_DATA 48
+/* A rank's announcement of direct op v in cache lines that only it writes:
+ * v, the call's signature hash and, for the quick path, the payload itself
+ * (direct.c): 48 bytes in v's line, up to 240 in four lines. Two of them,
+ * by the parity of v. */
+#define ENG_QUICK_LINES 4
+#define ENG_QUICK_DATA (ENG_QUICK_LINES * ENG_LINE - 16)
 typedef struct eng_quick {
     _Alignas(ENG_LINE) atomic_uint_fast64_t v;
     uint64_t hash;
     unsigned char data[ENG_QUICK_DATA];
 } eng_quick_t;
-_Static_assert(sizeof(eng_quick_t) == ENG_LINE, "an announcement is one cache line");
+_Static_assert(sizeof(eng_quick_t) == ENG_QUICK_LINES * ENG_LINE, "an announcement is whole cache lines");
 typedef struct eng_slot {
     _Alignas(ENG_LINE) atomic_uint_fast64_t pub; /* data / addresses of op v published */
     atomic_uint_fast64_t done1;                  /* op v: finished reading peers' send buffers */
