@@ -647,29 +647,10 @@ int eng_direct_progress(mlc_request_t *req, eng_direct_t *d, int *moved)
     int stage = d->stage;
     bool small = payload_bytes(req) <= ENG_SLOT_DATA && req->coll != MLC_COLL_BARRIER;
     int rc;
-    if (d->quick) {
+    if (d->quick) /* every barrier, and payloads of at most ENG_QUICK_DATA bytes */
         rc = quick_progress(req, d);
-    } else if (req->coll == MLC_COLL_BARRIER) {
-        eng_comm_t *ec = req->comm->impl;
-        rc = 0;
-        if (d->stage == 0) {
-            if (prev_done(ec, d)) {
-                publish_sig(ec, d);
-                raise_flag(ec, F_PUB, d->v);
-                d->stage = 1;
-            }
-        }
-        if (d->stage == 1 && all_at_least(ec, F_PUB, d->v)) {
-            if (check_all(ec, d) != MLC_SUCCESS) {
-                rc = MLC_ERR_MISMATCH;
-            } else {
-                raise_flag(ec, F_DONE2, d->v);
-                rc = 1;
-            }
-        }
-    } else {
+    else
         rc = small ? small_progress(req, d) : large_progress(req, d);
-    }
     if (rc != 0 || d->stage != stage) *moved = 1;
     if (rc != 0) eng_direct_cancel(req->comm->impl, d);
     return rc;
