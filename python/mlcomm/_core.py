@@ -8,8 +8,9 @@ import ctypes
 import threading
 import time
 
-from . import _lib
+from . import _group, _lib
 from ._errors import check, error, invalid
+from ._store import StoreCallbacks
 
 try:
     import numpy as np
@@ -28,6 +29,7 @@ OP = {name: i for i, name in enumerate(OPS)}
 COLLS = [_lib.coll_name(i).decode() for i in range(16)]
 COLL = {name: i for i, name in enumerate(COLLS)}
 MEMORY = {"host": 0, "cuda": 1, "rocm": 2, "auto": 3}
+MEMORY_KINDS = ["host", "cuda", "rocm"]  # mlc_memory_kind_t, by value
 LOG_LEVEL = {"error": 0, "warn": 1, "info": 2, "debug": 3, "trace": 4}
 
 ANY_SOURCE = _lib.MLC_ANY_SOURCE
@@ -289,6 +291,7 @@ class Request(concurrent.futures.Future):
         self._value = value
         self._op = op
         self._lock = threading.RLock()
+        self.group_open = _group.hold_request(self)  # made in a group that is still open
         self.set_running_or_notify_cancel()
 
     def _finish(self, st):
@@ -304,11 +307,19 @@ class Request(concurrent.futures.Future):
             v = self._value
             self.set_result(v() if callable(v) else v)
 
+    def _not_in_group(self):
+        # The C library refuses it too, but its refusal would end this
+        # Request here and release buffers the open group still uses.
+        if self.group_open:
+            raise invalid("a request made in a group completes after the group ends; "
+                          "do not wait for or test it while the group is open")
+
     def test(self):
         """Progress without blocking; True once complete."""
         with self._lock:
             if super().done():
                 return True
+            self._not_in_group()
             flag = ctypes.c_int(0)
             st = self._test_fn(ctypes.byref(self._h), ctypes.byref(flag))
             if flag.value or st != 0:
@@ -323,6 +334,7 @@ class Request(concurrent.futures.Future):
         if timeout is None:
             with self._lock:
                 if not super().done():
+                    self._not_in_group()
                     self._finish(self._wait_fn(ctypes.byref(self._h)))
         else:
             deadline = time.monotonic() + timeout
@@ -426,15 +438,36 @@ def init(backend=None, **kw):
     timedelta; 0 = never), log_level, log_file, profile, memory
     ("host", "cuda", "rocm", "auto"), mpi_thread_level, cma; uid (bytes from
     unique_id()) joins that communicator as `rank` of `size`
-    (mlc_comm_init_rank)."""
+    (mlc_comm_init_rank); store (an object with set(key, value) and
+    get(key), such as torch.distributed's TCPStore) bootstraps the ranks
+    through it (mlc_comm_init_store; rank and size required; one store, or
+    one key prefix of it, per communicator)."""
     uid = kw.pop("uid", None)
+    store = kw.pop("store", None)
+    if uid is not None and store is not None:
+        raise invalid("init: give uid or store, not both")
     c, keep = _config(backend, **kw)
     h = ctypes.c_void_p()
-    if uid is not None:
+    if uid is not None or store is not None:
         if kw.get("rank") is None or kw.get("size") is None:
-            raise invalid("init(uid=...): rank and size are required")
+            raise invalid("init(%s=...): rank and size are required" % ("uid" if uid is not None else "store"))
+    if uid is not None:
         check(_lib.comm_init_rank(_uid(uid), int(kw["size"]), int(kw["rank"]), ctypes.byref(c),
                                   ctypes.byref(h)))
+    elif store is not None:
+        try:
+            cb = StoreCallbacks(store)
+        except TypeError as e:
+            raise invalid(str(e)) from None
+        st = _lib.comm_init_store(ctypes.byref(cb.struct), int(kw["size"]), int(kw["rank"]),
+                                  ctypes.byref(c), ctypes.byref(h))
+        if st != 0:
+            err = error(st)
+            if cb.error is not None:
+                err = type(err)("%s (the store raised %s: %s)" % (err.message, type(cb.error).__name__,
+                                                                   cb.error), st)
+                raise err from cb.error
+            raise err
     else:
         check(_lib.comm_init(ctypes.byref(c), ctypes.byref(h)))
     return Comm(h.value)
@@ -526,6 +559,19 @@ class Comm:
         return None if st == 0 else _lib.status_name(st).decode()
 
     @property
+    def memory(self):
+        """Where this communicator's buffers may live besides host memory:
+        "host" (host memory only), "cuda" or "rocm" (mlc_comm_memory)."""
+        return MEMORY_KINDS[_lib.comm_memory(self._live())]
+
+    @property
+    def device(self):
+        """The GPU this communicator uses (its device index), or None
+        without one (mlc_comm_device)."""
+        d = _lib.comm_device(self._live())
+        return None if d < 0 else d
+
+    @property
     def tag_max(self):
         return _lib.comm_tag_max(self._live())
 
@@ -608,6 +654,8 @@ class Comm:
         st = fn(*args, h, None)
         if st != 0:
             raise error(st)
+        if _group.hold(keep, op):  # runs at the group's end: keep its buffers until then
+            return None if callable(value) else value
         if isinstance(op, UserOp):
             op.raise_pending()
         return value() if callable(value) else value
@@ -818,6 +866,8 @@ class Comm:
             check(_lib.recv(*args, h, ctypes.byref(ms), ctypes.byref(req)))
             return Request(req, (o, ms), lambda: _status(ms))
         check(_lib.recv(*args, h, ctypes.byref(ms), None))
+        if _group.hold((o, ms)):
+            return None  # the status is known at the group's end
         return _status(ms)
 
     def sendrecv(self, x, dest, out, source=ANY_SOURCE, sendtag=0, recvtag=ANY_TAG, async_op=False):
@@ -834,6 +884,8 @@ class Comm:
             check(_lib.sendrecv(*args, h, ctypes.byref(ms), ctypes.byref(req)))
             return Request(req, (b, o, ms), lambda: _status(ms))
         check(_lib.sendrecv(*args, h, ctypes.byref(ms), None))
+        if _group.hold((b, o, ms)):
+            return None
         return _status(ms)
 
     def probe(self, source=ANY_SOURCE, tag=ANY_TAG):

@@ -156,6 +156,17 @@ class ExchangeInfo(ctypes.Structure):
 
 
 USER_FN = ctypes.CFUNCTYPE(None, vp, vp, ctypes.c_size_t, c_dtype, vp)
+STORE_SET_FN = ctypes.CFUNCTYPE(ctypes.c_int, vp, ctypes.c_char_p, vp, ctypes.c_size_t)
+STORE_GET_FN = ctypes.CFUNCTYPE(ctypes.c_int, vp, ctypes.c_char_p, vp, ctypes.c_size_t, szp,
+                                ctypes.c_double)
+MLC_STORE_OK = 0
+MLC_STORE_TIMEOUT = 1
+MLC_STORE_FAILED = 2  # any other value: the callback failed
+
+
+class Store(ctypes.Structure):
+    _fields_ = [("ctx", vp), ("set", STORE_SET_FN), ("get", STORE_GET_FN)]
+
 COMBINE_FN = ctypes.CFUNCTYPE(None, vp, vp, vp)
 
 # ---- functions: name -> (restype, argtypes) ---------------------------------
@@ -180,6 +191,8 @@ _sigs = {
     "mlc_get_unique_id": (S, [ctypes.POINTER(UniqueId)]),
     "mlc_comm_init_rank": (S, [ctypes.POINTER(UniqueId), ctypes.c_int, ctypes.c_int,
                                ctypes.POINTER(Config), pp]),
+    "mlc_comm_init_store": (S, [ctypes.POINTER(Store), ctypes.c_int, ctypes.c_int,
+                                ctypes.POINTER(Config), pp]),
     "mlc_comm_rank": (ctypes.c_int, [vp]),
     "mlc_comm_size": (ctypes.c_int, [vp]),
     "mlc_comm_backend": (ctypes.c_char_p, [vp]),
@@ -192,6 +205,10 @@ _sigs = {
     "mlc_comm_get_algo": (S, [vp, c_coll, sz, ctypes.POINTER(ctypes.c_char_p)]),
     "mlc_comm_set_stream": (S, [vp, vp]),
     "mlc_comm_tag_max": (ctypes.c_int, [vp]),
+    "mlc_comm_memory": (ctypes.c_int, [vp]),
+    "mlc_comm_device": (ctypes.c_int, [vp]),
+    "mlc_group_start": (S, []),
+    "mlc_group_end": (S, []),
     "mlc_request_wait": (S, [pp]),
     "mlc_request_test": (S, [pp, ip]),
     "mlc_request_wait_all": (S, [sz, pp, ip]),

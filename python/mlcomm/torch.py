@@ -6,10 +6,11 @@
     dist.init_process_group("mlcomm")   # rank, size, store from env:// as for gloo
 
 Every process group (the default one and each new_group) is an mlcomm
-communicator of the `shm` backend (ranks are processes on one host; set
-MLCOMM_TORCH_BACKEND to choose another that joins by unique id). Its ranks
-meet through torch's store: rank 0 makes an mlcomm unique id and publishes
-it there, so two jobs, or two groups of one job, never share one. The
+communicator whose ranks bootstrap through torch's store
+(mlc_comm_init_store), each init under a key prefix of its own, so two
+jobs, or two groups of one job, never share one. Its backend is the one
+mlcomm picks for the job (`shm` when every rank is on one host), or the one
+MLCOMM_TORCH_BACKEND names. The
 `timeout` of init_process_group / new_group is the communicator's timeout
 (an operation that makes no progress for that long fails on every rank).
 
@@ -231,19 +232,15 @@ class ProcessGroupMlcomm(dist.ProcessGroup):
                     comm.free()
                     raise _runtime(e) from None
             return
-        # Ranks of this group meet through its store: every init adds `size`
-        # to a counter, so an init reusing a store gets a key of its own.
+        # Ranks of this group bootstrap through its store, under a key prefix
+        # of their own: every init adds 1 per rank to a counter, so an init
+        # reusing a store (a second group, a second job) gets a fresh prefix.
         n = store.add("mlcomm/inits", 1)
-        key = "mlcomm/uid/%d" % ((n - 1) // size)
-        if rank == 0:
-            uid = _core.unique_id()
-            store.set(key, uid)
-        else:
-            uid = bytes(store.get(key))
-        backend = os.environ.get("MLCOMM_TORCH_BACKEND", "shm")
+        prefixed = dist.PrefixStore("mlcomm/%d" % ((n - 1) // size), store)
+        backend = os.environ.get("MLCOMM_TORCH_BACKEND") or None
         secs = timeout.total_seconds() if timeout is not None else None
         try:
-            self.comm = _core.init(backend, uid=uid, rank=rank, size=size,
+            self.comm = _core.init(backend, store=prefixed, rank=rank, size=size,
                                    timeout=secs if secs and secs > 0 else None)
         except Error as e:
             raise _runtime(e) from None

@@ -62,6 +62,7 @@ def t_basics(c):
     expect(c.backend in ("threads", "shm", "mpi"), "backend %s" % c.backend)
     expect(c.status is None, "healthy communicator reports %s" % c.status)
     expect(c.tag_max >= 32767, "tag_max %d" % c.tag_max)
+    expect(c.memory == "host" and c.device is None, "host backend: memory %r device %r" % (c.memory, c.device))
     expect(mlcomm.version() == mlcomm.__version__, "version")
     expect(mlcomm.status_name(-5) == "MLC_ERR_TIMEOUT", "status_name")
     expect(mlcomm.dtype_size("bf16") == 2 and mlcomm.dtype_name("f32") == "float32", "dtype names")
@@ -429,6 +430,135 @@ def t_create_from(c):
     raises(mlcomm.ConfigError, lambda: mlcomm.create_from("threads", {"nope": 1}), "unknown option", "nope")
 
 
+def t_group(c):
+    """Every rank sends to its right and receives from its left inside a
+    group, blocking form (8 MiB: one by one this would wait for a receiver),
+    then the request form; results exist once the group ends."""
+    p, r = c.size, c.rank
+    right, left = (r + 1) % p, (r - 1) % p
+    n = 1 << 20
+    x = np.arange(n, dtype=np.float64) + r * n
+    got = np.zeros(n)
+    with mlcomm.group():
+        expect(c.send(x, right) is None, "grouped send returns None")
+        expect(c.recv(got, left) is None, "grouped blocking recv returns None (status at the end)")
+        total = c.allreduce(np.full(4096, r + 1))  # its input is a temporary only the binding holds
+        junk = [np.full(4096, -7) for _ in range(64)]  # would reuse that memory, were it freed
+    eq(got, np.arange(n, dtype=np.float64) + left * n, "grouped ring, blocking form")
+    eq(total, np.full(4096, p * (p + 1) // 2), "grouped allreduce of a temporary")
+    del junk
+
+    got2 = np.zeros(n)
+    mlcomm.group_start()
+    rs = c.send(x * 2, right, async_op=True)
+    rr = c.recv(got2, left, async_op=True)
+    raises(mlcomm.InvalidArgError, rr.wait, "waiting inside the group", "group")
+    raises(mlcomm.InvalidArgError, rr.test, "testing inside the group", "group")
+    mlcomm.group_end()
+    st = rr.wait()
+    rs.wait()
+    expect(st.source == left and st.bytes == n * 8, "grouped recv status %r" % (st,))
+    eq(got2, (np.arange(n, dtype=np.float64) + left * n) * 2, "grouped ring, request form")
+
+    with mlcomm.group():  # nested: only the outer end completes
+        with mlcomm.group():
+            c.send(x[:4], right, tag=3)
+        c.recv(got[:4], left, tag=3)
+    eq(got[:4], np.arange(4, dtype=np.float64) + left * n, "nested groups")
+    raises(mlcomm.InvalidArgError, mlcomm.group_end, "group_end without a group", "group")
+
+
+class DirStore:
+    """A store in a directory all ranks see: set writes a file atomically,
+    get raises KeyError until it exists (the plain-object store protocol)."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def _file(self, key):
+        return os.path.join(self.path, key.replace("/", "%"))
+
+    def set(self, key, value):
+        tmp = self._file(key) + ".%d.%d.tmp" % (os.getpid(), threading.get_ident())
+        with open(tmp, "wb") as f:
+            f.write(value)
+        os.rename(tmp, self._file(key))
+
+    def get(self, key):
+        try:
+            with open(self._file(key), "rb") as f:
+                return f.read()
+        except FileNotFoundError:
+            raise KeyError(key) from None
+
+
+class RaisingStore:
+    def set(self, key, value):
+        raise RuntimeError("disk on fire")
+
+    def get(self, key):
+        raise KeyError(key)
+
+
+def shared_dir(c, tag):
+    """A fresh directory rank 0 makes, its path known to every rank."""
+    import tempfile
+    b = np.zeros(256, dtype=np.uint8)
+    if c.rank == 0:
+        d = tempfile.mkdtemp(prefix="mlcomm-store-%s-" % tag).encode()
+        b[:len(d)] = np.frombuffer(d, dtype=np.uint8)
+    c.broadcast(b)
+    return bytes(b).rstrip(b"\0").decode()
+
+
+def check_store_comm(c, store, what):
+    p, r = c.size, c.rank
+    nc = mlcomm.init(store=store, rank=r, size=p, timeout=30)
+    try:
+        expect(nc.rank == r and nc.size == p, "%s: rank %d of %d" % (what, nc.rank, nc.size))
+        expect(nc.memory == "host" and nc.device is None, "%s: memory/device" % what)
+        eq(nc.allreduce(np.array([r + 1])), np.array([p * (p + 1) // 2]), "%s: allreduce" % what)
+    finally:
+        nc.free()
+
+
+def t_store(c):
+    import shutil
+    d = shared_dir(c, "dir")
+    try:
+        check_store_comm(c, DirStore(d), "directory store")
+        c.barrier()
+        # one store serves one communicator: reusing it is refused at once on every rank
+        raises(mlcomm.InvalidArgError, lambda: mlcomm.init(store=DirStore(d), rank=c.rank, size=c.size,
+                                                           timeout=30), "reused store", "mlc/")
+    finally:
+        c.barrier()
+        if c.rank == 0:
+            shutil.rmtree(d)
+    try:
+        import torch.distributed as dist
+    except ImportError:
+        print("torch not installed: torch store case skipped")
+    else:
+        d = shared_dir(c, "torch")
+        fs = dist.FileStore(os.path.join(d, "store"), c.size)
+        check_store_comm(c, dist.PrefixStore("first", fs), "torch FileStore")
+        check_store_comm(c, dist.PrefixStore("second", fs), "torch FileStore, second prefix")
+        c.barrier()
+        del fs
+        c.barrier()
+        if c.rank == 0:
+            shutil.rmtree(d, ignore_errors=True)
+    if c.rank == 0:  # failures stay on this rank: a raising store ends the init at once
+        e = raises(mlcomm.BackendError, lambda: mlcomm.init(store=RaisingStore(), rank=0, size=2, timeout=30),
+                   "raising store", "disk on fire")
+        expect(isinstance(e.__cause__, RuntimeError), "the store's exception is the cause")
+        raises(mlcomm.InvalidArgError, lambda: mlcomm.init(store=object(), rank=0, size=2), "not a store",
+               "set(key, value)")
+        raises(mlcomm.InvalidArgError, lambda: mlcomm.init(store=DirStore("/nonexistent")), "store without rank",
+               "rank and size")
+
+
 def t_torch(c):
     try:
         import torch
@@ -458,7 +588,7 @@ def t_torch(c):
 
 
 CASES = [t_basics, t_allreduce, t_reduce_bcast, t_allgather, t_reduce_scatter_alltoall, t_gather_scatter,
-         t_p2p, t_async, t_userop, t_split, t_create_from, t_mesh, t_exchange, t_torch, t_tensor, t_errors]
+         t_p2p, t_group, t_store, t_async, t_userop, t_split, t_create_from, t_mesh, t_exchange, t_torch, t_tensor, t_errors]
 
 
 def run_rank(comm, only):
