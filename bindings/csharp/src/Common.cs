@@ -8,6 +8,9 @@ namespace MLFramework.Communication
     /// <summary>Reduction operations of the backends (mlcomm's sum, prod, max, min, avg).</summary>
     public enum ReduceOp { Sum, Product, Max, Min, Avg }
 
+    /// <summary>Where a communicator's buffers may live besides host memory (mlc_memory_kind_t).</summary>
+    public enum MemoryKind { Host = 0, Cuda = 1, Rocm = 2 }
+
     /// <summary>What a probe found: the sender, the tag and the message's size.</summary>
     public struct MessageInfo
     {
@@ -46,9 +49,10 @@ namespace MLFramework.Communication
             _task = task;
         }
         public bool IsCompleted { get { return _task.IsCompleted; } }
-        public void Wait() { _task.GetAwaiter().GetResult(); }
+        public void Wait() { Group.CheckNotHeld(_task); _task.GetAwaiter().GetResult(); }
         public bool TryWait(TimeSpan timeout)
         {
+            Group.CheckNotHeld(_task);
             try { return _task.Wait(timeout); }
             catch (AggregateException e) { throw e.InnerException; }
         }

@@ -22,7 +22,10 @@ namespace MLFramework.Communication
         public CommunicationException(string message) : base(message) { StatusName = ""; }
         public CommunicationException(string message, Exception inner) : base(message, inner) { StatusName = ""; }
         public CommunicationException(int status, string message)
-            : base(Format(status, message))
+            : this(status, message, null) { }
+        /// <summary>An mlcomm error caused by `inner` (e.g. a store callback that threw).</summary>
+        public CommunicationException(int status, string message, Exception inner)
+            : base(Format(status, message), inner)
         {
             Status = status;
             StatusName = Mlc.StatusName(status) ?? "";
@@ -70,6 +73,12 @@ namespace MLFramework.Communication
             _start = start; _result = result; _cleanup = cleanup;
         }
         internal override int Start(IntPtr comm) { return _start(comm, this); }
+        /// <summary>
+        /// The value the Task will yield, before the operation completed: a
+        /// blocking form called inside a group returns it at once (its buffers
+        /// are filled by the group's end, as in C).
+        /// </summary>
+        internal T EarlyResult() { return _result != null ? _result() : default(T); }
         internal override void Finish(int status, string message)
         {
             if (Interlocked.Exchange(ref _finished, 1) != 0) return;
@@ -103,6 +112,9 @@ namespace MLFramework.Communication
         private bool _closing, _closed;
         internal readonly int Rank, Size;
         internal readonly string Backend;
+        /// <summary>mlc_comm_memory and mlc_comm_device: fixed for the communicator's life.</summary>
+        internal readonly MemoryKind Memory;
+        internal readonly int Device;
         /// <summary>The communicator's timeout in seconds (0 = never): bounds the binding's own polling.</summary>
         internal readonly double TimeoutSeconds;
 
@@ -113,6 +125,8 @@ namespace MLFramework.Communication
             Rank = Mlc.mlc_comm_rank(comm);
             Size = Mlc.mlc_comm_size(comm);
             Backend = Mlc.Str(Mlc.mlc_comm_backend(comm));
+            Memory = (MemoryKind)Mlc.mlc_comm_memory(comm);
+            Device = Mlc.mlc_comm_device(comm);
             _thread = new Thread(Loop) { IsBackground = true, Name = "mlcomm pump rank " + Rank + "/" + Size };
             _thread.Start();
         }
@@ -123,17 +137,50 @@ namespace MLFramework.Communication
         internal Task<T> Submit<T>(Func<IntPtr, PumpOp, int> start, Func<T> result, Action cleanup)
         {
             var op = new PumpOp<T>(start, result, cleanup);
+            Enqueue(op);
+            return op.Tcs.Task;
+        }
+
+        /// <summary>Queue op for the pump; false (op cancelled) once the communicator is being disposed.</summary>
+        private bool Enqueue(PumpOp op)
+        {
             lock (_gate)
             {
                 if (_closing)
                 {
                     op.Cancel(new ObjectDisposedException("communicator", "the communicator was disposed"));
-                    return op.Tcs.Task;
+                    return false;
                 }
                 _submitted.Enqueue(op);
                 Monitor.Pulse(_gate);
             }
-            return op.Tcs.Task;
+            return true;
+        }
+
+        /// <summary>
+        /// Start ops (made by this engine's callers, in call order) between
+        /// mlc_group_start and mlc_group_end on the pump thread, all as request
+        /// forms, then poll their requests as any others. The Task yields
+        /// mlc_group_end's outcome.
+        /// </summary>
+        internal Task<bool> SubmitGroup(List<PumpOp> ops)
+        {
+            var batch = new PumpOp<bool>((comm, self) =>
+            {
+                self.ReqKind = PumpOp.Kind.Immediate;
+                int st = Mlc.mlc_group_start();
+                if (st != Mlc.Success)
+                {
+                    string msg = Mlc.LastError();
+                    foreach (var op in ops) op.Finish(st, msg);
+                    return st;
+                }
+                foreach (var op in ops) StartOne(op);
+                return Mlc.mlc_group_end();
+            }, () => true, null);
+            if (!Enqueue(batch))
+                foreach (var op in ops) op.Cancel(new ObjectDisposedException("communicator", "the communicator was disposed"));
+            return batch.Tcs.Task;
         }
 
         /// <summary>Run a call on the pump thread in order (no request), e.g. split or probe.</summary>
@@ -147,6 +194,8 @@ namespace MLFramework.Communication
         /// <summary>Blocking form: waits for the Task and throws its exception unwrapped.</summary>
         internal static T Wait<T>(Task<T> t)
         {
+            T early;
+            if (Group.TryBlocking(t, out early)) return early; // inside a group: returns at once
             return t.GetAwaiter().GetResult();
         }
 

@@ -128,6 +128,56 @@ namespace MLFramework.Communication.Native
         public IntPtr IpcEvidence;
     }
 
+    /// <summary>mlc_config_t (mlcomm.h): every field "unset" until given.</summary>
+    [StructLayout(LayoutKind.Sequential)]
+    internal struct MlcConfig
+    {
+        public UIntPtr Size;
+        public uint Magic;
+        public uint Version;
+        public IntPtr Backend;
+        public int Rank;
+        public int WorldSize;
+        public int LocalRank;
+        public int LocalSize;
+        public IntPtr JobId;
+        public double TimeoutS;
+        public int LogLevel;
+        public IntPtr LogFile;
+        public IntPtr Profile;
+        public int Memory;
+        public int MpiThreadLevel;
+        public int Cma;
+
+        /// <summary>MLC_CONFIG_INIT.</summary>
+        internal static MlcConfig Init()
+        {
+            const int unset = -1;
+            return new MlcConfig
+            {
+                Size = (UIntPtr)(ulong)Marshal.SizeOf(typeof(MlcConfig)), Magic = 0x4d4c4331u, Version = 1u,
+                Rank = unset, WorldSize = unset, LocalRank = unset, LocalSize = unset, TimeoutS = -1.0,
+                LogLevel = unset, Memory = unset, MpiThreadLevel = unset, Cma = unset,
+            };
+        }
+    }
+
+    /// <summary>mlc_store_t's set callback.</summary>
+    [UnmanagedFunctionPointer(CallingConvention.Cdecl)]
+    internal delegate int MlcStoreSet(IntPtr ctx, IntPtr key, IntPtr value, UIntPtr len);
+    /// <summary>mlc_store_t's get callback (len: size_t *).</summary>
+    [UnmanagedFunctionPointer(CallingConvention.Cdecl)]
+    internal delegate int MlcStoreGet(IntPtr ctx, IntPtr key, IntPtr buf, UIntPtr cap, IntPtr len, double timeoutS);
+
+    /// <summary>mlc_store_t: the callbacks as function pointers.</summary>
+    [StructLayout(LayoutKind.Sequential)]
+    internal struct MlcStore
+    {
+        public IntPtr Ctx;
+        public IntPtr Set;
+        public IntPtr Get;
+    }
+
     /// <summary>Loads the library MLCOMM_LIBRARY names, when set, before the first P/Invoke.</summary>
     internal static class NativeLoader
     {
@@ -174,6 +224,10 @@ namespace MLFramework.Communication.Native
         internal const int ErrTimeout = -5;
         internal const int ErrTruncate = -8;
         internal const int ErrConfig = -9;
+        internal const int StoreOk = 0;
+        internal const int StoreTimeout = 1;
+        /// <summary>A store callback's failure (any value but StoreOk and StoreTimeout).</summary>
+        internal const int StoreFailed = 2;
         internal const int DeviceHost = -1;
         internal const int AnySource = -1;
         internal const int AnyTag = -1;
@@ -202,6 +256,13 @@ namespace MLFramework.Communication.Native
         [DllImport(Lib)] internal static extern int mlc_comm_set_algo(IntPtr comm, int coll, string algo);
         [DllImport(Lib)] internal static extern int mlc_comm_get_algo(IntPtr comm, int coll, UIntPtr bytes, out IntPtr name);
         [DllImport(Lib)] internal static extern int mlc_comm_tag_max(IntPtr comm);
+        [DllImport(Lib)] internal static extern int mlc_comm_memory(IntPtr comm);
+        [DllImport(Lib)] internal static extern int mlc_comm_device(IntPtr comm);
+        [DllImport(Lib)] internal static extern int mlc_comm_init_store(ref MlcStore store, int nranks, int rank, ref MlcConfig cfg, out IntPtr comm);
+
+        // groups
+        [DllImport(Lib)] internal static extern int mlc_group_start();
+        [DllImport(Lib)] internal static extern int mlc_group_end();
         [DllImport(Lib)] internal static extern int mlc_profile_stats(IntPtr comm, [Out] MlcProfileStat[] stats, ref UIntPtr n);
 
         // requests

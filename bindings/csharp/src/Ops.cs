@@ -86,14 +86,31 @@ namespace MLFramework.Communication
 
         private static Task<T> Submit<T>(CommEngine e, Pins pins, Starter start, bool tensorRequest, Func<T> result)
         {
-            return e.Submit<T>((comm, op) =>
+            Func<IntPtr, PumpOp, int> begin = (comm, op) =>
             {
                 op.ReqKind = tensorRequest ? PumpOp.Kind.TensorRequest : PumpOp.Kind.Request;
                 IntPtr req;
                 int st = start(comm, out req);
                 op.Req = req;
                 return st;
-            }, result, pins.Release);
+            };
+            if (!Group.IsOpen) return e.Submit<T>(begin, result, pins.Release);
+            if (tensorRequest)
+            {
+                pins.Release();
+                throw NotInGroup("the tensor-layer operations (AllReduce, AllGather, ReduceScatter, Broadcast, Barrier)");
+            }
+            // Held back, pins and all, until the outermost Group.End.
+            var held = new PumpOp<T>(begin, result, pins.Release);
+            Group.Add(e, held, held.Tcs.Task);
+            return held.Tcs.Task;
+        }
+
+        /// <summary>mlcomm_tensor.h's calls "are not meant for an open group"; neither is a probe-sized receive.</summary>
+        private static InvalidOperationException NotInGroup(string what)
+        {
+            return new InvalidOperationException(what + " cannot be part of a group (Group.Start): " +
+                                                 "groups take Send, Receive with a template and Reduce; end the group first");
         }
 
         internal static int DimOf(Tensor t, int dim)
@@ -211,6 +228,7 @@ namespace MLFramework.Communication
         /// </summary>
         internal static Task<Tensor> Receive<T>(CommEngine e, int source, int tag) where T : struct
         {
+            if (Group.IsOpen) throw NotInGroup("Receive without a template (its size comes from a probe)");
             DType dt = MLFramework.Tensor.DTypeOf(typeof(T));
             int es = MLFramework.Tensor.ElementSize(dt);
             Tensor<T> into = null;

@@ -230,3 +230,45 @@ namespace MLFramework.Tests.Mock
         }
     }
 }
+
+namespace MLFramework.Tests.Mock
+{
+    [TestFixture]
+    public class GroupAndStoreTests
+    {
+        [TestCase(1)] [TestCase(2)] [TestCase(3)] public void GroupBlockingRing(int n) { Threads.Run(n, GroupChecks.BlockingRing); }
+        [TestCase(2)] [TestCase(3)] public void GroupRequestRing(int n) { Threads.Run(n, GroupChecks.RequestRing); }
+        [TestCase(2)] public void GroupMisuse(int n) { Threads.Run(n, GroupChecks.Misuse); }
+        [TestCase(1)] [TestCase(2)] public void MemoryIsHost(int n) { Threads.Run(n, GroupChecks.MemoryIsHost); }
+
+        [TestCase(1)] [TestCase(2)] [TestCase(3)]
+        public void FromStoreOfThreads(int n)
+        {
+            var store = new MemoryStore();
+            var errors = new Exception[n];
+            var ts = Enumerable.Range(0, n).Select(r => new System.Threading.Thread(() =>
+            {
+                try { GroupChecks.FromStore(store, n, r, "threads"); }
+                catch (Exception e) { errors[r] = e; }
+            })).ToList();
+            ts.ForEach(t => t.Start());
+            foreach (var t in ts) Assert.IsTrue(t.Join(TimeSpan.FromSeconds(120)), "a rank thread did not finish");
+            for (int r = 0; r < n; r++) if (errors[r] != null) throw new Exception("rank " + r + ": " + errors[r].Message, errors[r]);
+            // A store that served a communicator is refused (mlcomm's rule), with mlcomm's message.
+            var e2 = Assert.Throws<CommunicationException>(() => CommunicatorFactory.FromStore(store, 1, 0, timeoutSeconds: 5));
+            Assert.AreEqual("MLC_ERR_INVALID_ARG", e2.StatusName, e2.Message);
+            Assert.AreEqual(0, ManagedStorage.LivePins);
+        }
+
+        [Test]
+        public void FromStoreWhoseSetThrows()
+        {
+            var e = Assert.Throws<CommunicationException>(() => CommunicatorFactory.FromStore(new BrokenStore(), 1, 0, timeoutSeconds: 5));
+            Assert.AreEqual("MLC_ERR_BACKEND", e.StatusName, e.Message);
+            StringAssert.Contains("BrokenStore.Set(\"mlc/", e.Message);
+            StringAssert.Contains("disk full writing mlc/", e.Message);
+            Assert.IsInstanceOf<System.IO.IOException>(e.InnerException);
+            Assert.Throws<ArgumentNullException>(() => CommunicatorFactory.FromStore(null, 1, 0));
+        }
+    }
+}

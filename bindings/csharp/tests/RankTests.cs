@@ -65,4 +65,30 @@ namespace MLFramework.Tests.Ranks
         [Test] public void AlgorithmSelection() { Checks.AlgorithmSelection(World.Comm); }
         [Test] public void Profiler() { Checks.Profiler(World.Comm); }
     }
+
+    [TestFixture]
+    public class F_GroupAndStoreTests
+    {
+        [Test] public void GroupBlockingRing() { GroupChecks.BlockingRing(World.Comm); }
+        [Test] public void GroupRequestRing() { GroupChecks.RequestRing(World.Comm); }
+        [Test] public void GroupMisuse() { GroupChecks.Misuse(World.Comm); }
+        [Test] public void MemoryIsHost() { GroupChecks.MemoryIsHost(World.Comm); }
+
+        /// <summary>The ranks (processes) meet through a folder of files that rank 0 names.</summary>
+        [Test]
+        public void FromStoreOfProcesses()
+        {
+            var c = World.Comm;
+            var id = Tensor.From(c.Rank == 0 ? Guid.NewGuid().ToByteArray() : new byte[16]);
+            c.BroadcastAsync(id, 0).Wait();
+            string dir = System.IO.Path.Combine(System.IO.Path.GetTempPath(), "mlcomm-cs-store-" + new Guid(id.Data).ToString("N"));
+            try { GroupChecks.FromStore(new FolderStore(dir), c.WorldSize, c.Rank, World.Backend); }
+            finally
+            {
+                c.BarrierAsync().Wait();
+                if (c.Rank == 0) System.IO.Directory.Delete(dir, true);
+            }
+        }
+        [TearDown] public void NoPinsLeft() { Assert.AreEqual(0, ManagedStorage.LivePins); }
+    }
 }

@@ -50,6 +50,10 @@ namespace MLFramework.Distributed.Communication
         public int Rank { get { return _rank; } }
         /// <summary>The mlcomm backend serving this communicator ("shm", "threads", ...).</summary>
         public string BackendName { get { return Engine.Backend; } }
+        /// <summary>Where this communicator's buffers may live besides host memory (mlc_comm_memory).</summary>
+        public MemoryKind Memory { get { return Engine.Memory; } }
+        /// <summary>The GPU its device-memory work runs on; -1 for host memory only (mlc_comm_device).</summary>
+        public int Device { get { return Engine.Device; } }
         /// <summary>Operations submitted and not yet completed.</summary>
         public int PendingOperations { get { return Engine.InFlight; } }
 
@@ -167,6 +171,53 @@ namespace MLFramework.Distributed.Communication
                 return new MockCommunicator(new CommEngine(JoinThreads(world, rank, config), TimeoutOf(config)));
             }
             return new MlcommCommunicator(new CommEngine(CreateOne(b, config), TimeoutOf(config)));
+        }
+
+        /// <summary>
+        /// Rank `rank` of a communicator of worldSize ranks that meet through
+        /// `store` (mlc_comm_init_store): collective over the worldSize callers,
+        /// which may be threads of this process or processes on any hosts. The
+        /// backend is `backend` (null: MLC_BACKEND, else threads when every
+        /// rank is a thread of this process, else auto's choice); timeoutSeconds
+        /// (negative: MLC_TIMEOUT or 600 s) bounds every wait, on the store too.
+        /// A store method that throws fails the call with a CommunicationException
+        /// (MLC_ERR_BACKEND) naming the method, the key and the exception, which
+        /// is its InnerException. A store holds one communicator's keys.
+        /// </summary>
+        public static ICommunicator FromStore(IKeyValueStore store, int worldSize, int rank,
+                                              string backend = null, double timeoutSeconds = -1)
+        {
+            NativeLoader.Ensure();
+            if (store == null) throw new ArgumentNullException("store");
+            return new MlcommCommunicator(new CommEngine(InitStore(store, worldSize, rank, backend, timeoutSeconds),
+                timeoutSeconds >= 0 ? timeoutSeconds : TimeoutOf(null)));
+        }
+
+        private static IntPtr InitStore(IKeyValueStore store, int worldSize, int rank, string backend, double timeoutSeconds)
+        {
+            var callbacks = new StoreCallbacks(store);
+            var native = callbacks.Native();
+            var cfg = MlcConfig.Init();
+            IntPtr name = backend != null ? System.Runtime.InteropServices.Marshal.StringToHGlobalAnsi(backend) : IntPtr.Zero;
+            try
+            {
+                cfg.Backend = name;
+                if (timeoutSeconds >= 0) cfg.TimeoutS = timeoutSeconds;
+                IntPtr comm;
+                int st = Mlc.mlc_comm_init_store(ref native, worldSize, rank, ref cfg, out comm);
+                GC.KeepAlive(callbacks); // its delegates are the callbacks native code held until now
+                if (st != Mlc.Success)
+                {
+                    string msg = Mlc.LastError();
+                    if (callbacks.Failure != null) throw new CommunicationException(st, msg + " (" + callbacks.FailureWhere + ")", callbacks.Failure);
+                    throw new CommunicationException(st, msg);
+                }
+                return comm;
+            }
+            finally
+            {
+                if (name != IntPtr.Zero) System.Runtime.InteropServices.Marshal.FreeHGlobal(name);
+            }
         }
 
         /// <summary>Every rank of a threads communicator at once; element i is rank i (use each from its own thread or tasks).</summary>
