@@ -18,7 +18,8 @@
  * signature of every peer it is about to read before it reads, so calls with
  * different arguments fail with MLC_ERR_MISMATCH instead of reading past a
  * buffer. A rank that reads nothing (broadcast root, reduce non-root) waits
- * for its readers' `done2`, so a mismatch fails its call too.
+ * for its readers' `done2`, so a mismatch fails its call too (on the quick
+ * path it does not wait: a mismatch fails its next call).
  *
  *  quick (payload of at most ENG_QUICK_DATA bytes; barrier): each rank puts
  *  its payload, its call's hash and v in its own announcement line and
@@ -111,6 +112,28 @@ static bool prev_done(const eng_comm_t *ec, const eng_direct_t *d)
     for (int r = 0; r < ec->comm->size; r++)
         if (r != ec->comm->rank && !announced(ec, r, d->v - 1)) return false;
     return true;
+}
+
+/* A rank that read nothing in its previous op u (reads_nothing) compared no
+ * peer's call then; every peer has announced u by the time op u + 1 may
+ * start (stage 0, prev_done), and those lines keep u until this rank
+ * announces u + 1: compare them now. MLC_ERR_MISMATCH fails op u + 1. */
+static int check_unread_op(eng_comm_t *ec, const eng_direct_t *d)
+{
+    uint64_t u = ec->unread_v;
+    if (u == 0 || u + 1 != d->v) return 0;
+    ec->unread_v = 0;
+    int me = ec->comm->rank;
+    const eng_slot_t *mine = slot_of(ec, me);
+    for (int r = 0; r < ec->comm->size; r++) {
+        const eng_slot_t *s = slot_of(ec, r);
+        if (r == me || s->quick[u & 1].hash == mine->quick[u & 1].hash) continue;
+        char msg[384];
+        mlc_sig_mismatch(&mine->quick_sig[u & 1], me, &s->quick_sig[u & 1], r, msg, sizeof msg);
+        mlc_error(MLC_ERR_MISMATCH, "%s", msg);
+        return MLC_ERR_MISMATCH;
+    }
+    return 0;
 }
 
 /* Publish this rank's call in its slot (raising pub releases it), and announce it. */
@@ -387,6 +410,13 @@ static int quick_mismatch(eng_comm_t *ec, const eng_direct_t *d, int r)
     return MLC_ERR_MISMATCH;
 }
 
+/* A rank that reads no peer's data: a broadcast root, a reduce non-root. */
+static bool reads_nothing(const mlc_request_t *req)
+{
+    return (req->coll == MLC_COLL_BROADCAST && req->comm->rank == req->args.root) ||
+           (req->coll == MLC_COLL_REDUCE && req->comm->rank != req->args.root);
+}
+
 /*
  * The quick path. Stage 0: the line this op overwrites, quick[v & 1], was
  * read in op v - 2, and a peer that announced op v - 1 is done with that
@@ -397,6 +427,8 @@ static int quick_mismatch(eng_comm_t *ec, const eng_direct_t *d, int r)
  * each rank computes its result from the lines in rank order (bitwise the
  * same everywhere). done2 is raised for this rank's next op; peers never
  * wait for it after a quick op (prev_done), so the flags' line is not shared.
+ * A rank that reads nothing completes once it has announced (see
+ * reads_nothing): its readers do the comparing.
  */
 static int quick_progress(mlc_request_t *req, eng_direct_t *d)
 {
@@ -410,6 +442,8 @@ static int quick_progress(mlc_request_t *req, eng_direct_t *d)
         if (!flag_at_least(ec, me, F_DONE2, v - 1)) return 0; /* this rank's previous op first (done2 never goes back) */
         for (int r = 0; r < p; r++)
             if (r != me && !announced(ec, r, v - 1)) return 0;
+        int bad = check_unread_op(ec, d);
+        if (bad) return bad;
         const void *payload = a->sendbuf;
         size_t len = n;
         if (req->coll == MLC_COLL_REDUCE_SCATTER) len = n * (size_t)p;
@@ -418,6 +452,17 @@ static int quick_progress(mlc_request_t *req, eng_direct_t *d)
         for (int r = 0; r < p; r++)
             if (r != me) eng_wake(ec->ep, ec->world_of[r]);
         d->stage = 1;
+        if (reads_nothing(req)) {
+            /* Its part is done: its payload is in its line. It does not wait
+             * for its readers (they compare the hashes and post a mismatch;
+             * this rank compares theirs at its next op: check_unread_op),
+             * so a loop of broadcasts
+             * pipelines: the root is up to one op ahead of the slowest reader. */
+            if (req->coll == MLC_COLL_BROADCAST && !a->inplace && n) memcpy(a->recvbuf, a->sendbuf, n);
+            ec->unread_v = v;
+            atomic_store_explicit(&slot_of(ec, me)->done2, v, memory_order_release);
+            return 1;
+        }
     }
         /* fall through */
     case 1: {
@@ -466,6 +511,7 @@ static int small_progress(mlc_request_t *req, eng_direct_t *d)
     switch (d->stage) {
     case 0: /* my slot is free once every rank finished the previous direct op */
         if (!prev_done(ec, d)) return 0;
+        if (check_unread_op(ec, d)) return MLC_ERR_MISMATCH;
         switch (req->coll) {
         case MLC_COLL_BROADCAST:
             if (!am_root) break;
@@ -548,6 +594,7 @@ static int large_progress(mlc_request_t *req, eng_direct_t *d)
     switch (d->stage) {
     case 0:
         if (!prev_done(ec, d)) return 0;
+        if (check_unread_op(ec, d)) return MLC_ERR_MISMATCH;
         mine->saddr = (uint64_t)(uintptr_t)a->sendbuf;
         mine->raddr = (uint64_t)(uintptr_t)a->recvbuf;
         publish_sig(ec, d);

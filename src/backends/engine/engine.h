@@ -230,6 +230,7 @@ typedef struct eng_comm {
     eng_slot_t *slots;  /* this communicator's slot area, indexed by comm rank's world rank; NULL = none */
     uint64_t direct_seq;/* direct collectives started */
     uint64_t quick_seq; /* the latest of them that took the quick path */
+    uint64_t unread_v;  /* a quick op this rank completed without reading its peers' lines (direct.c) */
     bool cma_all;       /* every pair can single-copy (threads, or CMA probed ok) */
     mlc_comm_t *comm;
     uint32_t ctx;       /* user context; ctx + 1 carries collective traffic */
