@@ -320,8 +320,10 @@ static mlc_status_t p2p_start(void *state, const mlc_xplan_t *plan, const mlc_xb
     /* An earlier run's copies may still be queued: nothing may touch the buffers again. */
     if (s->copies_stuck) {
         mlc_status_t failed = mlc_comm_check(s->comm);
+        char why[512];
+        snprintf(why, sizeof why, "%s", mlc_last_error());
         return mlc_error(failed ? failed : MLC_ERR_ABORTED, "exchange start: the GPU copies of an earlier "
-                         "run did not finish, so this exchange cannot run again (%s)", mlc_last_error());
+                         "run did not finish, so this exchange cannot run again (%s)", why);
     }
     mlc_status_t st;
     if (s->grouped) {

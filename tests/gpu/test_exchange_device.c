@@ -31,9 +31,10 @@ typedef struct cuda {
 } cuda_t;
 static cuda_t cu;
 static int *copies2d; /* the double's count of 2-D copies (NULL on a real runtime) */
-/* The double's count of frees of memory that queued work still targets, and its
+/* The double's counts of frees of memory that queued work still targets and of
+ * synchronizing calls stuck work stopped (they never return on a GPU), and its
  * release of stuck work (NULL on a real runtime). */
-static int *queued_frees;
+static int *queued_frees, *stuck_waits;
 static void (*unstick)(void);
 static const char *rt_name = "CUDA";
 static const char *skip_why;
@@ -63,6 +64,7 @@ static int load_cuda(void)
 #undef RT_SYM
     copies2d = (int *)dlsym(h, "fake_cuda_memcpy2d_calls");
     queued_frees = (int *)dlsym(h, "fake_cuda_queued_frees");
+    stuck_waits = (int *)dlsym(h, "fake_cuda_stuck_waits");
     *(void **)&unstick = dlsym(h, "fake_cuda_unstick");
     rt_name = hip ? "HIP" : "CUDA";
     int n = 0;
@@ -311,6 +313,8 @@ static int stuck_gpu(mlc_comm_t *comm)
         CHECK(*queued_frees == 0, "%d buffer(s) freed while GPU copies into or out of them were queued",
               *queued_frees);
     }
+    if (stuck_waits)
+        CHECK(*stuck_waits == 0, "%d call(s) waited for the stuck copies without a timeout", *stuck_waits);
     /* Every rank checked before the copies may run and the views go. */
     CHECK_OK(mlc_barrier(comm, NULL));
     if (unstick && getenv("FAKE_CUDA_STUCK")) unstick();
