@@ -28,7 +28,9 @@
  * Output (rank 0), one line per size, '#' lines are comments:
  *   COLL SIZE COUNT ITERS TIME_US ALGBW_GBPS BUSBW_GBPS [P50_US P99_US]
  *   (the last two with -P: every call also timed alone; per rank the
- *   nearest-rank percentiles of its call times, the highest over the ranks)
+ *   nearest-rank percentiles of its call times, the highest over the ranks,
+ *   bench/percentile.h; a segment of fewer than 100 calls per size starts
+ *   with a '#' line saying that its p99 is the slowest call)
  *
  * Usage: mpi-bench [-c COLL[,COLL...]] [-w WARMUP] [-S SEED] [-t LEVEL] [-D] SEGMENT...
  *        SEGMENT = MIN:MAX:FACTOR:ITERS (sizes take K/M/G suffixes)
@@ -41,6 +43,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "peer_common.h"
+#include "percentile.h"
 
 /* Where the measured calls go: MPI_COMM_WORLD, or its duplicate (-D). */
 static MPI_Comm bench_comm;
@@ -97,8 +100,9 @@ static int measure(bench_t *b, coll_t c, size_t bytes, long iters, double time_s
     }
     double t[3] = {(MPI_Wtime() - t0) / (double)iters, 0, 0};
     if (each) {
-        t[1] = peer_percentile(each, iters, 50);
-        t[2] = peer_percentile(each, iters, 99);
+        qsort(each, (size_t)iters, sizeof *each, peer_cmp_double);
+        t[1] = bench_percentile(each, iters, 50);
+        t[2] = bench_percentile(each, iters, 99);
         free(each);
     }
     if (rc == MPI_SUCCESS) rc = MPI_Allreduce(t, time_s, 3, MPI_DOUBLE, MPI_MAX, bench_comm);
@@ -140,6 +144,7 @@ static int run_segment(bench_t *b, coll_t c, const segment_t *s, long warmup)
     peer_fill(b->send, b->buf_elems, b->seed, b->rank);
     peer_fill(b->recv, b->buf_elems, b->seed + 1, b->rank);
     rc = warm_up(b, c, s, warmup, last);
+    if (b->percentiles && b->rank == 0) bench_note_p99_sample(s->iters);
     for (size_t bytes = s->min; rc == MPI_SUCCESS;) {
         double tm[3] = {0, 0, 0};
         geom_t g;

@@ -157,18 +157,11 @@ static inline int parse_colls(char *list, int *selected, const char *prog)
     return 0;
 }
 
-/* Per-call times (-P): sorted in place, the nearest-rank percentile q (0..100]. */
+/* Per-call times (-P) sort with this; their percentiles: percentile.h. */
 static inline int peer_cmp_double(const void *x, const void *y)
 {
     double a = *(const double *)x, b = *(const double *)y;
     return a < b ? -1 : a > b;
-}
-
-static inline double peer_percentile(double *t, long n, double q)
-{
-    qsort(t, (size_t)n, sizeof *t, peer_cmp_double);
-    long k = (long)(q / 100.0 * (double)n + 0.999999);
-    return t[k < 1 ? 0 : k > n ? n - 1 : k - 1];
 }
 
 #endif

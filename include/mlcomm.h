@@ -388,6 +388,13 @@ MLC_API mlc_status_t mlc_comm_init_rank(const mlc_unique_id_t *id, int nranks, i
  * One store (or one key prefix of it) serves one communicator: a store that
  * already holds an earlier communicator's keys is refused at once, on every
  * rank (MLC_ERR_INVALID_ARG: rank 0 finds "mlc/job", rank r "mlc/rank/<r>").
+ * Each rank must be given to one caller. A second caller of the same rank
+ * is refused with MLC_ERR_INVALID_ARG naming the rank when it finds the
+ * first one's record, or when it reads its own record back once every rank
+ * has joined and finds the other's. This is best-effort: the store has no
+ * atomic "set if absent", so a caller that checks before the first one
+ * writes and then writes only after that one has read its record back
+ * goes unnoticed by both (the job then fails or hangs in the backend).
  */
 typedef struct mlc_store {
     void *ctx; /* passed to each callback as it is */
@@ -578,7 +585,9 @@ MLC_API mlc_status_t mlc_group_end(void);
  * reduce_scatter, alltoall, gather and scatter move nothing: after the
  * arguments are checked they return at once without communicating (a
  * request form hands out a request already complete) and take no call
- * number, so ranks never wait for each other on them.
+ * number, so ranks never wait for each other on them. A failed
+ * communicator still fails them with its sticky error, also a peer's abort
+ * or death that no wait of this rank has seen yet.
  */
 /** Copy `count` elements from root's sendbuf to every rank's recvbuf. */
 MLC_API mlc_status_t mlc_broadcast(const void *sendbuf, void *recvbuf, size_t count,

@@ -6,7 +6,9 @@
  * a barrier, `iters` timed calls at rotating buffer offsets, the slowest
  * rank's average, then (with -c 1) one call on fresh data that is verified.
  * With -P 1 each timed call is also timed alone: every rank sorts its own
- * call times, and the row shows the highest p50 and p99 over the ranks (the
+ * call times, and the row shows the highest nearest-rank p50 and p99 over
+ * the ranks (bench/percentile.h; below 100 calls the header says that p99
+ * is the slowest call) (the
  * tail a caller of the slowest rank sees; the clock reads add ~20 ns a call
  * to the average).
  *
@@ -23,6 +25,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../bench/percentile.h"
 #include "algos/sched.h"
 #include "base/config.h"
 #include "base/error.h"
@@ -174,13 +177,6 @@ static int by_value(const void *x, const void *y)
     return a < b ? -1 : a > b;
 }
 
-/* Nearest-rank percentile q (0..100] of n sorted values. */
-static double percentile(const double *sorted, int n, double q)
-{
-    int k = (int)(q / 100.0 * n + 0.999999);
-    return sorted[k < 1 ? 0 : k > n ? n - 1 : k - 1];
-}
-
 /* The timed loop with every call timed alone: the average, and this rank's p50 and p99. */
 static mlc_status_t timed_calls_each(bench_t *b, const mlc_bench_geom_t *g, bool inplace, measured_t *m)
 {
@@ -198,8 +194,8 @@ static mlc_status_t timed_calls_each(bench_t *b, const mlc_bench_geom_t *g, bool
     }
     m->time_s = (prev - t0) / n;
     qsort(t, (size_t)n, sizeof *t, by_value);
-    m->p50_s = percentile(t, n, 50);
-    m->p99_s = percentile(t, n, 99);
+    m->p50_s = bench_percentile(t, n, 50);
+    m->p99_s = bench_percentile(t, n, 99);
     free(t);
     return st;
 }
@@ -306,6 +302,7 @@ static void print_header(bench_t *b, const char *ranks_are, const char *hosts)
                "validation: %d\n", o->min_bytes, o->max_bytes, o->step_bytes, o->warmup,
                o->iters, o->check);
     printf("#\n# Using ranks\n%s#\n", hosts);
+    if (o->percentiles) bench_note_p99_sample(o->iters);
     /* Group titles centred over their four columns ("  %7s  %6s  %6s  %6s"). */
     const int lead = 68, group = 33;
     const char *titles[2] = {"out-of-place", "in-place"};

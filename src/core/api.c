@@ -265,8 +265,16 @@ static mlc_status_t completed_request(mlc_comm_t *comm, mlc_coll_t coll, const m
 static mlc_status_t submit(mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_t *args, size_t bytes,
                            mlc_request_t **out)
 {
-    if (__builtin_expect(args->count == 0, 0) && moves_nothing(coll, args))
+    if (__builtin_expect(args->count == 0, 0) && moves_nothing(coll, args)) {
+        /* No wait will check the communicator: a peer's abort or death not
+         * seen here yet is found now, as any other call's wait would. */
+        mlc_status_t health = comm->be->health(comm);
+        if (health != MLC_SUCCESS) {
+            mlc_status_t st = mlc_comm_check(comm);
+            return st ? st : mlc_error(health, "mlc_%s: the communicator has failed", coll_names[coll]);
+        }
         return out ? completed_request(comm, coll, args, out) : MLC_SUCCESS;
+    }
     if (__builtin_expect(atomic_load_explicit(&mlc_groups_open, memory_order_relaxed) > 0, 0) &&
         comm->internal_depth == 0 && mlc_group_is_open())
         return mlc_group_submit(comm, coll, args, bytes, out);

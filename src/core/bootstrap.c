@@ -147,6 +147,12 @@ static mlc_status_t missing_ranks(const mlc_bootstore_t *bs, int from, int n)
                      count, n, count > 1 ? "s" : "", list);
 }
 
+static mlc_status_t claimed_twice(const mlc_bootstore_t *bs, int rank)
+{
+    return mlc_error(MLC_ERR_INVALID_ARG, "%s: another caller also joined as rank %d (its record in the store "
+                     "replaced this caller's): each rank must be given to exactly one caller", bs->caller, rank);
+}
+
 static mlc_status_t exchange(const mlc_bootstore_t *bs, int rank, int n, const char *backend, char *job,
                              rank_rec_t *all)
 {
@@ -206,9 +212,18 @@ static mlc_status_t exchange(const mlc_bootstore_t *bs, int rank, int n, const c
                              "use the same value", r, x->backend[0] ? x->backend : "auto", rank,
                              mine.backend[0] ? mine.backend : "auto");
     }
-    if (strcmp(all[rank].nonce, mine.nonce) != 0)
-        return mlc_error(MLC_ERR_MISMATCH, "%s: two callers joined as rank %d (each rank must be given once)",
-                         bs->caller, rank);
+    /* Two callers given one rank may both have found its key free: the one
+     * whose record the other overwrote finds out here, reading its own again
+     * once every rank has joined (best-effort: see mlc_comm_init_store). */
+    rank_rec_t again;
+    char me[32];
+    rank_key(key, sizeof key, rank);
+    snprintf(me, sizeof me, "rank %d", rank);
+    st = mlc_store_take(bs, key, &again, sizeof again, me);
+    if (st != MLC_SUCCESS) return st;
+    again.nonce[sizeof again.nonce - 1] = '\0';
+    if (strcmp(all[rank].nonce, mine.nonce) != 0 || strcmp(again.nonce, mine.nonce) != 0)
+        return claimed_twice(bs, rank);
     return MLC_SUCCESS;
 }
 

@@ -58,6 +58,18 @@ static void end_at_exit(void *unused)
 
 static void make_exit_key(void) { exit_key_ok = pthread_key_create(&exit_key, end_at_exit) == 0; }
 
+/* When the library is unloaded (dlclose) or the process ends: a key left
+ * behind would make every thread that opened a group here call end_at_exit,
+ * unmapped by then, when it exits. Deleting a key calls no hook. A
+ * communicator cannot be freed while a group uses it (mlc_comm_free refuses),
+ * so a hook that does run never meets a freed one. */
+__attribute__((destructor)) static void delete_exit_key(void)
+{
+    if (!exit_key_ok) return;
+    exit_key_ok = false;
+    pthread_key_delete(exit_key);
+}
+
 static void watch_thread_exit(void)
 {
     pthread_once(&exit_once, make_exit_key);

@@ -10,6 +10,8 @@
 
 /* Wait until everything queued on `stream` before this call is done.
  * timeout_s <= 0: no limit. Errors: BACKEND (a runtime call failed, named),
- * TIMEOUT ("<what>: the GPU work ... did not finish in N s"). */
+ * TIMEOUT ("<what>: the GPU work ... did not finish in N s"). After an error
+ * the work may still be queued and run later: the caller must not free or
+ * reuse memory it reads or writes (exchange/exec_p2p.c keeps it for good). */
 mlc_status_t mlc_gpu_stream_wait(const mlc_gpurt_t *rt, void *stream, double timeout_s, const char *what);
 #endif

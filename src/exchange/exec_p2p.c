@@ -17,11 +17,23 @@
  * runtime on the executor's stream, never touched by the host. The packed
  * buffers are then pinned host memory (host backends: what they send as it
  * is) or device memory (device-native backends).
+ *
+ * A wait for the device copies that fails (MLC_TIMEOUT) leaves them queued:
+ * the GPU may still write the packed buffers and the views, or read them,
+ * at any later time. The exchange's communicator is then failed (no run
+ * reuses the buffers) and its buffers are never freed: they are left
+ * allocated for the life of the process rather than handed back to the
+ * pinned pool or the runtime while copies may still land in them.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "base/error.h"
+#include "base/log.h"
+#include "core/backend.h"
+#include "core/comm.h"
 #include "devcopy.h"
+#include "devrt/gpuwait.h"
 #include "devrt/pinned.h"
 #include "executor.h"
 
@@ -38,6 +50,8 @@ typedef struct p2p_state {
     unsigned char *send_arena, *recv_arena;
     size_t *v;             /* grouped: sendcounts, sdispls, recvcounts, rdispls (4 x ranks) */
     bool copies_pending;   /* device copies enqueued since the last wait on the stream */
+    bool copies_stuck;     /* a wait for them failed: they may still run (see the top) */
+    double timeout_s;      /* the communicator's MLC_TIMEOUT (release runs after it is freed) */
     mlc_request_t **reqs;  /* receives first, then sends */
     size_t nreqs;          /* posted in the current exchange */
 } p2p_state_t;
@@ -104,9 +118,23 @@ static void p2p_release(void *state)
         mlc_error_clear();
     }
     /* Copies still queued read or write the buffers freed below. */
-    if (s->copies_pending) s->rt->stream_synchronize(s->stream);
-    arena_free(s, s->send_arena);
-    arena_free(s, s->recv_arena);
+    if (s->copies_pending && !s->copies_stuck &&
+        mlc_gpu_stream_wait(s->rt, s->stream, s->timeout_s, "exchange free") != MLC_SUCCESS) {
+        MLC_WARN("%s", mlc_last_error());
+        mlc_error_clear();
+        s->copies_stuck = true;
+    }
+    if (s->copies_stuck) {
+        /* Left allocated on purpose: the GPU may still copy into or out of
+         * them, and memory freed now could be handed out again first. */
+        if (s->send_arena || s->recv_arena)
+            MLC_WARN("exchange: its GPU copies did not finish; its message buffers stay allocated "
+                     "for the life of the process");
+    } else {
+        arena_free(s, s->send_arena);
+        arena_free(s, s->recv_arena);
+    }
+    /* Work still queued on the stream finishes after it is destroyed (CUDA, HIP). */
     mlc_xdev_stream_destroy(s->rt, s->stream);
     free(s->v);
     free(s->reqs);
@@ -135,6 +163,7 @@ static mlc_status_t p2p_prepare(const mlc_xplan_t *plan, mlc_comm_t *comm, void 
     const int nranks = mlc_comm_size(comm);
     size_t n = (size_t)plan->nsend + (size_t)plan->nrecv;
     s->comm = comm;
+    s->timeout_s = comm->cfg.timeout_s;
     s->rt = mlc_xdev_runtime(comm);
     s->grouped = mlc_xdev_native(comm);
     s->arena = !s->rt ? ARENA_HEAP : s->grouped ? ARENA_DEVICE : ARENA_PINNED;
@@ -175,12 +204,35 @@ static mlc_status_t copy(p2p_state_t *s, const mlc_copy_t *c, const void *src, v
 
 static bool is_dev(const bool *dev, int id) { return dev && dev[id]; }
 
+/* The copies may still run (a wait for them failed with st): fail the
+ * communicator as a timed-out wait does, so its peers stop waiting for this
+ * rank and no later run reuses the buffers. Returns st with its message. */
+static mlc_status_t copies_stuck(p2p_state_t *s, mlc_status_t st)
+{
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", mlc_last_error());
+    s->copies_stuck = true;
+    mlc_comm_t *comm = s->comm;
+    if (st == MLC_ERR_TIMEOUT) {
+        mlc_comm_fail(comm, MLC_ERR_TIMEOUT, "rank %d: %s", comm->rank, msg);
+        char note[600];
+        snprintf(note, sizeof note, "on rank %d, %s", comm->rank, msg);
+        if (comm->be->post_failure) comm->be->post_failure(comm, MLC_ERR_TIMEOUT, note);
+    } else {
+        mlc_comm_abort(comm);
+    }
+    return mlc_error(st, "%s", msg);
+}
+
 /* Wait for the copies enqueued so far (pack before send, unpack before finish returns). */
 static mlc_status_t settle(p2p_state_t *s, const char *what)
 {
+    if (s->copies_stuck) return mlc_comm_check(s->comm);
     if (!s->copies_pending) return MLC_SUCCESS;
+    mlc_status_t st = mlc_xdev_sync(s->comm, s->rt, s->stream, what);
+    if (st) return copies_stuck(s, st);
     s->copies_pending = false;
-    return mlc_xdev_sync(s->comm, s->rt, s->stream, what);
+    return MLC_SUCCESS;
 }
 
 static mlc_status_t pack(p2p_state_t *s, const mlc_xplan_t *plan, const mlc_xbind_t *b)
@@ -265,6 +317,14 @@ static mlc_status_t p2p_start(void *state, const mlc_xplan_t *plan, const mlc_xb
 {
     p2p_state_t *s = state;
     s->nreqs = 0;
+    /* An earlier run's copies may still be queued: nothing may touch the buffers again. */
+    if (s->copies_stuck) {
+        mlc_status_t failed = mlc_comm_check(s->comm);
+        char why[512];
+        snprintf(why, sizeof why, "%s", mlc_last_error());
+        return mlc_error(failed ? failed : MLC_ERR_ABORTED, "exchange start: the GPU copies of an earlier "
+                         "run did not finish, so this exchange cannot run again (%s)", why);
+    }
     mlc_status_t st;
     if (s->grouped) {
         st = post_grouped(s, plan, b);

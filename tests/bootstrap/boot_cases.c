@@ -11,6 +11,10 @@
  *   storeerr    a store whose set / get fails: the message names the key
  *               and the value returned; the other rank times out naming it
  *   missing     3 of 4 ranks join (store, then unique id): TIMEOUT naming rank 3
+ *   dupclaim    two callers claim rank 1 of 2 on an in-memory store, both
+ *               past the check that the key is free: the one whose record
+ *               the other overwrote fails with INVALID_ARG naming rank 1,
+ *               the other joins rank 0 and the communicator works
  *   baduid      damaged ids, an id whose listener is gone, nranks that
  *               differ: clear errors, no crash; MLC_BOOTSTRAP_ADDR is the
  *               address an id carries, a malformed one is refused
@@ -348,6 +352,113 @@ static void case_storeerr(void)
     mem_free(&s);
 }
 
+/* ---- two callers claiming one rank -------------------------------------------- *
+ * The in-memory store, seen by each caller through its own context, holds the
+ * claimants of rank 1 at the worst points: neither writes its record before
+ * both found the key free; the second writes only after the first read its
+ * own record back, and the first reads it again (after the rendezvous) only
+ * once the second has written. Every hold gives up after 10 s (no hang). */
+typedef struct claim_race {
+    mem_store_t *s;
+    int checks;       /* claimants that found mlc/rank/1 free */
+    int first;        /* caller index of the first claimant to write, -1 before */
+    int first_reads;  /* its reads of mlc/rank/1 */
+    bool second_set;  /* the second claimant wrote its record */
+} claim_race_t;
+
+typedef struct claim_view {
+    claim_race_t *race;
+    int who;          /* 0: rank 0; 1, 2: the claimants of rank 1 */
+} claim_view_t;
+
+static const char claimed_key[] = "mlc/rank/1";
+
+/* A deadline 10 s from now, for the holds below. */
+static struct timespec hold_deadline(void)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 10;
+    return until;
+}
+
+static int race_set(void *ctx, const char *key, const void *value, size_t len)
+{
+    claim_view_t *v = ctx;
+    claim_race_t *r = v->race;
+    if (v->who == 0 || strcmp(key, claimed_key) != 0) return mem_set(r->s, key, value, len);
+    pthread_mutex_lock(&r->s->lock);
+    struct timespec until = hold_deadline();
+    while (r->checks < 2 && pthread_cond_timedwait(&r->s->cond, &r->s->lock, &until) == 0) {
+    }
+    bool second = r->first >= 0;
+    if (!second) r->first = v->who;
+    while (second && r->first_reads < 1 && pthread_cond_timedwait(&r->s->cond, &r->s->lock, &until) == 0) {
+    }
+    pthread_mutex_unlock(&r->s->lock);
+    int rc = mem_set(r->s, key, value, len);
+    if (second) {
+        pthread_mutex_lock(&r->s->lock);
+        r->second_set = true;
+        pthread_cond_broadcast(&r->s->cond);
+        pthread_mutex_unlock(&r->s->lock);
+    }
+    return rc;
+}
+
+static int race_get(void *ctx, const char *key, void *buf, size_t cap, size_t *len, double timeout_s)
+{
+    claim_view_t *v = ctx;
+    claim_race_t *r = v->race;
+    bool claimed = v->who > 0 && strcmp(key, claimed_key) == 0;
+    if (claimed) {
+        pthread_mutex_lock(&r->s->lock);
+        /* The first claimant's second read waits for the second claimant's record. */
+        struct timespec until = hold_deadline();
+        while (r->first == v->who && r->first_reads >= 1 && !r->second_set &&
+               pthread_cond_timedwait(&r->s->cond, &r->s->lock, &until) == 0) {
+        }
+        pthread_mutex_unlock(&r->s->lock);
+    }
+    int rc = mem_get(r->s, key, buf, cap, len, timeout_s);
+    if (claimed) {
+        pthread_mutex_lock(&r->s->lock);
+        if (rc == MLC_STORE_TIMEOUT && timeout_s == 0) r->checks++;
+        if (rc == MLC_STORE_OK && r->first == v->who) r->first_reads++;
+        pthread_cond_broadcast(&r->s->cond);
+        pthread_mutex_unlock(&r->s->lock);
+    }
+    return rc;
+}
+
+static void case_dupclaim(void)
+{
+    mem_store_t s;
+    mlc_store_t plain;
+    mem_init(&s, &plain);
+    claim_race_t race = {.s = &s, .first = -1};
+    claim_view_t views[3];
+    mlc_store_t api[3];
+    rank_arg_t a[3];
+    pthread_t th[3];
+    for (int w = 0; w < 3; w++) {
+        views[w] = (claim_view_t){&race, w};
+        api[w] = (mlc_store_t){.ctx = &views[w], .set = race_set, .get = race_get};
+        a[w] = (rank_arg_t){.rank = w ? 1 : 0, .nranks = 2, .store = &api[w], .cfg = config(NULL, 5)};
+        pthread_create(&th[w], NULL, rank_thread, &a[w]);
+    }
+    for (int w = 0; w < 3; w++) pthread_join(th[w], NULL);
+    CHECK(race.first > 0 && race.second_set, "the race was not staged (first %d, second wrote %d)", race.first,
+          race.second_set);
+    int first = race.first, second = 3 - race.first;
+    CHECK(a[first].st == MLC_ERR_INVALID_ARG && has(a[first].msg, "rank 1"),
+          "the claimant of rank 1 whose record was overwritten: %s: %s", mlc_status_name(a[first].st), a[first].msg);
+    CHECK(a[second].st == MLC_SUCCESS, "the claimant of rank 1 whose record stands: %s: %s",
+          mlc_status_name(a[second].st), a[second].msg);
+    CHECK(a[0].st == MLC_SUCCESS, "rank 0: %s: %s", mlc_status_name(a[0].st), a[0].msg);
+    mem_free(&s);
+}
+
 static void case_missing(void)
 {
     mem_store_t s;
@@ -505,6 +616,7 @@ int main(int argc, char **argv)
         void (*run)(void);
     } cases[] = {{"hosts", case_hosts},       {"memstore", case_memstore}, {"filestore", case_filestore},
                  {"storeerr", case_storeerr}, {"missing", case_missing},   {"baduid", case_baduid},
+                 {"dupclaim", case_dupclaim},
                  {"nccl", case_nccl}};
     if (argc != 2) {
         fprintf(stderr, "usage: %s CASE\n", argv[0]);

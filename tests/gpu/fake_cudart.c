@@ -35,6 +35,14 @@
  *   FAKE_CUDA_EVENT_POLLS=k  an event reports "not ready" k more times once
  *                            its work is done
  *   FAKE_CUDA_EVENT_NEVER=1  events never complete until fake_cuda_release_events()
+ *   FAKE_CUDA_STUCK=1        work queued while it is set is stuck behind a hung
+ *                            kernel: it never runs until fake_cuda_unstick().
+ *                            Polls say "not ready"; a call that would wait for
+ *                            it (stream / event synchronize, cudaFree's device
+ *                            synchronization) returns without it and counts
+ *                            fake_cuda_stuck_waits (on a GPU it never returns);
+ *                            cudaStreamDestroy returns at once and the work
+ *                            runs once released, as CUDA lets it finish later.
  *   FAKE_CUDA_HOSTALLOC_FAIL=1  cudaHostAlloc fails with cudaErrorMemoryAllocation
  *   FAKE_CUDA_GUARD=1        "device" memory is a memfd mapped twice: the
  *                            pointer handed out is PROT_NONE (any host access
@@ -46,6 +54,9 @@
  *                            of the same size, as CUDA reuses addresses.
  *   FAKE_CUDA_IPC_REFUSE=1   cudaIpcOpenMemHandle always fails (processes
  *                            that may not share memory, e.g. containers)
+ * cudaFree / cudaFreeHost of memory that queued work which has not run yet
+ * still reads or writes is a use after free on a GPU: the double counts it
+ * (fake_cuda_queued_frees) and says so on stderr.
  * Opening an IPC handle of an allocation (owner process, owner address)
  * already mapped here fails with cudaErrorAlreadyMapped (208);
  * cudaHostRegister of a range overlapping registered or pinned memory
@@ -193,6 +204,7 @@ static alloc_t *allocs;
 
 API int fake_cuda_live_device_allocs, fake_cuda_live_host_allocs, fake_cuda_live_streams,
     fake_cuda_live_events, fake_cuda_host_allocs_total, fake_cuda_memcpy_calls;
+API int fake_cuda_queued_frees, fake_cuda_stuck_waits;
 
 static alloc_t *find(const void *p)
 {
@@ -394,11 +406,13 @@ API int cudaMalloc(void **p, size_t n)
     return OK;
 }
 static void drain_all(void);
+static void check_free(const char *call, const void *p);
 API int cudaFree(void *p)
 {
     REQUIRE_DEVICE();
     if (!p) return OK;
     drain_all(); /* cudaFree synchronizes the device */
+    check_free("cudaFree", p);
     alloc_t *a = take(p, MEM_DEVICE);
     if (!a || a->opened) return fail(E_INVALID_VALUE);
     if (a->rw) {
@@ -432,6 +446,7 @@ API int cudaHostAlloc(void **p, size_t n, unsigned flags)
 API int cudaFreeHost(void *p)
 {
     REQUIRE_DEVICE();
+    check_free("cudaFreeHost", p);
     alloc_t *a = take(p, MEM_HOST);
     if (!a || a->registered) return fail(E_INVALID_VALUE);
     free(a->p);
@@ -470,6 +485,7 @@ typedef struct op {
     int kind;
     uint64_t seq;
     int lag;             /* ticks it still waits at the head of its stream */
+    int stuck;           /* queued under FAKE_CUDA_STUCK: runs only after fake_cuda_unstick() */
     void *dst;
     const void *src;
     size_t n;
@@ -490,9 +506,22 @@ typedef struct fake_stream {
     op_t *head, *tail;
     struct fake_stream *next;
 } fake_stream_t;
-static fake_stream_t *streams; /* every stream of the process, the legacy ones too */
+static fake_stream_t *streams; /* every stream of the process, the legacy ones too (and
+                                 * destroyed ones whose stuck work has not run yet) */
 static fake_stream_t *legacy_streams[MAX_DEVICES];
 static uint64_t seqs, stream_ids;
+static int unstuck; /* fake_cuda_unstick() was called: stuck work may run */
+
+/* Stuck work that may not run yet. Lock held. */
+static int held(const op_t *op) { return op->stuck && !unstuck; }
+
+/* The hung kernel ends: stuck work runs at the next poll or synchronization. */
+API void fake_cuda_unstick(void)
+{
+    pthread_mutex_lock(&lock);
+    unstuck = 1;
+    pthread_mutex_unlock(&lock);
+}
 
 static fake_stream_t *stream_by_id(uint64_t id)
 {
@@ -534,6 +563,7 @@ static int reached(uint64_t id, uint64_t seq)
 /* May op, at the head of s, run now? Lock held. */
 static int ready(const fake_stream_t *s, const op_t *op)
 {
+    if (held(op)) return 0;
     if (op->kind == OP_WAIT && !reached(op->wait_stream, op->wait_seq)) return 0;
     if (s->legacy) {
         for (fake_stream_t *t = streams; t; t = t->next)
@@ -560,8 +590,10 @@ static void run_head(fake_stream_t *s)
     free(op);
 }
 
-/* Run s up to and including operation seq, with what it depends on (lags ignored). Lock held. */
-static void run_until(fake_stream_t *s, uint64_t seq)
+/* Run s up to and including operation seq, with what it depends on (lags
+ * ignored). Returns 0, or 1 when stuck work (or work that waits for it)
+ * stopped it short. Lock held. */
+static int run_until(fake_stream_t *s, uint64_t seq)
 {
     while (s->head && s->head->seq <= seq) {
         op_t *op = s->head;
@@ -575,8 +607,43 @@ static void run_until(fake_stream_t *s, uint64_t seq)
         } else if (blocking(s) && legacy_streams[s->device]) {
             run_until(legacy_streams[s->device], op->seq - 1);
         }
+        if (!ready(s, op)) return 1;
         run_head(s);
     }
+    return 0;
+}
+
+/* A synchronizing call that stuck work stopped: on a GPU it would never return. Lock held. */
+static void stuck_wait(int stopped)
+{
+    if (stopped) __atomic_add_fetch(&fake_cuda_stuck_waits, 1, __ATOMIC_RELAXED);
+}
+
+/* Does queued work that has not run yet read or write [p, p + n)? Lock held. */
+static int queued_work_targets(const char *p, size_t n)
+{
+    const char *end = p + (n ? n : 1);
+    for (fake_stream_t *s = streams; s; s = s->next)
+        for (const op_t *op = s->head; op; op = op->next) {
+            if (op->kind != OP_COPY && op->kind != OP_SET && op->kind != OP_WRITE) continue;
+            const char *d = op->dst, *r = op->src;
+            if (op->n && d < end && p < d + op->n) return 1;
+            if (op->kind == OP_COPY && op->n && r < end && p < r + op->n) return 1;
+        }
+    return 0;
+}
+
+/* Freeing memory that queued work still targets: counted and reported. */
+static void check_free(const char *call, const void *p)
+{
+    pthread_mutex_lock(&lock);
+    alloc_t *a = find(p);
+    int bad = a && queued_work_targets(a->p, a->n);
+    pthread_mutex_unlock(&lock);
+    if (!bad) return;
+    __atomic_add_fetch(&fake_cuda_queued_frees, 1, __ATOMIC_RELAXED);
+    fprintf(stderr, "fake CUDA: %s(%p) while queued work that has not run yet reads or writes it "
+            "(a use after free on a GPU)\n", call, p);
 }
 
 /* One poll: every stream's head ages by a tick, then whatever may run runs. Lock held. */
@@ -597,7 +664,9 @@ static void tick(void)
 static void drain_all(void)
 {
     pthread_mutex_lock(&lock);
-    for (fake_stream_t *s = streams; s; s = s->next) run_until(s, UINT64_MAX);
+    int stopped = 0;
+    for (fake_stream_t *s = streams; s; s = s->next) stopped |= run_until(s, UINT64_MAX);
+    stuck_wait(stopped);
     pthread_mutex_unlock(&lock);
 }
 
@@ -608,6 +677,7 @@ static int enqueue(void *handle, const op_t *tmpl, int lag, uint64_t *seq, fake_
     if (!op) return E_MEMORY;
     *op = *tmpl;
     op->lag = lag;
+    op->stuck = env_int("FAKE_CUDA_STUCK", 0);
     op->next = NULL;
     pthread_mutex_lock(&lock);
     fake_stream_t *s = resolve(handle);
@@ -641,7 +711,7 @@ static void run_to(void *handle, uint64_t seq)
 {
     pthread_mutex_lock(&lock);
     fake_stream_t *s = resolve(handle);
-    if (s) run_until(s, seq);
+    if (s) stuck_wait(run_until(s, seq));
     pthread_mutex_unlock(&lock);
 }
 
@@ -705,14 +775,15 @@ API int cudaStreamDestroy(void *s)
         pthread_mutex_unlock(&lock);
         return fail(E_INVALID_HANDLE);
     }
-    run_until(st, UINT64_MAX);
-    for (fake_stream_t **pp = &streams; *pp; pp = &(*pp)->next)
-        if (*pp == st) {
-            *pp = st->next;
-            break;
-        }
-    st->magic = 0;
-    free(st);
+    st->magic = 0; /* the handle is gone either way */
+    if (run_until(st, UINT64_MAX) == 0) {
+        for (fake_stream_t **pp = &streams; *pp; pp = &(*pp)->next)
+            if (*pp == st) {
+                *pp = st->next;
+                break;
+            }
+        free(st);
+    } /* else it stays listed, without a handle, until its stuck work has run */
     pthread_mutex_unlock(&lock);
     __atomic_sub_fetch(&fake_cuda_live_streams, 1, __ATOMIC_RELAXED);
     return OK;
@@ -724,7 +795,7 @@ API int cudaStreamSynchronize(void *s)
     REQUIRE_DEVICE();
     pthread_mutex_lock(&lock);
     fake_stream_t *st = resolve(s);
-    if (st && st->tail) run_until(st, st->tail->seq);
+    if (st && st->tail) stuck_wait(run_until(st, st->tail->seq));
     pthread_mutex_unlock(&lock);
     return st ? OK : fail(E_INVALID_HANDLE);
 }
@@ -830,7 +901,7 @@ API int cudaEventSynchronize(void *e)
     fake_event_t *ev = e;
     pthread_mutex_lock(&lock);
     fake_stream_t *st = ev->recorded ? stream_by_id(ev->stream) : NULL;
-    if (st) run_until(st, ev->seq);
+    if (st) stuck_wait(run_until(st, ev->seq));
     ev->polls_left = 0;
     pthread_mutex_unlock(&lock);
     return OK;

@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include "../exchange/xfield.h"
 #include "../ranks/harness.h"
+#include "devrt/pinned.h"
 #include "mlcomm_exchange.h"
 
 typedef struct cuda {
@@ -30,6 +31,11 @@ typedef struct cuda {
 } cuda_t;
 static cuda_t cu;
 static int *copies2d; /* the double's count of 2-D copies (NULL on a real runtime) */
+/* The double's counts of frees of memory that queued work still targets and of
+ * synchronizing calls stuck work stopped (they never return on a GPU), and its
+ * release of stuck work (NULL on a real runtime). */
+static int *queued_frees, *stuck_waits;
+static void (*unstick)(void);
 static const char *rt_name = "CUDA";
 static const char *skip_why;
 
@@ -57,6 +63,9 @@ static int load_cuda(void)
     cu.device_count = (int (*)(int *))RT_SYM("GetDeviceCount");
 #undef RT_SYM
     copies2d = (int *)dlsym(h, "fake_cuda_memcpy2d_calls");
+    queued_frees = (int *)dlsym(h, "fake_cuda_queued_frees");
+    stuck_waits = (int *)dlsym(h, "fake_cuda_stuck_waits");
+    *(void **)&unstick = dlsym(h, "fake_cuda_unstick");
     rt_name = hip ? "HIP" : "CUDA";
     int n = 0;
     if (!cu.malloc_ || !cu.memcpy_async || !cu.device_count || cu.device_count(&n) != 0 || n < 1) {
@@ -264,10 +273,13 @@ static int refusals(mlc_comm_t *comm)
     return 0;
 }
 
-/* GPU work that never finishes (the double's events never complete): the
- * exchange's wait for its copies gives up after MLC_TIMEOUT with
- * MLC_ERR_TIMEOUT naming the phase, instead of blocking in the runtime
- * forever (a stream synchronize cannot be interrupted). */
+/* GPU work that never finishes (the double's events never complete, or with
+ * FAKE_CUDA_STUCK its copies never run): the exchange's wait for its copies
+ * gives up after MLC_TIMEOUT with MLC_ERR_TIMEOUT naming the phase, instead
+ * of blocking in the runtime forever (a stream synchronize cannot be
+ * interrupted). The copies may still run later, so the exchange must never
+ * free (or hand back to the pinned pool) the buffers they target, nor run
+ * again: the double counts every free of memory that queued work targets. */
 static int stuck_gpu(mlc_comm_t *comm)
 {
     const xlayout_t *L = &layouts[0];
@@ -283,13 +295,30 @@ static int stuck_gpu(mlc_comm_t *comm)
     CHECK_OK(mlc_exchange_build(dx));
     mlc_exchange_info_t di;
     CHECK_OK(mlc_exchange_info(dx, &di));
-    CHECK(di.local_copies > 0, "layout 0 at %d rank(s) has no local copy to wait for", size);
+    CHECK(di.local_copies > 0 || di.send_peers > 0, "layout 0 at %d rank(s) has no copy to wait for", size);
     double t0 = mlc_test_now();
     CHECK_ERR(mlc_exchange_run(dx), MLC_ERR_TIMEOUT);
     CHECK(strstr(mlc_last_error(), "exchange") && strstr(mlc_last_error(), "did not finish"),
           "unexpected message: %s", mlc_last_error());
     CHECK(mlc_test_now() - t0 < 30, "the timeout took %.0f s", mlc_test_now() - t0);
+    /* Its buffers may still be written: the exchange refuses to run again. */
+    CHECK_ERR(mlc_exchange_run(dx), MLC_ERR_TIMEOUT);
+    CHECK(strstr(mlc_last_error(), "did not finish"), "second run: unexpected message: %s", mlc_last_error());
     mlc_exchange_free(dx);
+    if (queued_frees) {
+        /* Pinned buffers given back to the pool are unpinned (cudaFreeHost) by a trim. */
+        mlc_pinned_pool_t *pool = NULL;
+        CHECK_OK(mlc_pinned_default(&pool));
+        mlc_pinned_trim(pool);
+        CHECK(*queued_frees == 0, "%d buffer(s) freed while GPU copies into or out of them were queued",
+              *queued_frees);
+    }
+    if (stuck_waits)
+        CHECK(*stuck_waits == 0, "%d call(s) waited for the stuck copies without a timeout", *stuck_waits);
+    /* Every rank checked before the copies may run and the views go. */
+    CHECK_OK(mlc_barrier(comm, NULL));
+    if (unstick && getenv("FAKE_CUDA_STUCK")) unstick();
+    CHECK_OK(mlc_barrier(comm, NULL));
     dev_free(&f, dev);
     xfield_free(&f);
     return 0;

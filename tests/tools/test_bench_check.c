@@ -6,7 +6,8 @@
  * checked to be exactly representable), then check that the bench's
  * closed-form expectation agrees (0 wrong), and that it catches one changed
  * element and a result never written (the sentinel). Also the nccl-tests
- * geometry and bus-bandwidth factors, the size sweep and option parsing.
+ * geometry and bus-bandwidth factors, the size sweep and option parsing,
+ * and the nearest-rank percentiles of -P.
  */
 #include <math.h>
 #include <stdio.h>
@@ -16,6 +17,7 @@
 #include "bench_colls.h"
 #include "bench_data.h"
 #include "bench_opts.h"
+#include "../../bench/percentile.h"
 
 static int failures;
 #define CHECK_COUNTER failures
@@ -222,8 +224,28 @@ static void check_options(void)
     CHECK(mlc_bench_parse(6, (char **)a5, &o) == -1, "min > max accepted");
 }
 
+/* Nearest rank: value ceil(q n / 100) of n sorted; p99 is the maximum below 100 values. */
+static void check_percentiles(void)
+{
+    double v[1000];
+    for (int i = 0; i < 1000; i++) v[i] = i + 1; /* value = its rank */
+    const struct { long n; int q; double want; } cases[] = {
+        {1, 50, 1},    {1, 99, 1},     {2, 50, 1},     {3, 50, 2},     {4, 50, 2},
+        {99, 99, 99},  {100, 99, 99},  {101, 99, 100}, {200, 99, 198}, {1000, 99, 990},
+        {1000, 50, 500}, {7, 100, 7},  {10, 10, 1},    {11, 10, 2},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
+        CHECK(bench_percentile(v, cases[k].n, cases[k].q) == cases[k].want, "p%d of %ld values: %g, want %g",
+              cases[k].q, cases[k].n, bench_percentile(v, cases[k].n, cases[k].q), cases[k].want);
+    CHECK(bench_percentile_min_values(99) == 100, "p99 needs %ld values", bench_percentile_min_values(99));
+    CHECK(bench_percentile_min_values(50) == 2, "p50 needs %ld values", bench_percentile_min_values(50));
+    /* The smallest n whose p99 is below the maximum is that minimum. */
+    CHECK(bench_percentile(v, 99, 99) == 99 && bench_percentile(v, 100, 99) < 100, "p99 at 99 and 100 values");
+}
+
 int main(void)
 {
+    check_percentiles();
     check_geometry();
     check_options();
     check_all_cases();
