@@ -19,7 +19,7 @@
  * different arguments fail with MLC_ERR_MISMATCH instead of reading past a
  * buffer. A rank that reads nothing (broadcast root, reduce non-root) waits
  * for its readers' `done2`, so a mismatch fails its call too (on the quick
- * path it does not wait: a mismatch fails its next call).
+ * path it does not wait: a mismatch fails its next call that compares).
  *
  *  quick (payload of at most ENG_QUICK_DATA bytes; barrier): each rank puts
  *  its payload, its call's hash and v in its own announcement line and
@@ -27,14 +27,17 @@
  *  one rank only: no flag line is shared, and nothing waits for the
  *  previous op's readers (see quick_progress).
  *
- * Every op announces its v and hash (quick[v & 1]), whatever its path, so a
- * rank on the quick path sees a peer that took another path for another
- * call, and fails it as a mismatch.
+ * Every op announces its v and the digest of the rank's direct calls so far
+ * (quick[v % ENG_QUICK_DEPTH]), whatever its path, so a rank on the quick
+ * path sees a peer that took another path for another call, or that
+ * called something else in an op nobody compared (every rank a broadcast
+ * root: none reads), and fails it as a mismatch.
  *
  * Everything waits on flags without blocking: the state machine returns 0
  * while a flag is not there, and the engine's progress loop (with its
  * timeout, abort and peer-death rules) calls it again.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "core/backend.h"
@@ -80,25 +83,39 @@ static bool all_at_least(const eng_comm_t *ec, int f, uint64_t v)
     return true;
 }
 
-/* Announce op v in this rank's line quick[v & 1]: the payload (n bytes, at
- * most ENG_QUICK_DATA), the call's hash, then v (release). The line was last
- * written for op v - 2; the caller knows every peer is done with that op. */
+static inline unsigned line_of(uint64_t v)
+{
+    return (unsigned)(v % ENG_QUICK_DEPTH);
+}
+
+/* Announce op v in this rank's line quick[line_of(v)]: the payload (n bytes,
+ * at most ENG_QUICK_DATA), the digest of its calls, then v (release). The
+ * line was last written for op v - ENG_QUICK_DEPTH; the caller knows every
+ * peer is done with that op. */
 static void announce(eng_comm_t *ec, const eng_direct_t *d, const void *payload, size_t n)
 {
     eng_slot_t *s = slot_of(ec, ec->comm->rank);
-    eng_quick_t *q = &s->quick[d->v & 1];
+    eng_quick_t *q = &s->quick[line_of(d->v)];
     if (n) memcpy(q->data, payload, n);
-    q->hash = d->sig_hash;
-    s->quick_sig[d->v & 1] = *d->sig;
+    q->digest = d->digest;
+    s->quick_sig[line_of(d->v)] = *d->sig;
     atomic_store_explicit(&q->v, d->v, memory_order_release);
 }
 
-/* Peer r's announcement of op v, or NULL while it has not made it. (Its
- * line for v's parity cannot hold v + 2 yet: that needs this rank at v + 1.) */
+/* Peer r's announcement of op v, or NULL while it has not made it. (Its line
+ * for v cannot hold v + ENG_QUICK_DEPTH yet: that needs this rank at v + 1.) */
 static const eng_quick_t *announced(const eng_comm_t *ec, int r, uint64_t v)
 {
-    const eng_quick_t *q = &slot_of(ec, r)->quick[v & 1];
+    const eng_quick_t *q = &slot_of(ec, r)->quick[line_of(v)];
     return atomic_load_explicit(&q->v, memory_order_acquire) >= v ? q : NULL;
+}
+
+/* The op every peer must have announced before this rank announces op v
+ * (quick path): they are then done with op v - ENG_QUICK_DEPTH, whose line
+ * v overwrites. 0 (always announced) for the first ops. */
+static uint64_t line_free_after(uint64_t v)
+{
+    return v >= ENG_QUICK_DEPTH ? v - ENG_QUICK_DEPTH + 1 : 0;
 }
 
 /* Whether the slot path may start op v: its slot, flags and announcement
@@ -112,28 +129,6 @@ static bool prev_done(const eng_comm_t *ec, const eng_direct_t *d)
     for (int r = 0; r < ec->comm->size; r++)
         if (r != ec->comm->rank && !announced(ec, r, d->v - 1)) return false;
     return true;
-}
-
-/* A rank that read nothing in its previous op u (reads_nothing) compared no
- * peer's call then; every peer has announced u by the time op u + 1 may
- * start (stage 0, prev_done), and those lines keep u until this rank
- * announces u + 1: compare them now. MLC_ERR_MISMATCH fails op u + 1. */
-static int check_unread_op(eng_comm_t *ec, const eng_direct_t *d)
-{
-    uint64_t u = ec->unread_v;
-    if (u == 0 || u + 1 != d->v) return 0;
-    ec->unread_v = 0;
-    int me = ec->comm->rank;
-    const eng_slot_t *mine = slot_of(ec, me);
-    for (int r = 0; r < ec->comm->size; r++) {
-        const eng_slot_t *s = slot_of(ec, r);
-        if (r == me || s->quick[u & 1].hash == mine->quick[u & 1].hash) continue;
-        char msg[384];
-        mlc_sig_mismatch(&mine->quick_sig[u & 1], me, &s->quick_sig[u & 1], r, msg, sizeof msg);
-        mlc_error(MLC_ERR_MISMATCH, "%s", msg);
-        return MLC_ERR_MISMATCH;
-    }
-    return 0;
 }
 
 /* Publish this rank's call in its slot (raising pub releases it), and announce it. */
@@ -297,6 +292,11 @@ mlc_status_t eng_direct_start(mlc_request_t *req, const mlc_sig_t *sig, uint64_t
     d->sig = sig;
     d->sig_hash = hash;
     d->v = ++ec->direct_seq;
+    /* Every direct call enters the digest, in order: a peer whose digest
+     * differs called something else now or in an op nobody compared. */
+    ec->digest = (ec->digest ^ hash) * 0x9e3779b97f4a7c15ull;
+    ec->digest ^= ec->digest >> 29;
+    d->digest = ec->digest;
     d->quick = quick_fits(req);
     d->after_quick = ec->quick_seq == d->v - 1;
     if (d->quick) ec->quick_seq = d->v;
@@ -392,20 +392,34 @@ static void reduce_lines(mlc_request_t *req, uint64_t v, size_t off, size_t len,
     int p = req->comm->size;
     size_t cnt = len / a->esize;
     if (len == 0) return; /* count 0: buffers may be NULL */
-    const unsigned char *d0 = slot_of(ec, 0)->quick[v & 1].data + off;
+    const unsigned char *d0 = slot_of(ec, 0)->quick[line_of(v)].data + off;
     if (p == 1)
         memcpy(out, d0, len);
     else
-        mlc_reduce_apply3(d0, slot_of(ec, 1)->quick[v & 1].data + off, out, cnt, a->dtype, a->op);
-    for (int r = 2; r < p; r++) mlc_reduce_apply3(out, slot_of(ec, r)->quick[v & 1].data + off, out, cnt, a->dtype, a->op);
+        mlc_reduce_apply3(d0, slot_of(ec, 1)->quick[line_of(v)].data + off, out, cnt, a->dtype, a->op);
+    for (int r = 2; r < p; r++) mlc_reduce_apply3(out, slot_of(ec, r)->quick[line_of(v)].data + off, out, cnt, a->dtype, a->op);
     if (a->op == MLC_AVG) mlc_reduce_divide(out, cnt, a->dtype, p);
 }
 
-/* Peer r announced op v for another call: word it from both signatures. */
+/* Peer r announced op v with another digest: word it from both signatures
+ * of op v or, when those agree, of the earliest earlier op whose lines both
+ * still hold that differs (a call nobody compared: see reads_nothing). */
 static int quick_mismatch(eng_comm_t *ec, const eng_direct_t *d, int r)
 {
+    const eng_slot_t *mine = slot_of(ec, ec->comm->rank), *theirs = slot_of(ec, r);
     char msg[384];
-    mlc_sig_mismatch(d->sig, ec->comm->rank, &slot_of(ec, r)->quick_sig[d->v & 1], r, msg, sizeof msg);
+    uint64_t v = d->v;
+    const mlc_sig_t *a = d->sig, *b = &theirs->quick_sig[line_of(v)];
+    for (uint64_t u = v - 1; mlc_sig_same(a, b) && u >= 1 && u + ENG_QUICK_DEPTH > v; u--) {
+        if (atomic_load_explicit(&theirs->quick[line_of(u)].v, memory_order_acquire) != u) break;
+        a = &mine->quick_sig[line_of(u)];
+        b = &theirs->quick_sig[line_of(u)];
+    }
+    if (mlc_sig_same(a, b))
+        snprintf(msg, sizeof msg, "rank %d vs rank %d: they called different collectives earlier on this "
+                 "communicator (before call #%llu)", ec->comm->rank, r, (unsigned long long)d->sig->call);
+    else
+        mlc_sig_mismatch(a, ec->comm->rank, b, r, msg, sizeof msg);
     mlc_error(MLC_ERR_MISMATCH, "%s", msg);
     return MLC_ERR_MISMATCH;
 }
@@ -418,17 +432,17 @@ static bool reads_nothing(const mlc_request_t *req)
 }
 
 /*
- * The quick path. Stage 0: the line this op overwrites, quick[v & 1], was
- * read in op v - 2, and a peer that announced op v - 1 is done with that
- * one, so once every peer has announced v - 1 (usually seen during op
- * v - 1 already, in a line that has not changed since) this rank announces
- * v with its payload. Stage 1: once every peer announced v, every hash is
- * compared before any data is used (all ranks reach the same verdict), and
- * each rank computes its result from the lines in rank order (bitwise the
- * same everywhere). done2 is raised for this rank's next op; peers never
- * wait for it after a quick op (prev_done), so the flags' line is not shared.
- * A rank that reads nothing completes once it has announced (see
- * reads_nothing): its readers do the comparing.
+ * The quick path. Stage 0: the line this op overwrites, quick[v % depth],
+ * was read in op v - depth, and a peer that announced op v - depth + 1 is
+ * done with that one, so once every peer has (usually long since) this rank
+ * announces v with its payload. Stage 1: once every peer announced v, every
+ * digest is compared before any data is used (all ranks reach the same
+ * verdict), and each rank computes its result from the lines in rank order
+ * (bitwise the same everywhere). done2 is raised for this rank's next op;
+ * peers never wait for it after a quick op (prev_done), so the flags' line
+ * is not shared. A rank that reads nothing completes once it has announced
+ * (see reads_nothing): its readers compare, and the digest carries its call
+ * to the next op anybody compares.
  */
 static int quick_progress(mlc_request_t *req, eng_direct_t *d)
 {
@@ -441,9 +455,7 @@ static int quick_progress(mlc_request_t *req, eng_direct_t *d)
     case 0: {
         if (!flag_at_least(ec, me, F_DONE2, v - 1)) return 0; /* this rank's previous op first (done2 never goes back) */
         for (int r = 0; r < p; r++)
-            if (r != me && !announced(ec, r, v - 1)) return 0;
-        int bad = check_unread_op(ec, d);
-        if (bad) return bad;
+            if (r != me && !announced(ec, r, line_free_after(v))) return 0;
         const void *payload = a->sendbuf;
         size_t len = n;
         if (req->coll == MLC_COLL_REDUCE_SCATTER) len = n * (size_t)p;
@@ -454,12 +466,11 @@ static int quick_progress(mlc_request_t *req, eng_direct_t *d)
         d->stage = 1;
         if (reads_nothing(req)) {
             /* Its part is done: its payload is in its line. It does not wait
-             * for its readers (they compare the hashes and post a mismatch;
-             * this rank compares theirs at its next op: check_unread_op),
-             * so a loop of broadcasts
-             * pipelines: the root is up to one op ahead of the slowest reader. */
+             * for its readers: they compare, and if every rank read nothing
+             * (each a broadcast root) the digests differ at the next op that
+             * compares. So a loop of broadcasts pipelines: the root runs up
+             * to ENG_QUICK_DEPTH - 1 ops ahead of the slowest reader. */
             if (req->coll == MLC_COLL_BROADCAST && !a->inplace && n) memcpy(a->recvbuf, a->sendbuf, n);
-            ec->unread_v = v;
             atomic_store_explicit(&slot_of(ec, me)->done2, v, memory_order_release);
             return 1;
         }
@@ -470,11 +481,11 @@ static int quick_progress(mlc_request_t *req, eng_direct_t *d)
         for (int r = 0; r < p; r++)
             if (r != me && !announced(ec, r, vv)) return 0;
         for (int r = 0; r < p; r++)
-            if (r != me && slot_of(ec, r)->quick[vv & 1].hash != d->sig_hash) return quick_mismatch(ec, d, r);
+            if (r != me && slot_of(ec, r)->quick[line_of(vv)].digest != d->digest) return quick_mismatch(ec, d, r);
         switch (req->coll) {
         case MLC_COLL_BROADCAST:
             if (me != a->root) {
-                if (n) memcpy(a->recvbuf, slot_of(ec, a->root)->quick[vv & 1].data, n);
+                if (n) memcpy(a->recvbuf, slot_of(ec, a->root)->quick[line_of(vv)].data, n);
             } else if (!a->inplace && n) {
                 memcpy(a->recvbuf, a->sendbuf, n);
             }
@@ -487,7 +498,7 @@ static int quick_progress(mlc_request_t *req, eng_direct_t *d)
         case MLC_COLL_ALLGATHER:
             for (int r = 0; r < p; r++)
                 if (n && (r != me || !a->inplace))
-                    memcpy((char *)a->recvbuf + (size_t)r * n, slot_of(ec, r)->quick[vv & 1].data, n);
+                    memcpy((char *)a->recvbuf + (size_t)r * n, slot_of(ec, r)->quick[line_of(vv)].data, n);
             break;
         default: break;
         }
@@ -511,7 +522,6 @@ static int small_progress(mlc_request_t *req, eng_direct_t *d)
     switch (d->stage) {
     case 0: /* my slot is free once every rank finished the previous direct op */
         if (!prev_done(ec, d)) return 0;
-        if (check_unread_op(ec, d)) return MLC_ERR_MISMATCH;
         switch (req->coll) {
         case MLC_COLL_BROADCAST:
             if (!am_root) break;
@@ -594,7 +604,6 @@ static int large_progress(mlc_request_t *req, eng_direct_t *d)
     switch (d->stage) {
     case 0:
         if (!prev_done(ec, d)) return 0;
-        if (check_unread_op(ec, d)) return MLC_ERR_MISMATCH;
         mine->saddr = (uint64_t)(uintptr_t)a->sendbuf;
         mine->raddr = (uint64_t)(uintptr_t)a->recvbuf;
         publish_sig(ec, d);
@@ -710,7 +719,7 @@ bool eng_direct_waits_for(const mlc_request_t *req, const eng_direct_t *d, int r
     if (r == req->comm->rank || !ec->slots) return false;
     bool small = payload_bytes(req) <= ENG_SLOT_DATA && req->coll != MLC_COLL_BARRIER;
     uint64_t v = d->v;
-    if (d->quick) return !announced(ec, r, d->stage == 0 ? v - 1 : v);
+    if (d->quick) return !announced(ec, r, d->stage == 0 ? line_free_after(v) : v);
     switch (d->stage) {
     case 0: return d->after_quick ? !announced(ec, r, v - 1) : !flag_at_least(ec, r, F_DONE2, v - 1);
     case 1:

@@ -84,14 +84,17 @@ typedef struct eng_seg {
 #define ENG_SLOT_DATA 8192
 #define ENG_BOARD 4
 /* A rank's announcement of direct op v in cache lines that only it writes:
- * v, the call's signature hash and, for the quick path, the payload itself
- * (direct.c): 48 bytes in v's line, up to 240 in four lines. Two of them,
- * by the parity of v. */
+ * v, the digest of its direct calls so far (this one's included) and, for
+ * the quick path, the payload itself (direct.c): 48 bytes in v's line, up to
+ * 240 in four lines. ENG_QUICK_DEPTH of them, op v in quick[v % depth]: a
+ * rank that reads nothing (a broadcast root) runs up to depth - 1 ops ahead
+ * of its readers. */
 #define ENG_QUICK_LINES 4
 #define ENG_QUICK_DATA (ENG_QUICK_LINES * ENG_LINE - 16)
+#define ENG_QUICK_DEPTH 8
 typedef struct eng_quick {
     _Alignas(ENG_LINE) atomic_uint_fast64_t v;
-    uint64_t hash;
+    uint64_t digest;
     unsigned char data[ENG_QUICK_DATA];
 } eng_quick_t;
 _Static_assert(sizeof(eng_quick_t) == ENG_QUICK_LINES * ENG_LINE, "an announcement is whole cache lines");
@@ -111,8 +114,8 @@ typedef struct eng_slot {
         atomic_uint_fast64_t v; /* seqlock: 0 while written, then call + 1 */
         mlc_sig_t sig;
     } board[ENG_BOARD];
-    eng_quick_t quick[2];       /* op v announced in quick[v & 1] */
-    mlc_sig_t quick_sig[2];     /* ... and its whole signature, read only to word a mismatch */
+    eng_quick_t quick[ENG_QUICK_DEPTH];   /* op v announced in quick[v % ENG_QUICK_DEPTH] */
+    mlc_sig_t quick_sig[ENG_QUICK_DEPTH]; /* ... and its whole signature, read only to word a mismatch */
     _Alignas(ENG_LINE) char data[ENG_SLOT_DATA];
 } eng_slot_t;
 
@@ -230,7 +233,7 @@ typedef struct eng_comm {
     eng_slot_t *slots;  /* this communicator's slot area, indexed by comm rank's world rank; NULL = none */
     uint64_t direct_seq;/* direct collectives started */
     uint64_t quick_seq; /* the latest of them that took the quick path */
-    uint64_t unread_v;  /* a quick op this rank completed without reading its peers' lines (direct.c) */
+    uint64_t digest;    /* of the direct collectives started (direct.c), announced with each */
     bool cma_all;       /* every pair can single-copy (threads, or CMA probed ok) */
     mlc_comm_t *comm;
     uint32_t ctx;       /* user context; ctx + 1 carries collective traffic */
@@ -256,6 +259,7 @@ typedef struct eng_direct {
     const mlc_sig_t *sig; /* the call, published in the slot with pub and checked against each peer's */
     uint64_t sig_hash;
     uint64_t v;        /* this op's flag value */
+    uint64_t digest;   /* the communicator's digest of direct calls up to this one */
     int stage;
     bool quick;        /* the quick path: payload and flag in one announcement line per rank */
     bool after_quick;  /* op v - 1 took the quick path */
