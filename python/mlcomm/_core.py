@@ -463,6 +463,8 @@ def init(backend=None, **kw):
                                   ctypes.byref(c), ctypes.byref(h))
         if st != 0:
             err = error(st)
+            if cb.error is not None and not isinstance(cb.error, Exception):
+                raise cb.error  # KeyboardInterrupt, SystemExit: as they are
             if cb.error is not None:
                 err = type(err)("%s (the store raised %s: %s)" % (err.message, type(cb.error).__name__,
                                                                    cb.error), st)
@@ -597,8 +599,7 @@ class Comm:
         AbortedError. A second free is a no-op."""
         h = self._h.value
         if h and self._owned:
-            self._h.value = None
-            check(_lib.comm_free(h))
+            check(_lib.comm_free(h))  # refused (the communicator intact) while an open group uses it
         self._h.value = None
 
     def __enter__(self):
@@ -645,6 +646,9 @@ class Comm:
     def _run(self, fn, args, async_op, keep, value, op=None):
         """Call fn(*args, comm, req); blocking unless async_op."""
         h = self._live()
+        # The C library keeps the pointers it was given (counts and
+        # displacements too) until the operation completes: keep them alive.
+        keep = (keep, args)
         if async_op:
             req = ctypes.c_void_p()
             st = fn(*args, h, ctypes.byref(req))

@@ -10,7 +10,7 @@ library's group state is."""
 import threading
 
 from . import _lib
-from ._errors import check
+from ._errors import check, invalid
 
 _state = threading.local()
 
@@ -18,6 +18,13 @@ _state = threading.local()
 def depth():
     """How many groups this thread has open through this package."""
     return getattr(_state, "depth", 0)
+
+
+def refuse(what):
+    """Raise InvalidArgError for `what`, a call not meant for an open group."""
+    if depth():
+        raise invalid("%s is not meant for an open group (mlcomm.group): its result is needed "
+                      "before the group ends" % what)
 
 
 def hold(keep, op=None):
@@ -60,9 +67,15 @@ def group_end():
             for r in _state.requests:
                 r.group_open = False
             _state.keep, _state.ops, _state.requests = [], [], []  # the C library is done with them
+            pending = []
+            for op in ops:  # collect every op's errors, so none is left for a later call
+                try:
+                    op.raise_pending()
+                except Exception as e:  # noqa: B902
+                    pending.append(e)
             check(st)
-            for op in ops:
-                op.raise_pending()
+            if pending:
+                raise pending[0]
             return
     check(st)
 

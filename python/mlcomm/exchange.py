@@ -4,7 +4,7 @@ exchange plans over boxes of a global index space, and the global combine."""
 
 import ctypes
 
-from . import _lib
+from . import _group, _lib
 from ._core import as_dtype, buf, numpy_dtype
 from ._errors import check, invalid
 
@@ -117,18 +117,21 @@ class Exchange:
         check(_lib.exchange_set_topology_version(self._live(), int(version)))
 
     def build(self):
+        _group.refuse("Exchange.build")
         check(_lib.exchange_build(self._live()))
 
     def set_executor(self, name):
         check(_lib.exchange_set_executor(self._live(), name.encode() if name else None))
 
     def start(self):
+        _group.refuse("Exchange.start")
         check(_lib.exchange_start(self._live()))
 
     def finish(self):
         check(_lib.exchange_finish(self._live()))
 
     def run(self):
+        _group.refuse("Exchange.run")
         check(_lib.exchange_run(self._live()))
 
     def info(self):

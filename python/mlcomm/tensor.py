@@ -4,7 +4,7 @@ tensors: shape-aware collectives along any dimension, device meshes."""
 
 import ctypes
 
-from . import _lib
+from . import _group, _lib
 from ._core import Comm, Request, as_op, buf, empty_like
 from ._errors import check, error, invalid
 
@@ -69,6 +69,7 @@ def allgather(comm, shard, dim=0, out=None, async_op=False):
     """Concatenate every rank's shard along `dim` in rank order (shards may
     differ in length along dim). Without `out`, a new array is made; its
     length along dim is learnt by one small all-gather of the lengths."""
+    _group.refuse("mlcomm.tensor.allgather")
     ts, bs = _desc(shard, "tensor allgather shard")
     if out is None:
         d = _axis(dim, ts.ndim, "tensor allgather")
@@ -87,6 +88,7 @@ def allgather(comm, shard, dim=0, out=None, async_op=False):
 def reduce_scatter(comm, x, dim=0, op="sum", out=None, async_op=False):
     """Reduce every rank's x with op and split along `dim`; rank r receives
     part r (by default the even split of split())."""
+    _group.refuse("mlcomm.tensor.reduce_scatter")
     ti, bi = _desc(x, "tensor reduce_scatter in")
     if out is None:
         d = _axis(dim, ti.ndim, "tensor reduce_scatter")
@@ -100,6 +102,7 @@ def reduce_scatter(comm, x, dim=0, op="sum", out=None, async_op=False):
 
 def allreduce(comm, x, op="sum", out=None, async_op=False):
     """Shape-checked all-reduce: a new array, or `out` (out=x is in place)."""
+    _group.refuse("mlcomm.tensor.allreduce")
     ti, bi = _desc(x, "tensor allreduce in")
     if out is None:
         out = empty_like(x, tuple(x.shape), "tensor allreduce in")
@@ -110,11 +113,13 @@ def allreduce(comm, x, op="sum", out=None, async_op=False):
 
 def broadcast(comm, x, root=0, async_op=False):
     """In place: every rank's x receives root's (shapes checked)."""
+    _group.refuse("mlcomm.tensor.broadcast")
     t, b = _desc(x, "tensor broadcast", writable=True)
     return _run(comm, _lib.tensor_broadcast, (ctypes.byref(t), int(root)), async_op, (t, b), x)
 
 
 def barrier(comm, async_op=False):
+    _group.refuse("mlcomm.tensor.barrier")
     return _run(comm, _lib.tensor_barrier, (), async_op, (), None)
 
 

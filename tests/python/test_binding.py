@@ -465,6 +465,20 @@ def t_group(c):
             c.send(x[:4], right, tag=3)
         c.recv(got[:4], left, tag=3)
     eq(got[:4], np.arange(4, dtype=np.float64) + left * n, "nested groups")
+    # a v-collective's counts and displacements (arrays the package makes) live until the end
+    with mlcomm.group():
+        gv = c.allgatherv(np.full(r + 1, r, dtype=np.int32), [k + 1 for k in range(p)])
+        junk = [mlcomm._lib.sizes([123456789] * p) for _ in range(64)]
+    del junk
+    eq(gv, np.concatenate([np.full(k + 1, k, dtype=np.int32) for k in range(p)]), "grouped allgatherv")
+    with mlcomm.group():  # calls not meant for an open group are refused, and leave it usable
+        raises(mlcomm.InvalidArgError, lambda: mlcomm.tensor.allgather(c, np.zeros(2)), "tensor call in a group",
+               "group")
+        c.send(x[:2], right, tag=4)
+        c.recv(got[:2], left, tag=4)
+        raises(mlcomm.InvalidArgError, c.free, "free of a communicator the group uses", "group")
+    expect(c.status is None and c.size == p, "communicator usable after a refused free")
+    eq(got[:2], np.arange(2, dtype=np.float64) + left * n, "group after refused calls")
     raises(mlcomm.InvalidArgError, mlcomm.group_end, "group_end without a group", "group")
 
 
