@@ -81,11 +81,19 @@ namespace MLFramework.Communication
             s.Ops.Clear();
             // One batch per communicator, in the order of their first operation.
             var batches = ops.GroupBy(o => o.Engine).Select(g => g.Key.SubmitGroup(g.Select(o => o.Op).ToList())).ToList();
+            // Wait for every one before reporting the first failure: none may
+            // still be writing the caller's buffers when End returns.
             Exception first = null;
             foreach (var o in ops.Where(o => o.Blocking))
-                first = first ?? Outcome(o.Task);
+            {
+                var e = Outcome(o.Task);
+                first = first ?? e;
+            }
             foreach (var b in batches)
-                first = first ?? Outcome(b);
+            {
+                var e = Outcome(b);
+                first = first ?? e;
+            }
             if (first != null) throw first;
         }
 

@@ -91,6 +91,24 @@ namespace MLFramework.Tests
                     using (Group.Start()) b.Send(Tensor.From(new[] { r }), p, 5);
                 });
                 Assert.AreEqual("MLC_ERR_INVALID_ARG", e.StatusName, e.Message);
+                // ... and the end still waits for the group's other operations before it throws.
+                const int n = 1 << 20;
+                var mine = Tensor<double>.Zeros(n);
+                for (int i = 0; i < n; i++) mine.Data[i] = r * 1000.0 + i % 7;
+                Tensor<double> got2 = null;
+                e = Assert.Throws<CommunicationException>(() =>
+                {
+                    using (Group.Start())
+                    {
+                        b.Send(Tensor.From(new[] { r }), p, 6);
+                        b.Send(mine, (r + 1) % p, 7);
+                        got2 = b.Receive((r + p - 1) % p, Tensor<double>.Zeros(n), 7);
+                    }
+                });
+                Assert.AreEqual("MLC_ERR_INVALID_ARG", e.StatusName, e.Message);
+                int left = (r + p - 1) % p;
+                for (int i = 0; i < n; i += 4099)
+                    Assert.AreEqual(left * 1000.0 + i % 7, got2.Data[i], "element " + i + " after the failed end");
             }
         }
 
