@@ -549,20 +549,6 @@ def t_store(c):
         c.barrier()
         if c.rank == 0:
             shutil.rmtree(d)
-    try:
-        import torch.distributed as dist
-    except ImportError:
-        print("torch not installed: torch store case skipped")
-    else:
-        d = shared_dir(c, "torch")
-        fs = dist.FileStore(os.path.join(d, "store"), c.size)
-        check_store_comm(c, dist.PrefixStore("first", fs), "torch FileStore")
-        check_store_comm(c, dist.PrefixStore("second", fs), "torch FileStore, second prefix")
-        c.barrier()
-        del fs
-        c.barrier()
-        if c.rank == 0:
-            shutil.rmtree(d, ignore_errors=True)
     if c.rank == 0:  # failures stay on this rank: a raising store ends the init at once
         e = raises(mlcomm.BackendError, lambda: mlcomm.init(store=RaisingStore(), rank=0, size=2, timeout=30),
                    "raising store", "disk on fire")
@@ -571,6 +557,25 @@ def t_store(c):
                "set(key, value)")
         raises(mlcomm.InvalidArgError, lambda: mlcomm.init(store=DirStore("/nonexistent")), "store without rank",
                "rank and size")
+    try:
+        import torch.distributed as dist
+    except ImportError:
+        print("torch not installed: torch store case skipped")
+    else:
+        # torch's stores as torch uses them: one rank per process. (Thread
+        # ranks calling torch 1.13's stores at once from one process crashed
+        # it now and then at 4 ranks, inside the store's own calls.)
+        if c.backend == "threads":
+            return
+        d = shared_dir(c, "torch")
+        fs = dist.FileStore(os.path.join(d, "store"), c.size)
+        check_store_comm(c, dist.PrefixStore("first", fs), "torch store")
+        check_store_comm(c, dist.PrefixStore("second", fs), "torch store, second prefix")
+        c.barrier()
+        del fs
+        c.barrier()
+        if c.rank == 0:
+            shutil.rmtree(d, ignore_errors=True)
 
 
 def t_torch(c):

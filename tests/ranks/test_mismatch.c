@@ -164,6 +164,27 @@ static int run_case(mlc_comm_t *comm, const case_t *k, size_t n, const char *alg
     return 0;
 }
 
+/* Every rank a broadcast root of its own (nobody reads, nobody compares),
+ * then a call that takes the slot path (4000 bytes): it must fail with
+ * MLC_ERR_MISMATCH on every rank, naming the broadcasts. */
+static int unread_then_slot(mlc_comm_t *comm)
+{
+    int r = mlc_comm_rank(comm);
+    mlc_comm_t *c = NULL;
+    CHECK_RUN(join(comm, &c));
+    CHECK_OK(mlc_barrier(comm, NULL));
+    float b[4] = {0}, x[1000] = {0}, y[1000];
+    mlc_status_t st = mlc_broadcast(b, b, 4, MLC_FLOAT32, r, c, NULL);
+    if (st == MLC_SUCCESS) st = mlc_allreduce(x, y, 1000, MLC_FLOAT32, MLC_SUM, c, NULL);
+    char msg[600];
+    snprintf(msg, sizeof msg, "%s", mlc_last_error());
+    CHECK(st == MLC_ERR_MISMATCH, "every rank a broadcast root, then a 4000-byte allreduce: %s, expected "
+          "MLC_ERR_MISMATCH (%s)", mlc_status_name(st), msg);
+    CHECK(strstr(msg, "broadcast") != NULL, "the message does not name the broadcasts: %s", msg);
+    mlc_comm_free(c);
+    return 0;
+}
+
 static int body(mlc_comm_t *comm)
 {
     int p = mlc_comm_size(comm), r = mlc_comm_rank(comm);
@@ -198,6 +219,9 @@ static int body(mlc_comm_t *comm)
                     if (mlc_test_any_failed(comm, bad)) return 1;
                 }
         }
+    int bad = unread_then_slot(comm);
+    failed |= bad;
+    if (mlc_test_any_failed(comm, bad)) return 1;
     if (r == 0) printf("mismatch: %d cases on %d ranks (%s): M = the call failed with MLC_ERR_MISMATCH, "
                        "L = the call completed and the next call failed\n", cases, p, mlc_comm_backend(comm));
     return failed;

@@ -142,9 +142,15 @@ static void publish_sig(eng_comm_t *ec, const eng_direct_t *d)
 
 /* Peer r has published op v (pub seen): its signature is stable until every
  * rank is done with op v. MLC_SUCCESS if it is this rank's call. */
+static int quick_mismatch(const eng_comm_t *ec, const eng_direct_t *d, int r);
+
 static mlc_status_t check_peer(const eng_comm_t *ec, const eng_direct_t *d, int r)
 {
     const eng_slot_t *s = slot_of(ec, r);
+    /* Its announcement of op v (made before pub) carries the digest of every
+     * direct call before it: one nobody compared (every rank a broadcast
+     * root on the quick path) shows here too. */
+    if (s->quick[line_of(d->v)].digest != d->digest) return quick_mismatch(ec, d, r);
     if (s->sig_hash == d->sig_hash) return MLC_SUCCESS; /* the full signature is a cache line further */
     const mlc_sig_t *theirs = &s->sig;
     if (mlc_sig_same(d->sig, theirs)) return MLC_SUCCESS;
@@ -402,9 +408,11 @@ static void reduce_lines(mlc_request_t *req, uint64_t v, size_t off, size_t len,
 }
 
 /* Peer r announced op v with another digest: word it from both signatures
- * of op v or, when those agree, of the earliest earlier op whose lines both
- * still hold that differs (a call nobody compared: see reads_nothing). */
-static int quick_mismatch(eng_comm_t *ec, const eng_direct_t *d, int r)
+ * of op v or, when those agree, of the latest earlier op that differs among
+ * those both lines still hold (a call nobody compared: see reads_nothing).
+ * The peer may be rewriting an earlier line meanwhile (it can be ahead): at
+ * worst the words are off, the verdict is not. */
+static int quick_mismatch(const eng_comm_t *ec, const eng_direct_t *d, int r)
 {
     const eng_slot_t *mine = slot_of(ec, ec->comm->rank), *theirs = slot_of(ec, r);
     char msg[384];
