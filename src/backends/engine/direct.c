@@ -22,7 +22,7 @@
  * path it does not wait: a mismatch fails its next call that compares).
  *
  *  quick (payload of at most ENG_QUICK_DATA bytes; barrier): each rank puts
- *  its payload, its call's hash and v in its own announcement line and
+ *  its payload, the digest of its calls and v in its own announcement line and
  *  reads every peer's. Per rank and peer one cache line moves, written by
  *  one rank only: no flag line is shared, and nothing waits for the
  *  previous op's readers (see quick_progress).
