@@ -83,17 +83,8 @@ namespace MLFramework.Communication
             var batches = ops.GroupBy(o => o.Engine).Select(g => g.Key.SubmitGroup(g.Select(o => o.Op).ToList())).ToList();
             // Wait for every one before reporting the first failure: none may
             // still be writing the caller's buffers when End returns.
-            Exception first = null;
-            foreach (var o in ops.Where(o => o.Blocking))
-            {
-                var e = Outcome(o.Task);
-                first = first ?? e;
-            }
-            foreach (var b in batches)
-            {
-                var e = Outcome(b);
-                first = first ?? e;
-            }
+            var outcomes = ops.Where(o => o.Blocking).Select(o => (Task)o.Task).Concat(batches).Select(Outcome).ToList();
+            var first = outcomes.FirstOrDefault(e => e != null);
             if (first != null) throw first;
         }
 

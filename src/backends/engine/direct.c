@@ -548,7 +548,7 @@ static int small_progress(mlc_request_t *req, eng_direct_t *d)
         }
         publish_sig(ec, d);
         raise_flag(ec, F_PUB, v);
-        if ((req->coll == MLC_COLL_BROADCAST && am_root) || (req->coll == MLC_COLL_REDUCE && !am_root)) {
+        if (reads_nothing(req)) {
             raise_flag(ec, F_DONE2, v); /* nothing to read: done once the readers took the same call */
             d->stage = 4;
             return small_progress(req, d);
