@@ -415,8 +415,12 @@ run_mlcomm() {
     local np=$1 round=$2 coll=$3 iters=$4 lo=$5 hi=$6
     launch mlcomm "$np" "$OUT_DIR/logs/mlcomm.$np.log" "$MLC_BENCH" "$coll" -b "$lo" -e "$hi" \
         -f "$FACTOR" -n "$iters" -w "$WARMUP" -c 0 -P 1 |
-        awk -v np="$np" -v r="$round" -v c="$coll" -v it="$iters" \
-            '!/^#/ && NF >= 18 { printf "%s,%s,mlcomm,%s,%s,%s,%s,%s,%s,%s,%s,%s\n", np, r, c, $1, it, $7, $8, $9, $6, $15, $16 }'
+        awk -v np="$np" -v r="$round" -v c="$coll" -v it="$iters" '
+            !/^#/ && NF >= 18 {
+                if (c == "broadcast") # MPI_Bcast has one buffer: the in-place columns
+                    printf "%s,%s,mlcomm,%s,%s,%s,%s,%s,%s,%s,%s,%s\n", np, r, c, $1, it, $11, $12, $13, $6, $17, $18
+                else printf "%s,%s,mlcomm,%s,%s,%s,%s,%s,%s,%s,%s,%s\n", np, r, c, $1, it, $7, $8, $9, $6, $15, $16
+            }'
 }
 
 # run_peer PEER NP ROUND COLL SEGMENTS... -> rows (one invocation of mpi-bench)

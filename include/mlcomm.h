@@ -39,7 +39,9 @@
  *    allreduce(count=100000, float32, sum), call #17"), before any byte
  *    moves between their buffers, and the communicator fails on every rank.
  *    A rank whose part of the call completed before any rank compared (a
- *    gather leaf, a broadcast root) gets the error from a later call on
+ *    gather leaf, a broadcast root, a broadcast reader whose arguments
+ *    agree with the root's while a later rank's differ) gets the error from
+ *    a later call on
  *    the communicator (the next one, or, when no rank compared, the next
  *    one that reads from its peers). Always on for `threads` and `shm` (the
  *    signature rides in their slots and message headers); on `mpi` and

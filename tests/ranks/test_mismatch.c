@@ -185,6 +185,59 @@ static int unread_then_slot(mlc_comm_t *comm)
     return 0;
 }
 
+/* A loop of broadcasts from rank 0 in which the last rank passes 100
+ * elements (800 bytes: the slot path) and the others 1 (the quick path,
+ * where the root runs ahead of its readers): every rank must fail with
+ * MLC_ERR_MISMATCH within the loop, none wait until MLC_TIMEOUT. */
+static int paths_apart_loop(mlc_comm_t *comm)
+{
+    int r = mlc_comm_rank(comm), p = mlc_comm_size(comm);
+    mlc_comm_t *c = NULL;
+    CHECK_RUN(join(comm, &c));
+    CHECK_OK(mlc_barrier(comm, NULL));
+    uint64_t b[100] = {0};
+    size_t n = r == p - 1 ? 100 : 1;
+    mlc_status_t st = MLC_SUCCESS;
+    for (int i = 0; i < 64 && st == MLC_SUCCESS; i++) st = mlc_broadcast(b, b, n, MLC_UINT64, 0, c, NULL);
+    if (st == MLC_SUCCESS) st = mlc_barrier(c, NULL);
+    char msg[600];
+    snprintf(msg, sizeof msg, "%s", mlc_last_error());
+    CHECK(st == MLC_ERR_MISMATCH, "64 broadcasts, the last rank on another path: %s, expected MLC_ERR_MISMATCH (%s)",
+          mlc_status_name(st), msg);
+    mlc_comm_free(c);
+    return 0;
+}
+
+/* A loop of broadcasts in which the lower half of the ranks names root 0 and
+ * the upper half root p/2 (each half agrees within itself): some rank must
+ * fail the first broadcast, and every rank the loop or the barrier after it. */
+static int two_roots_loop(mlc_comm_t *comm)
+{
+    int r = mlc_comm_rank(comm), p = mlc_comm_size(comm);
+    if (p < 4) return 0; /* each half needs a reader */
+    mlc_comm_t *c = NULL;
+    CHECK_RUN(join(comm, &c));
+    CHECK_OK(mlc_barrier(comm, NULL));
+    int root = r < p / 2 ? 0 : p / 2, failed_at = 8;
+    uint32_t v = (uint32_t)r;
+    mlc_status_t st = MLC_SUCCESS;
+    for (int i = 0; i < 8 && st == MLC_SUCCESS; i++) {
+        st = mlc_broadcast(&v, &v, 1, MLC_UINT32, root, c, NULL);
+        if (st != MLC_SUCCESS) failed_at = i;
+    }
+    if (st == MLC_SUCCESS) st = mlc_barrier(c, NULL);
+    char msg[600];
+    snprintf(msg, sizeof msg, "%s", mlc_last_error());
+    CHECK(st == MLC_ERR_MISMATCH, "broadcasts from root 0 and root %d: %s, expected MLC_ERR_MISMATCH (%s)", p / 2,
+          mlc_status_name(st), msg);
+    int first = failed_at;
+    CHECK_OK(mlc_allreduce(&failed_at, &first, 1, MLC_INT32, MLC_MIN, comm, NULL));
+    CHECK(first == 0, "broadcasts from root 0 and root %d: no rank failed the first one (first failure: call %d)",
+          p / 2, first);
+    mlc_comm_free(c);
+    return 0;
+}
+
 static int body(mlc_comm_t *comm)
 {
     int p = mlc_comm_size(comm), r = mlc_comm_rank(comm);
@@ -220,6 +273,12 @@ static int body(mlc_comm_t *comm)
                 }
         }
     int bad = unread_then_slot(comm);
+    failed |= bad;
+    if (mlc_test_any_failed(comm, bad)) return 1;
+    bad = paths_apart_loop(comm);
+    failed |= bad;
+    if (mlc_test_any_failed(comm, bad)) return 1;
+    bad = two_roots_loop(comm);
     failed |= bad;
     if (mlc_test_any_failed(comm, bad)) return 1;
     if (r == 0) printf("mismatch: %d cases on %d ranks (%s): M = the call failed with MLC_ERR_MISMATCH, "

@@ -23,7 +23,8 @@
  *
  *  quick (payload of at most ENG_QUICK_DATA bytes; barrier): each rank puts
  *  its payload, the digest of its calls and v in its own announcement line and
- *  reads every peer's. Per rank and peer one cache line moves, written by
+ *  reads the peers' it needs (a broadcast reader: the root's). Per rank and
+ *  peer one cache line moves, written by
  *  one rank only: no flag line is shared, and nothing waits for the
  *  previous op's readers (see quick_progress).
  *
@@ -31,7 +32,8 @@
  * (quick[v % ENG_QUICK_DEPTH]), whatever its path, so a rank on the quick
  * path sees a peer that took another path for another call, or that
  * called something else in an op nobody compared (every rank a broadcast
- * root: none reads), and fails it as a mismatch.
+ * root: none reads), and fails it as a mismatch; a rank on the slot or
+ * large path sees a peer on the quick path the same way (published()).
  *
  * Everything waits on flags without blocking: the state machine returns 0
  * while a flag is not there, and the engine's progress loop (with its
@@ -67,8 +69,7 @@ static inline atomic_uint_fast64_t *flag(eng_slot_t *s, int f)
 static void raise_flag(eng_comm_t *ec, int f, uint64_t v)
 {
     atomic_store_explicit(flag(slot_of(ec, ec->comm->rank), f), v, memory_order_release);
-    for (int r = 0; r < ec->comm->size; r++)
-        if (r != ec->comm->rank) eng_wake(ec->ep, ec->world_of[r]);
+    eng_wake_members(ec->ep, ec->world_of, ec->comm->size, ec->comm->rank);
 }
 
 static bool flag_at_least(const eng_comm_t *ec, int r, int f, uint64_t v)
@@ -164,6 +165,29 @@ static mlc_status_t check_all(const eng_comm_t *ec, const eng_direct_t *d)
     for (int r = 0; r < ec->comm->size; r++)
         if (r != ec->comm->rank && check_peer(ec, d, r) != MLC_SUCCESS) return MLC_ERR_MISMATCH;
     return MLC_SUCCESS;
+}
+
+/* Whether peer r published op v on the slot or large path (1), not yet (0),
+ * or announced op v with another digest (MLC_ERR_MISMATCH): it made another
+ * call, on a path that raises no pub (the quick path), and it may run ahead
+ * of this rank (a broadcast root does), so waiting for its pub would be
+ * waiting for ever. */
+static int published(const eng_comm_t *ec, const eng_direct_t *d, int r)
+{
+    if (flag_at_least(ec, r, F_PUB, d->v)) return 1;
+    const eng_quick_t *q = announced(ec, r, d->v);
+    if (q && q->digest != d->digest) return quick_mismatch(ec, d, r);
+    return 0;
+}
+
+static int all_published(const eng_comm_t *ec, const eng_direct_t *d)
+{
+    for (int r = 0; r < ec->comm->size; r++) {
+        if (r == ec->comm->rank) continue;
+        int k = published(ec, d, r);
+        if (k != 1) return k;
+    }
+    return 1;
 }
 
 static uint64_t started_word(uint64_t call, uint64_t hash)
@@ -439,14 +463,46 @@ static bool reads_nothing(const mlc_request_t *req)
            (req->coll == MLC_COLL_REDUCE && req->comm->rank != req->args.root);
 }
 
+/* On the quick path, whether this rank waits for peer r's line in stage 1.
+ * A broadcast reader waits for the root's only (it compares every line that
+ * is there by then, see quick_progress): readers do not wait for one
+ * another, which is what lets ranks sharing a core run a batch of
+ * broadcasts per time slice instead of switching at every op. */
+static bool quick_reads(const mlc_request_t *req, int r)
+{
+    if (r == req->comm->rank) return false;
+    return req->coll != MLC_COLL_BROADCAST || r == req->args.root;
+}
+
+/* Whether every peer has announced line_free_after(v), so op v may overwrite
+ * its line; records how far that is known to hold (ec->lines_free_to), trying
+ * half a ring further first: a peer's announcement never goes back, so the
+ * scan over the peers' lines runs about once per ENG_QUICK_DEPTH / 2 ops
+ * while they keep up, not at every op. */
+static bool lines_free(eng_comm_t *ec, uint64_t v)
+{
+    int p = ec->comm->size, me = ec->comm->rank;
+    uint64_t need = line_free_after(v), hope = v > ENG_QUICK_DEPTH / 2 ? v - ENG_QUICK_DEPTH / 2 : 0;
+    for (uint64_t w = hope > need ? hope : need;; w = need) {
+        int r = 0;
+        while (r < p && (r == me || announced(ec, r, w))) r++;
+        if (r == p) {
+            ec->lines_free_to = w + ENG_QUICK_DEPTH - 1; /* line_free_after(that op) is w */
+            return true;
+        }
+        if (w == need) return false;
+    }
+}
+
 /*
  * The quick path. Stage 0: the line this op overwrites, quick[v % depth],
  * was read in op v - depth, and a peer that announced op v - depth + 1 is
  * done with that one, so once every peer has (usually long since) this rank
- * announces v with its payload. Stage 1: once every peer announced v, every
- * digest is compared before any data is used (all ranks reach the same
- * verdict), and each rank computes its result from the lines in rank order
- * (bitwise the same everywhere). done2 is raised for this rank's next op;
+ * announces v with its payload. Stage 1: once every peer it reads announced
+ * v (every peer, but for a broadcast reader: the root), the digest of every
+ * peer announced by then is compared before any data is used, and each rank
+ * computes its result from the lines in rank order (bitwise the same
+ * everywhere). done2 is raised for this rank's next op;
  * peers never wait for it after a quick op (prev_done), so the flags' line
  * is not shared. A rank that reads nothing completes once it has announced
  * (see reads_nothing): its readers compare, and the digest carries its call
@@ -462,15 +518,13 @@ static int quick_progress(mlc_request_t *req, eng_direct_t *d)
     switch (d->stage) {
     case 0: {
         if (!flag_at_least(ec, me, F_DONE2, v - 1)) return 0; /* this rank's previous op first (done2 never goes back) */
-        for (int r = 0; r < p; r++)
-            if (r != me && !announced(ec, r, line_free_after(v))) return 0;
+        if (v > ec->lines_free_to && !lines_free(ec, v)) return 0;
         const void *payload = a->sendbuf;
         size_t len = n;
         if (req->coll == MLC_COLL_REDUCE_SCATTER) len = n * (size_t)p;
         if ((req->coll == MLC_COLL_BROADCAST && me != a->root) || req->coll == MLC_COLL_BARRIER) len = 0;
         announce(ec, d, payload, len);
-        for (int r = 0; r < p; r++)
-            if (r != me) eng_wake(ec->ep, ec->world_of[r]);
+        eng_wake_members(ec->ep, ec->world_of, p, me);
         d->stage = 1;
         if (reads_nothing(req)) {
             /* Its part is done: its payload is in its line. It does not wait
@@ -487,9 +541,17 @@ static int quick_progress(mlc_request_t *req, eng_direct_t *d)
     case 1: {
         const uint64_t vv = v;
         for (int r = 0; r < p; r++)
-            if (r != me && !announced(ec, r, vv)) return 0;
-        for (int r = 0; r < p; r++)
-            if (r != me && slot_of(ec, r)->quick[line_of(vv)].digest != d->digest) return quick_mismatch(ec, d, r);
+            if (quick_reads(req, r) && !announced(ec, r, vv)) return 0;
+        /* Compare with every peer that has announced v by now: the ones this
+         * rank reads, and the others that got here first. Of any two ranks
+         * the later one compares, so ranks that disagree are caught in this
+         * op unless neither reads (see reads_nothing). A peer cannot rewrite
+         * its line v before this rank announces v + 1. */
+        for (int r = 0; r < p; r++) {
+            if (r == me) continue;
+            const eng_quick_t *q = announced(ec, r, vv);
+            if (q && q->digest != d->digest) return quick_mismatch(ec, d, r);
+        }
         switch (req->coll) {
         case MLC_COLL_BROADCAST:
             if (me != a->root) {
@@ -527,6 +589,7 @@ static int small_progress(mlc_request_t *req, eng_direct_t *d)
     size_t n = a->count * a->esize;
     uint64_t v = d->v;
     bool am_root = me == a->root;
+    int k;
     switch (d->stage) {
     case 0: /* my slot is free once every rank finished the previous direct op */
         if (!prev_done(ec, d)) return 0;
@@ -557,11 +620,12 @@ static int small_progress(mlc_request_t *req, eng_direct_t *d)
         /* fall through */
     case 1:
         if (req->coll == MLC_COLL_BROADCAST) {
-            if (!flag_at_least(ec, a->root, F_PUB, v)) return 0;
+            k = published(ec, d, a->root);
+            if (k != 1) return k;
             if (check_peer(ec, d, a->root) != MLC_SUCCESS) return MLC_ERR_MISMATCH;
             if (n) memcpy(a->recvbuf, slot_of(ec, a->root)->data, n);
         } else {
-            if (!all_at_least(ec, F_PUB, v)) return 0;
+            if ((k = all_published(ec, d)) != 1) return k;
             if (check_all(ec, d) != MLC_SUCCESS) return MLC_ERR_MISMATCH;
             if (req->coll == MLC_COLL_ALLREDUCE || req->coll == MLC_COLL_REDUCE) {
                 reduce_slots(req, 0, n, a->recvbuf);
@@ -609,6 +673,7 @@ static int large_progress(mlc_request_t *req, eng_direct_t *d)
     uint64_t v = d->v;
     size_t chunk = CHUNK_BYTES / es * es;
     mlc_status_t st;
+    int k;
     switch (d->stage) {
     case 0:
         if (!prev_done(ec, d)) return 0;
@@ -621,7 +686,7 @@ static int large_progress(mlc_request_t *req, eng_direct_t *d)
     case 1:
         if (req->coll == MLC_COLL_BROADCAST) {
             if (me == a->root) {
-                if (!all_at_least(ec, F_PUB, v)) return 0;
+                if ((k = all_published(ec, d)) != 1) return k;
                 if (check_all(ec, d) != MLC_SUCCESS) return MLC_ERR_MISMATCH;
                 if (!a->inplace && n) memcpy(a->recvbuf, a->sendbuf, n);
                 d->stage = 4; /* wait until every rank has read our buffer */
@@ -631,14 +696,14 @@ static int large_progress(mlc_request_t *req, eng_direct_t *d)
             /* Every rank compares every call before anyone reads a user buffer:
              * all reach the same verdict, so no reader reads the buffer of a
              * root that failed and returned. */
-            if (!all_at_least(ec, F_PUB, v)) return 0;
+            if ((k = all_published(ec, d)) != 1) return k;
             if (check_all(ec, d) != MLC_SUCCESS) return MLC_ERR_MISMATCH;
             st = eng_rndv_copy(ec->ep, ec->world_of[a->root], slot_of(ec, a->root)->saddr, a->recvbuf, n);
             if (st != MLC_SUCCESS) return st;
             raise_flag(ec, F_DONE2, v);
             return 1;
         }
-        if (!all_at_least(ec, F_PUB, v)) return 0;
+        if ((k = all_published(ec, d)) != 1) return k;
         if (check_all(ec, d) != MLC_SUCCESS) return MLC_ERR_MISMATCH;
         if (req->coll == MLC_COLL_ALLGATHER) {
             for (int r = 0; r < p; r++) {
@@ -727,7 +792,8 @@ bool eng_direct_waits_for(const mlc_request_t *req, const eng_direct_t *d, int r
     if (r == req->comm->rank || !ec->slots) return false;
     bool small = payload_bytes(req) <= ENG_SLOT_DATA && req->coll != MLC_COLL_BARRIER;
     uint64_t v = d->v;
-    if (d->quick) return !announced(ec, r, d->stage == 0 ? line_free_after(v) : v);
+    if (d->quick)
+        return d->stage == 0 ? !announced(ec, r, line_free_after(v)) : quick_reads(req, r) && !announced(ec, r, v);
     switch (d->stage) {
     case 0: return d->after_quick ? !announced(ec, r, v - 1) : !flag_at_least(ec, r, F_DONE2, v - 1);
     case 1:

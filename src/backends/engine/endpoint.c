@@ -30,14 +30,28 @@ static void futex_wait(atomic_uint *addr, unsigned expected, double max_s)
     syscall(SYS_futex, (void *)addr, FUTEX_WAIT, expected, &ts, NULL, 0);
 }
 
-void eng_wake(eng_ep_t *ep, int r)
+/* Ring r's doorbell if it has waiters; the caller has fenced. */
+static void ring_if_waiting(eng_ep_t *ep, int r)
 {
     eng_ctl_t *c = eng_ctl(ep, r);
-    /* Pairs with the fence in eng_sleep: either the sleeper sees our data or we see it waiting. */
-    atomic_thread_fence(memory_order_seq_cst);
     if (atomic_load_explicit(&c->waiters, memory_order_relaxed) == 0) return;
     atomic_fetch_add(&c->doorbell, 1);
     futex_wake_all(&c->doorbell);
+}
+
+void eng_wake(eng_ep_t *ep, int r)
+{
+    /* Pairs with the fence in eng_sleep: either the sleeper sees our data or we see it waiting. */
+    atomic_thread_fence(memory_order_seq_cst);
+    ring_if_waiting(ep, r);
+}
+
+void eng_wake_members(eng_ep_t *ep, const int *world_of, int n, int skip)
+{
+    /* One fence for all: it orders this rank's stores before every load below. */
+    atomic_thread_fence(memory_order_seq_cst);
+    for (int r = 0; r < n; r++)
+        if (r != skip) ring_if_waiting(ep, world_of[r]);
 }
 
 /* Sleep on our doorbell unless a progress pass finds work first. Lock NOT held. */

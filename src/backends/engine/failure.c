@@ -74,7 +74,7 @@ mlc_status_t eng_fail_comm_note(eng_comm_t *ec, mlc_status_t st, const char *msg
     }
     /* Wake every member: sleepers re-check on wake-up. */
     for (int r = 0; r < comm->size; r++) atomic_fetch_add(&eng_ctl(ep, ec->world_of[r])->doorbell, 1);
-    for (int r = 0; r < comm->size; r++) eng_wake(ep, ec->world_of[r]);
+    eng_wake_members(ep, ec->world_of, comm->size, -1);
     return sticky;
 }
 
