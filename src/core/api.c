@@ -266,9 +266,10 @@ static mlc_status_t submit(mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_t *
                            mlc_request_t **out)
 {
     if (__builtin_expect(args->count == 0, 0) && moves_nothing(coll, args)) {
-        /* No wait will check the communicator: a peer's abort or death not
-         * seen here yet is found now, as any other call's wait would. */
-        mlc_status_t health = comm->be->health(comm);
+        /* No wait will check the communicator: a failure a peer posted (its
+         * abort, a death it found) and not seen here yet is found now. Peers
+         * are not probed: a call that moves nothing costs next to nothing. */
+        mlc_status_t health = comm->be->posted_failure ? comm->be->posted_failure(comm) : comm->be->health(comm);
         if (health != MLC_SUCCESS) {
             mlc_status_t st = mlc_comm_check(comm);
             return st ? st : mlc_error(health, "mlc_%s: the communicator has failed", coll_names[coll]);

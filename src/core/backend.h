@@ -98,6 +98,11 @@ typedef struct mlc_backend {
     mlc_status_t (*progress)(mlc_comm_t *comm, int *progressed);
     /* Peer death / remote abort check: 0 if healthy, else calls mlc_comm_fail and returns it. */
     mlc_status_t (*health)(mlc_comm_t *comm);
+    /* Optional: the cheap part of health, for calls that return without
+     * waiting (count 0): a failure this rank or a member posted (abort,
+     * mismatch, a death another member found), without probing the peers.
+     * NULL: health is used. */
+    mlc_status_t (*posted_failure)(mlc_comm_t *comm);
     /* Optional: sleep until something may have changed for comm, at most
      * max_s seconds (core passes <= 0.1 s). Must return promptly when a
      * request of comm completes on another thread or a peer writes to us.

@@ -388,6 +388,7 @@ mlc_status_t eng_be_split(mlc_comm_t *parent, int color, int key, const int *mem
 mlc_status_t eng_be_progress(mlc_comm_t *comm, int *progressed);
 void eng_be_idle(mlc_comm_t *comm, double max_s);
 mlc_status_t eng_be_health(mlc_comm_t *comm);
+mlc_status_t eng_be_posted_failure(mlc_comm_t *comm);
 void eng_be_post_failure(mlc_comm_t *comm, mlc_status_t st, const char *note);
 void eng_be_silent_peers(mlc_comm_t *comm, int source, char *buf, size_t len);
 void eng_be_pending_peers(const mlc_request_t *req, char *buf, size_t len);
@@ -413,7 +414,8 @@ mlc_status_t eng_start_sendrecv(mlc_request_t *req);
 #define ENG_COMMON_ENTRIES                                                                     \
     .split = eng_be_split, .destroy = eng_be_destroy, .abort = eng_be_abort,                 \
     .start = {ENG_START_ENTRIES}, .iprobe = eng_be_iprobe, .progress = eng_be_progress,        \
-    .idle = eng_be_idle, .health = eng_be_health, .pending_peers = eng_be_pending_peers,     \
+    .idle = eng_be_idle, .health = eng_be_health, .posted_failure = eng_be_posted_failure,   \
+    .pending_peers = eng_be_pending_peers,                                                   \
     .algos = eng_be_algos, .choose_algo = eng_be_choose_algo, .signs_calls = true,  \
     .post_failure = eng_be_post_failure, .silent_peers = eng_be_silent_peers
 #endif

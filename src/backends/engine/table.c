@@ -490,12 +490,17 @@ const mlc_sig_t *eng_latest_sig(eng_ep_t *ep, uint32_t coll_ctx, eng_comm_t **ec
     return latest;
 }
 
+mlc_status_t eng_be_posted_failure(mlc_comm_t *comm)
+{
+    int failed = atomic_load(&comm->failed);
+    if (failed) return (mlc_status_t)failed;
+    return eng_fail_check(comm->impl);
+}
+
 mlc_status_t eng_be_health(mlc_comm_t *comm)
 {
     eng_comm_t *ec = comm->impl;
-    int failed = atomic_load(&comm->failed);
-    if (failed) return (mlc_status_t)failed;
-    mlc_status_t fst = eng_fail_check(ec);
+    mlc_status_t fst = eng_be_posted_failure(comm);
     if (fst != MLC_SUCCESS) return fst;
     fst = board_check(ec);
     if (fst != MLC_SUCCESS) return fst;
