@@ -589,8 +589,10 @@ MLC_API mlc_status_t mlc_group_end(void);
  * arguments are checked they return at once without communicating (a
  * request form hands out a request already complete) and take no call
  * number, so ranks never wait for each other on them. A failed
- * communicator still fails them with its sticky error, also a peer's abort
- * or death that no wait of this rank has seen yet.
+ * communicator still fails them with its sticky error, also a failure a
+ * peer posted that no wait of this rank has seen yet (its abort, a
+ * mismatch, a death another member found); they do not probe whether the
+ * peers are alive (that is left to the next call that waits).
  */
 /** Copy `count` elements from root's sendbuf to every rank's recvbuf. */
 MLC_API mlc_status_t mlc_broadcast(const void *sendbuf, void *recvbuf, size_t count,
