@@ -643,8 +643,9 @@ static int small_progress(mlc_request_t *req, eng_direct_t *d)
              * their boards (their slots may hold a later call by now) */
         if (!all_at_least(ec, F_DONE2, v)) return 0;
         {
-            /* A peer is at most one call further (this call holds its next direct
-             * one), so its word for this call's parity is this call's or the next's. */
+            /* A peer's word for this call's parity is this call's or, once it
+             * went on, a later call's (a later one is skipped below: this check
+             * only finds a peer that started another call with this number). */
             uint64_t want = started_word(d->sig->call, d->sig_hash);
             for (int r = 0; r < p; r++) {
                 if (r == me) continue;
