@@ -417,9 +417,10 @@ run_mlcomm() {
         -f "$FACTOR" -n "$iters" -w "$WARMUP" -c 0 -P 1 |
         awk -v np="$np" -v r="$round" -v c="$coll" -v it="$iters" '
             !/^#/ && NF >= 18 {
-                if (c == "broadcast") # MPI_Bcast has one buffer: the in-place columns
-                    printf "%s,%s,mlcomm,%s,%s,%s,%s,%s,%s,%s,%s,%s\n", np, r, c, $1, it, $11, $12, $13, $6, $17, $18
-                else printf "%s,%s,mlcomm,%s,%s,%s,%s,%s,%s,%s,%s,%s\n", np, r, c, $1, it, $7, $8, $9, $6, $15, $16
+                # time/algbw/busbw and p50/p99 columns: out of place; broadcast
+                # in place (MPI_Bcast has one buffer)
+                t = c == "broadcast" ? 11 : 7; q = c == "broadcast" ? 17 : 15
+                printf "%s,%s,mlcomm,%s,%s,%s,%s,%s,%s,%s,%s,%s\n", np, r, c, $1, it, $t, $(t + 1), $(t + 2), $6, $q, $(q + 1)
             }'
 }
 

@@ -272,15 +272,13 @@ static int body(mlc_comm_t *comm)
                     if (mlc_test_any_failed(comm, bad)) return 1;
                 }
         }
-    int bad = unread_then_slot(comm);
-    failed |= bad;
-    if (mlc_test_any_failed(comm, bad)) return 1;
-    bad = paths_apart_loop(comm);
-    failed |= bad;
-    if (mlc_test_any_failed(comm, bad)) return 1;
-    bad = two_roots_loop(comm);
-    failed |= bad;
-    if (mlc_test_any_failed(comm, bad)) return 1;
+    /* The cases a single call plus a barrier cannot show. */
+    static int (*const sequences[])(mlc_comm_t *) = {unread_then_slot, paths_apart_loop, two_roots_loop};
+    for (size_t i = 0; i < sizeof sequences / sizeof *sequences; i++) {
+        int bad = sequences[i](comm);
+        failed |= bad;
+        if (mlc_test_any_failed(comm, bad)) return 1;
+    }
     if (r == 0) printf("mismatch: %d cases on %d ranks (%s): M = the call failed with MLC_ERR_MISMATCH, "
                        "L = the call completed and the next call failed\n", cases, p, mlc_comm_backend(comm));
     return failed;
