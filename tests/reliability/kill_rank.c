@@ -2,7 +2,10 @@
 /*
  * Run under `mlcomm-run -n 3` with MLC_BACKEND=shm and MLC_TIMEOUT=120:
  * allreduce 32 MiB in a loop; in iteration 3 rank 1 SIGKILLs itself from a
- * helper thread while its allreduce is in progress. The other ranks must
+ * helper thread while its allreduce is in progress. With the argument
+ * `broadcast ROOT` the loop is of 32 MiB in-place broadcasts from ROOT
+ * instead (streamed through the root's stage: rank 1 dies as the root, or
+ * as a reader the root waits for). The other ranks must
  * fail with MLC_ERR_PEER_LOST (not TIMEOUT) promptly and print it as
  *   rank R: MLC_ERR_PEER_LOST after S s in iteration I: <message>
  * and the error must be sticky. Rank 0 prints the job id (jobid=...) so the
@@ -50,8 +53,9 @@ static void *killer(void *arg)
     return arg;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    int bcast_root = argc == 3 && strcmp(argv[1], "broadcast") == 0 ? atoi(argv[2]) : -1;
     setvbuf(stdout, NULL, _IOLBF, 0);
     mlc_comm_t *comm = NULL;
     mlc_status_t st = mlc_comm_init(NULL, &comm);
@@ -75,7 +79,10 @@ int main(void)
             atomic_store(&in_call, 1);
         }
         double t0 = mlc_test_now();
-        st = mlc_allreduce(send, recv, COUNT, MLC_FLOAT32, MLC_SUM, comm, NULL);
+        if (bcast_root >= 0)
+            st = mlc_broadcast(r == bcast_root ? send : NULL, send, COUNT, MLC_FLOAT32, bcast_root, comm, NULL);
+        else
+            st = mlc_allreduce(send, recv, COUNT, MLC_FLOAT32, MLC_SUM, comm, NULL);
         double dt = mlc_test_now() - t0;
         if (st != MLC_SUCCESS) {
             printf("rank %d: %s after %.2f s in iteration %d: %s\n", r, mlc_status_name(st), dt, it,
@@ -89,8 +96,9 @@ int main(void)
             free(recv);
             return 1;
         }
-        if (recv[7] != 3.0f * (float)(7 % 5)) {
-            printf("rank %d: WRONG RESULT %g in iteration %d\n", r, recv[7], it);
+        float got = bcast_root >= 0 ? send[7] : recv[7], want = (bcast_root >= 0 ? 1.0f : 3.0f) * (float)(7 % 5);
+        if (got != want) {
+            printf("rank %d: WRONG RESULT %g in iteration %d\n", r, got, it);
             mlc_comm_free(comm);
             free(send);
             free(recv);

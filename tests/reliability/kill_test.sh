@@ -3,8 +3,9 @@
 # Drives kill_rank under mlcomm-run: rank 1 SIGKILLs itself mid-allreduce.
 # Passes when ranks 0 and 2 report MLC_ERR_PEER_LOST (sticky, prompt, never
 # TIMEOUT), mlcomm-run exits non-zero, and /dev/shm holds nothing of the job.
-# Run twice: with the selector's choice and with a schedule-based algorithm
-# (ring), whose in-flight point-to-point operations take another path.
+# Run with the selector's choice and with a schedule-based algorithm (ring),
+# whose in-flight point-to-point operations take another path; then with
+# 32 MiB in-place broadcasts instead, rank 1 their root and then a reader.
 # usage: kill_test.sh MLCOMM_RUN KILL_RANK
 set -u
 run=$1
@@ -16,9 +17,14 @@ fail() {
     exit 1
 }
 
-for algo in auto ring; do
-    echo "=== MLC_ALGO_ALLREDUCE=$algo"
-    MLC_ALGO_ALLREDUCE=$algo MLC_BACKEND=shm MLC_TIMEOUT=120 timeout 150 "$run" -n 3 "$prog" >"$out" 2>&1
+for algo in auto ring broadcast-1 broadcast-0; do
+    case $algo in
+    broadcast-*) args="broadcast ${algo#broadcast-}" allreduce=auto ;;
+    *) args="" allreduce=$algo ;;
+    esac
+    echo "=== MLC_ALGO_ALLREDUCE=$allreduce $args"
+    # shellcheck disable=SC2086 # $args is zero or two words
+    MLC_ALGO_ALLREDUCE=$allreduce MLC_BACKEND=shm MLC_TIMEOUT=120 timeout 150 "$run" -n 3 "$prog" $args >"$out" 2>&1
     rc=$?
     cat "$out"
     echo "mlcomm-run exit status: $rc"

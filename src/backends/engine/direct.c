@@ -12,7 +12,10 @@
  *  publish their buffer addresses; allreduce = each rank reduces its slice
  *  reading peers' send buffers (process_vm_readv / memcpy) through two
  *  cache-sized bounce buffers, then copies every other slice from its owner's
- *  receive buffer. No ring, no intermediate copies through shared memory.
+ *  receive buffer. No ring, no intermediate copies through shared memory;
+ *  but a large in-place broadcast between processes streams through the
+ *  root's stage (staged broadcast, below): there two copies that run at
+ *  once beat one process_vm_readv, which pins every page it reads.
  *
  * Each rank publishes its call's signature with `pub`; a rank compares the
  * signature of every peer it is about to read before it reads, so calls with
@@ -664,6 +667,89 @@ static int small_progress(mlc_request_t *req, eng_direct_t *d)
     return 0;
 }
 
+/* ---- staged broadcast (large, in place, between processes) ----------------- */
+
+/* Whether the root of this large broadcast streams it through its stage: in
+ * place only (out of place the root would copy twice, and a single-copy read
+ * of its send buffer beside its own copy to the receive buffer is faster). */
+static bool stages_bcast(const mlc_request_t *req)
+{
+    const eng_comm_t *ec = req->comm->impl;
+    return ec->stages && req->args.inplace && req->args.count * req->args.esize >= ENG_STAGE_MIN;
+}
+
+static uint64_t stage_count(uint64_t v, uint64_t chunks)
+{
+    return v << 24 | chunks;
+}
+
+static size_t stage_chunks(const mlc_request_t *req)
+{
+    size_t n = req->args.count * req->args.esize;
+    return (n + ENG_STAGE_CHUNK - 1) / ENG_STAGE_CHUNK;
+}
+
+static char *stage_line(const eng_comm_t *ec, int r, uint64_t chunk)
+{
+    return ec->stages + (size_t)ec->world_of[r] * ENG_STAGE_BYTES + (size_t)(chunk % ENG_STAGE_DEPTH) * ENG_STAGE_CHUNK;
+}
+
+/* Whether every reader has copied out the chunk that chunk `c` reuses. */
+static bool stage_free(const eng_comm_t *ec, const eng_direct_t *d, uint64_t c, int root)
+{
+    if (c < ENG_STAGE_DEPTH) return true; /* the previous op's readers finished (prev_done) */
+    uint64_t need = stage_count(d->v, c - ENG_STAGE_DEPTH + 1);
+    for (int r = 0; r < ec->comm->size; r++)
+        if (r != root && atomic_load_explicit(&slot_of(ec, r)->unstaged, memory_order_acquire) < need) return false;
+    return true;
+}
+
+/* Root: copy the chunks in while their places are free; then wait, as on the
+ * single-copy path, until every reader is done. */
+static int stage_in(mlc_request_t *req, eng_direct_t *d)
+{
+    eng_comm_t *ec = req->comm->impl;
+    const mlc_args_t *a = &req->args;
+    eng_slot_t *mine = slot_of(ec, a->root);
+    size_t n = a->count * a->esize, chunks = stage_chunks(req);
+    bool copied = false;
+    while (d->chunk < chunks && stage_free(ec, d, d->chunk, a->root)) {
+        size_t off = d->chunk * ENG_STAGE_CHUNK, len = n - off < ENG_STAGE_CHUNK ? n - off : ENG_STAGE_CHUNK;
+        memcpy(stage_line(ec, a->root, d->chunk), (const char *)a->recvbuf + off, len);
+        d->chunk++;
+        atomic_store_explicit(&mine->staged, stage_count(d->v, d->chunk), memory_order_release);
+        copied = true;
+    }
+    if (copied) eng_wake_members(ec->ep, ec->world_of, ec->comm->size, a->root);
+    if (d->chunk < chunks) return 0;
+    d->stage = 4;
+    raise_flag(ec, F_DONE2, d->v);
+    return all_at_least(ec, F_DONE2, d->v) ? 1 : 0;
+}
+
+/* Reader: copy out every chunk the root has copied in. */
+static int stage_out(mlc_request_t *req, eng_direct_t *d)
+{
+    eng_comm_t *ec = req->comm->impl;
+    const mlc_args_t *a = &req->args;
+    eng_slot_t *mine = slot_of(ec, req->comm->rank), *root = slot_of(ec, a->root);
+    size_t n = a->count * a->esize, chunks = stage_chunks(req);
+    uint64_t in = atomic_load_explicit(&root->staged, memory_order_acquire);
+    bool copied = false;
+    while (d->chunk < chunks && in >= stage_count(d->v, d->chunk + 1)) {
+        size_t off = d->chunk * ENG_STAGE_CHUNK, len = n - off < ENG_STAGE_CHUNK ? n - off : ENG_STAGE_CHUNK;
+        memcpy((char *)a->recvbuf + off, stage_line(ec, a->root, d->chunk), len);
+        d->chunk++;
+        atomic_store_explicit(&mine->unstaged, stage_count(d->v, d->chunk), memory_order_release);
+        copied = true;
+        if (in < stage_count(d->v, d->chunk + 1)) in = atomic_load_explicit(&root->staged, memory_order_acquire);
+    }
+    if (copied) eng_wake_members(ec->ep, ec->world_of, ec->comm->size, req->comm->rank);
+    if (d->chunk < chunks) return 0;
+    raise_flag(ec, F_DONE2, d->v);
+    return 1;
+}
+
 static int large_progress(mlc_request_t *req, eng_direct_t *d)
 {
     eng_comm_t *ec = req->comm->impl;
@@ -680,6 +766,7 @@ static int large_progress(mlc_request_t *req, eng_direct_t *d)
         if (!prev_done(ec, d)) return 0;
         mine->saddr = (uint64_t)(uintptr_t)a->sendbuf;
         mine->raddr = (uint64_t)(uintptr_t)a->recvbuf;
+        mine->via_stage = req->coll == MLC_COLL_BROADCAST && me == a->root && stages_bcast(req);
         publish_sig(ec, d);
         raise_flag(ec, F_PUB, v);
         d->stage = 1;
@@ -689,6 +776,10 @@ static int large_progress(mlc_request_t *req, eng_direct_t *d)
             if (me == a->root) {
                 if ((k = all_published(ec, d)) != 1) return k;
                 if (check_all(ec, d) != MLC_SUCCESS) return MLC_ERR_MISMATCH;
+                if (mine->via_stage) {
+                    d->stage = 5;
+                    return stage_in(req, d);
+                }
                 if (!a->inplace && n) memcpy(a->recvbuf, a->sendbuf, n);
                 d->stage = 4; /* wait until every rank has read our buffer */
                 raise_flag(ec, F_DONE2, v);
@@ -699,6 +790,10 @@ static int large_progress(mlc_request_t *req, eng_direct_t *d)
              * root that failed and returned. */
             if ((k = all_published(ec, d)) != 1) return k;
             if (check_all(ec, d) != MLC_SUCCESS) return MLC_ERR_MISMATCH;
+            if (slot_of(ec, a->root)->via_stage) {
+                d->stage = 6;
+                return stage_out(req, d);
+            }
             st = eng_rndv_copy(ec->ep, ec->world_of[a->root], slot_of(ec, a->root)->saddr, a->recvbuf, n);
             if (st != MLC_SUCCESS) return st;
             raise_flag(ec, F_DONE2, v);
@@ -768,6 +863,8 @@ static int large_progress(mlc_request_t *req, eng_direct_t *d)
         /* fall through */
     case 4: /* nobody reads our buffers any more once every rank is done */
         return all_at_least(ec, F_DONE2, v) ? 1 : 0;
+    case 5: return stage_in(req, d);
+    case 6: return stage_out(req, d);
     }
     return 0;
 }
@@ -803,6 +900,13 @@ bool eng_direct_waits_for(const mlc_request_t *req, const eng_direct_t *d, int r
         return !flag_at_least(ec, r, F_PUB, v);
     case 2: return !flag_at_least(ec, r, F_DONE1, v);
     case 3: return r >= d->peer && !flag_at_least(ec, r, F_READY, v);
+    case 5: /* staged broadcast root: the readers of the chunk it would reuse */
+        return d->chunk >= ENG_STAGE_DEPTH &&
+               atomic_load_explicit(&slot_of(ec, r)->unstaged, memory_order_acquire) <
+                   stage_count(v, d->chunk - ENG_STAGE_DEPTH + 1);
+    case 6: /* staged broadcast reader: the root's next chunk */
+        return r == a->root && atomic_load_explicit(&slot_of(ec, r)->staged, memory_order_acquire) <
+                                   stage_count(v, d->chunk + 1);
     default: return !flag_at_least(ec, r, F_DONE2, v); /* stage 4: the readers' done2 */
     }
 }

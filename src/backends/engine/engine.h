@@ -65,6 +65,8 @@ typedef struct eng_seg {
     uint64_t ctl_off, ring_hdr_off, ring_data_off, cma_off;
     uint64_t slot_off;     /* direct-collective slots: [area][world rank] */
     uint32_t slot_areas;   /* communicators (context pairs) that get an area */
+    uint64_t stage_off;    /* broadcast stages: [area][world rank], ENG_STAGE_BYTES each */
+    uint32_t stage_areas;  /* the first this many slot areas have stages */
     atomic_uint nattached;
     atomic_uint nreleased;
     atomic_uint_fast64_t failed[ENG_FAIL_WORDS]; /* (pair + 1) << 32 | -status << 24 | origin world rank */
@@ -100,6 +102,15 @@ typedef struct eng_quick {
     unsigned char data[ENG_QUICK_DATA];
 } eng_quick_t;
 _Static_assert(sizeof(eng_quick_t) == ENG_QUICK_LINES * ENG_LINE, "an announcement is whole cache lines");
+/* A large in-place broadcast between processes streams through the root's
+ * stage (direct.c): the root copies chunk k in while its readers copy chunk
+ * k - 1 out. A single-copy read (CMA) pins every 4 KiB page it reads and
+ * runs ~25% below memcpy; the stage's chunks stay in cache, so both sides
+ * copy at about memcpy speed at once (4 x 64 KiB did as well as 8). */
+#define ENG_STAGE_CHUNK ((size_t)64 << 10)
+#define ENG_STAGE_DEPTH 4
+#define ENG_STAGE_BYTES (ENG_STAGE_CHUNK * ENG_STAGE_DEPTH)
+#define ENG_STAGE_MIN ((size_t)1 << 20) /* below it single-copy reads do as well */
 typedef struct eng_slot {
     _Alignas(ENG_LINE) atomic_uint_fast64_t pub; /* data / addresses of op v published */
     atomic_uint_fast64_t done1;                  /* op v: finished reading peers' send buffers */
@@ -111,6 +122,7 @@ typedef struct eng_slot {
      * reads no peer's slot compares its peers' calls for free. */
     atomic_uint_fast64_t started[2];
     uint64_t saddr, raddr;
+    uint32_t via_stage;         /* large broadcast root: streams op pub through its stage */
     mlc_sig_t sig;              /* the direct call this rank published with pub (names both sides) */
     struct eng_board {          /* every call this rank started, the latest ENG_BOARD by call number */
         atomic_uint_fast64_t v; /* seqlock: 0 while written, then call + 1 */
@@ -118,6 +130,10 @@ typedef struct eng_slot {
     } board[ENG_BOARD];
     eng_quick_t quick[ENG_QUICK_DEPTH];   /* op v announced in quick[v % ENG_QUICK_DEPTH] */
     mlc_sig_t quick_sig[ENG_QUICK_DEPTH]; /* ... and its whole signature, read only to word a mismatch */
+    /* Staged broadcast of op v: chunks copied in (root) / out (reader) so
+     * far, as v << 24 | count; each in a line of its own, one writer each. */
+    _Alignas(ENG_LINE) atomic_uint_fast64_t staged;
+    _Alignas(ENG_LINE) atomic_uint_fast64_t unstaged;
     _Alignas(ENG_LINE) char data[ENG_SLOT_DATA];
 } eng_slot_t;
 
@@ -233,6 +249,7 @@ struct eng_ep {
 typedef struct eng_comm {
     eng_ep_t *ep;
     eng_slot_t *slots;  /* this communicator's slot area, indexed by comm rank's world rank; NULL = none */
+    char *stages;       /* its broadcast stages, ENG_STAGE_BYTES per world rank; NULL = none */
     uint64_t direct_seq;/* direct collectives started */
     uint64_t quick_seq; /* the latest of them that took the quick path */
     uint64_t lines_free_to; /* quick path: ops up to this one may overwrite their line (direct.c) */
@@ -267,6 +284,7 @@ typedef struct eng_direct {
     bool quick;        /* the quick path: payload and flag in one announcement line per rank */
     bool after_quick;  /* op v - 1 took the quick path */
     int peer;          /* next peer to visit */
+    uint64_t chunk;    /* staged broadcast: next chunk to copy */
     void *tmp;         /* in-place accumulation / bounce buffers */
 } eng_direct_t;
 mlc_status_t eng_direct_start(mlc_request_t *req, const mlc_sig_t *sig, uint64_t hash, eng_direct_t *d);
