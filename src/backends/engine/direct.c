@@ -497,6 +497,18 @@ static bool lines_free(eng_comm_t *ec, uint64_t v)
     }
 }
 
+/* Start loading the lines of op v that this rank will read. A peer that runs
+ * ahead (a broadcast root) has usually announced it already: the line then
+ * crosses to this core while this rank returns and makes its next call,
+ * instead of after (about 40% of a 2-rank 8-byte broadcast reader's time was
+ * that wait). A line not written yet is fetched again once it is. */
+static void prefetch_next(const mlc_request_t *req, uint64_t v)
+{
+    const eng_comm_t *ec = req->comm->impl;
+    for (int r = 0; r < req->comm->size; r++)
+        if (quick_reads(req, r)) __builtin_prefetch(&slot_of(ec, r)->quick[line_of(v)], 0, 3);
+}
+
 /*
  * The quick path. Stage 0: the line this op overwrites, quick[v % depth],
  * was read in op v - depth, and a peer that announced op v - depth + 1 is
@@ -577,6 +589,7 @@ static int quick_progress(mlc_request_t *req, eng_direct_t *d)
         }
         /* For this rank's next op only (peers wait for announcements): no wake-up. */
         atomic_store_explicit(&slot_of(ec, me)->done2, vv, memory_order_release);
+        prefetch_next(req, vv + 1);
         return 1;
     }
     }

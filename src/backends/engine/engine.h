@@ -50,6 +50,7 @@ typedef struct eng_ctl {
     uint64_t cma_probe;                      /* a value peers read with process_vm_readv */
     uint64_t cma_probe_addr;                 /* its address in this rank's process */
     atomic_uint_fast64_t beat;               /* CLOCK_MONOTONIC ns of this rank's last wait check */
+    atomic_uint light_fences;                /* 1: this rank's process registered for membarrier */
 } eng_ctl_t;
 
 typedef struct eng_ring_hdr {
@@ -214,6 +215,7 @@ struct eng_ep {
     int wrank, wsize;
     bool threads;          /* ranks are threads of this process (memcpy rendezvous) */
     bool oversubscribed;   /* more ranks on this host than cores: yield while waiting */
+    bool light_fences;     /* every rank registered for membarrier: wakers need no fence (endpoint.c) */
     bool cma;              /* shm: single-copy allowed by config */
     const uint8_t *cma_ok; /* [reader * n + writer]: reader can process_vm_readv writer */
     pid_t *pids;           /* world rank -> pid (shm) */
@@ -328,6 +330,8 @@ int eng_progress_locked(eng_ep_t *ep);
 /* Sleep on this rank's doorbell up to max_s (returns early when woken), unless
  * ec (may be NULL) has a failure posted by another member by then. */
 void eng_sleep(eng_ep_t *ep, double max_s, const struct eng_comm *ec);
+/* Register this process for membarrier (once); whether it can use light fences. */
+bool eng_light_fences_register(void);
 
 /* --- liveness (liveness.c) ------------------------------------------------ */
 enum { ENG_ALIVE = 0, ENG_DIED = 1, ENG_FREED = 2 };

@@ -309,15 +309,21 @@ static mlc_status_t shm_init(mlc_comm_t *comm, const mlc_boot_t *boot)
     ep->backend_data = d;
     ep->cma = comm->cfg.cma != 0;
 
+    /* Before the pid: a rank whose pid is there is counted on to attach at once. */
+    bool light_fences = eng_light_fences_register();
     shm_fault_point(me, "attach");
     eng_ctl_t *mine = eng_ctl(ep, me);
     probe_value = 0x6d6c63636d61ull ^ (uint64_t)getpid();
     mine->cma_probe = probe_value;
     mine->cma_probe_addr = (uint64_t)(uintptr_t)&probe_value;
+    atomic_store(&mine->light_fences, light_fences);
     atomic_store(&mine->pid, (int)getpid());
     atomic_fetch_add(&seg->nattached, 1);
     st = wait_count(&rv, seg, &seg->nattached, (unsigned)n, timeout, false, "attached to the shared segment");
     if (st != MLC_SUCCESS) goto fail;
+    /* Light fences only if every process can be reached by the sleepers' membarrier. */
+    ep->light_fences = true;
+    for (int r = 0; r < n; r++) ep->light_fences &= atomic_load(&eng_ctl(ep, r)->light_fences) == 1;
     /* Everyone is attached: the names are no longer needed, nothing is left behind. */
     if (me == 0) shm_rdv_unlink(&rv);
     for (int r = 0; r < n; r++) ep->pids[r] = atomic_load(&eng_ctl(ep, r)->pid);
@@ -333,9 +339,10 @@ static mlc_status_t shm_init(mlc_comm_t *comm, const mlc_boot_t *boot)
     int ok = 0;
     for (int r = 0; r < n; r++) ok += r != me && cma[(size_t)r * (size_t)n + (size_t)me];
     MLC_INFO("shm rank %d/%d: segment %s (%zu bytes, rings of %llu bytes), single-copy readable by %d of %d "
-             "peers%s",
+             "peers%s; %s",
              me, n, rv.seg_name, map_bytes, (unsigned long long)seg->ring_bytes, ok, n - 1,
-             ep->cma ? "" : " (MLC_CMA=0)");
+             ep->cma ? "" : " (MLC_CMA=0)",
+             ep->light_fences ? "sleepers fence for wakers (membarrier)" : "wakers fence (no membarrier on every rank)");
     ep->peer_dead = shm_peer_dead;
     ep->release = shm_release;
     st = eng_comm_create(comm, ep, 0, NULL);

@@ -55,6 +55,7 @@ static mlc_status_t attach(mlc_comm_t *comm, eng_seg_t *seg, int rank)
     mlc_status_t st = eng_ep_create(seg, rank, true, &ep);
     if (st != MLC_SUCCESS) return st;
     ep->release = heap_seg_release;
+    ep->light_fences = eng_light_fences_register(); /* every rank is this process */
     st = eng_comm_create(comm, ep, 0, NULL);
     if (st != MLC_SUCCESS) {
         ep->refs = 1;
