@@ -78,6 +78,7 @@ int main(int argc, char **argv)
             pthread_create(&tid, NULL, killer, NULL);
             atomic_store(&in_call, 1);
         }
+        if (bcast_root >= 0 && r != bcast_root) send[7] = -1.0f; /* the broadcast must bring it back */
         double t0 = mlc_test_now();
         if (bcast_root >= 0)
             st = mlc_broadcast(r == bcast_root ? send : NULL, send, COUNT, MLC_FLOAT32, bcast_root, comm, NULL);

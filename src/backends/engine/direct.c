@@ -540,6 +540,11 @@ static int quick_progress(mlc_request_t *req, eng_direct_t *d)
         if ((req->coll == MLC_COLL_BROADCAST && me != a->root) || req->coll == MLC_COLL_BARRIER) len = 0;
         announce(ec, d, payload, len);
         eng_wake_members(ec->ep, ec->world_of, p, me);
+        /* Readers of a broadcast do not wait for one another, and each compares
+         * the others' lines it finds: of two readers the later must find the
+         * earlier's, so its announcement must be visible before it looks (the
+         * wake-up's fence may order only the compiler, see endpoint.c). */
+        if (req->coll == MLC_COLL_BROADCAST && me != a->root && p > 2) atomic_thread_fence(memory_order_seq_cst);
         d->stage = 1;
         if (reads_nothing(req)) {
             /* Its part is done: its payload is in its line. It does not wait
@@ -688,7 +693,8 @@ static int small_progress(mlc_request_t *req, eng_direct_t *d)
 static bool stages_bcast(const mlc_request_t *req)
 {
     const eng_comm_t *ec = req->comm->impl;
-    return ec->stages && req->args.inplace && req->args.count * req->args.esize >= ENG_STAGE_MIN;
+    return ec->stages && req->comm->size > 1 && req->args.inplace &&
+           req->args.count * req->args.esize >= ENG_STAGE_MIN;
 }
 
 static uint64_t stage_count(uint64_t v, uint64_t chunks)
@@ -885,13 +891,14 @@ static int large_progress(mlc_request_t *req, eng_direct_t *d)
 int eng_direct_progress(mlc_request_t *req, eng_direct_t *d, int *moved)
 {
     int stage = d->stage;
+    uint64_t chunk = d->chunk; /* a staged broadcast moves chunk by chunk within one stage */
     bool small = payload_bytes(req) <= ENG_SLOT_DATA && req->coll != MLC_COLL_BARRIER;
     int rc;
     if (d->quick) /* every barrier, and payloads of at most ENG_QUICK_DATA bytes */
         rc = quick_progress(req, d);
     else
         rc = small ? small_progress(req, d) : large_progress(req, d);
-    if (rc != 0 || d->stage != stage) *moved = 1;
+    if (rc != 0 || d->stage != stage || d->chunk != chunk) *moved = 1;
     if (rc != 0) eng_direct_cancel(req->comm->impl, d);
     return rc;
 }

@@ -263,6 +263,8 @@ typedef struct eng_comm {
     int *comm_of;       /* world rank -> comm rank or -1 */
     mlc_sig_t done_sig; /* the last collective completed here: names both sides of a late message */
     _Atomic(void *) scratch; /* the last direct collective's scratch, kept for the next (see direct.c) */
+    atomic_int in_flight;    /* its operations in the endpoint's list (changed under the lock) */
+    uint64_t call_after_direct; /* the call number that follows its latest direct collective */
 } eng_comm_t;
 
 /* An active collective (schedule executor) or a user request being driven. */
@@ -310,8 +312,9 @@ static inline void eng_cond_wait_slice(pthread_cond_t *cond, pthread_mutex_t *lo
 }
 
 /* --- segment layout ------------------------------------------------------ */
-size_t eng_seg_size(int nranks, size_t *ring_bytes);
-void eng_seg_format(eng_seg_t *seg, int nranks, size_t ring_bytes, size_t total);
+/* stages: broadcast stages (process segments; threads copy directly). */
+size_t eng_seg_size(int nranks, bool stages, size_t *ring_bytes);
+void eng_seg_format(eng_seg_t *seg, int nranks, bool stages, size_t ring_bytes, size_t total);
 static inline eng_ctl_t *eng_ctl(eng_ep_t *ep, int r)
 {
     return (eng_ctl_t *)(ep->base + ep->seg->ctl_off) + r;

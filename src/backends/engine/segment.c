@@ -31,14 +31,15 @@ static uint32_t slot_areas_for(int n)
  * all (2 ranks: 16 communicators, 32 ranks: 1, more: none). A communicator
  * without one broadcasts by single-copy reads. */
 #define STAGES_MAX ((size_t)8 << 20)
-static uint32_t stage_areas_for(int n)
+static uint32_t stage_areas_for(int n, bool stages)
 {
+    if (!stages) return 0;
     size_t areas = STAGES_MAX / (ENG_STAGE_BYTES * (size_t)n);
     uint32_t slots = slot_areas_for(n);
     return areas < slots ? (uint32_t)areas : slots;
 }
 
-size_t eng_seg_size(int n, size_t *ring_bytes)
+size_t eng_seg_size(int n, bool stages, size_t *ring_bytes)
 {
     size_t r = ring_size_for(n);
     size_t off = ALIGN_UP(sizeof(eng_seg_t), 4096);
@@ -46,13 +47,13 @@ size_t eng_seg_size(int n, size_t *ring_bytes)
     off += ALIGN_UP(sizeof(eng_ring_hdr_t) * (size_t)n * (size_t)n, 4096);
     off += ALIGN_UP((size_t)n * (size_t)n, 4096);
     off += ALIGN_UP(sizeof(eng_slot_t) * (size_t)n * slot_areas_for(n), 4096);
-    off += ENG_STAGE_BYTES * (size_t)n * stage_areas_for(n);
+    off += ENG_STAGE_BYTES * (size_t)n * stage_areas_for(n, stages);
     off += r * (size_t)n * (size_t)n;
     *ring_bytes = r;
     return off;
 }
 
-void eng_seg_format(eng_seg_t *seg, int n, size_t r, size_t total)
+void eng_seg_format(eng_seg_t *seg, int n, bool stages, size_t r, size_t total)
 {
     memset(seg, 0, sizeof *seg);
     seg->nranks = (uint32_t)n;
@@ -69,7 +70,7 @@ void eng_seg_format(eng_seg_t *seg, int n, size_t r, size_t total)
     seg->slot_areas = slot_areas_for(n);
     off += ALIGN_UP(sizeof(eng_slot_t) * (size_t)n * seg->slot_areas, 4096);
     seg->stage_off = off;
-    seg->stage_areas = stage_areas_for(n);
+    seg->stage_areas = stage_areas_for(n, stages);
     off += ENG_STAGE_BYTES * (size_t)n * seg->stage_areas;
     seg->ring_data_off = off;
     /* ctl blocks, ring headers and the CMA matrix start zeroed (fresh memory). */

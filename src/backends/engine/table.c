@@ -79,6 +79,7 @@ static void entry_add(eng_ep_t *ep, eng_coll_t *e)
 {
     e->next = ep->colls;
     ep->colls = e;
+    atomic_fetch_add_explicit(&e->ec->in_flight, 1, memory_order_relaxed);
 }
 
 static void entry_remove(eng_ep_t *ep, eng_coll_t *e)
@@ -86,6 +87,7 @@ static void entry_remove(eng_ep_t *ep, eng_coll_t *e)
     for (eng_coll_t **pp = &ep->colls; *pp; pp = &(*pp)->next)
         if (*pp == e) {
             *pp = e->next;
+            atomic_fetch_sub_explicit(&e->ec->in_flight, 1, memory_order_release);
             return;
         }
 }
@@ -223,6 +225,36 @@ static void coll_state_init(eng_req_t *rs, mlc_request_t *req, eng_comm_t *ec)
     mlc_sig_of(req->comm, req->coll, &req->args, req->seq, &rs->sig);
 }
 
+/* A blocking quick-path op (payload of a cache line or four) on a
+ * communicator with nothing else in flight first tries once without the
+ * endpoint's lock: a broadcast root, or a rank whose peers announced the op
+ * already, completes at once. Nothing else touches this communicator's
+ * direct state meanwhile: its calls come from one thread at a time, and
+ * with nothing of it in flight the progress thread has none of it. The lock's
+ * atomic instructions were the costliest part of such an op (each waits
+ * until the op's announcement has left the core: 2 ranks, 8-byte broadcast
+ * 0.18 -> 0.17 us). Anything else (a wait, a failure) takes the locked
+ * path from where this left off.
+ *
+ * Only right after another direct call: the locked path first looks for a
+ * peer's message of an earlier call under another signature (activate),
+ * which is how calls that both ran as schedules and disagreed are caught
+ * (both ranks scatterv's root: each only sent). After a direct call there is
+ * none such to find: a peer that ran a schedule for it folded no direct
+ * call into its digest, so the digests differ at the next compare. */
+static bool quick_without_lock(mlc_request_t *req, eng_req_t *rs, bool after_direct)
+{
+    eng_comm_t *ec = req->comm->impl;
+    if (!after_direct || !req->blocking || !rs->direct.quick ||
+        atomic_load_explicit(&ec->in_flight, memory_order_acquire) != 0)
+        return false;
+    int moved = 0;
+    if (eng_direct_progress(req, &rs->direct, &moved) <= 0) return false;
+    ec->done_sig = rs->sig;
+    mlc_request_complete(req, MLC_SUCCESS, NULL);
+    return true;
+}
+
 static mlc_status_t start_coll_as(mlc_request_t *req)
 {
     eng_comm_t *ec = req->comm->impl;
@@ -237,6 +269,9 @@ static mlc_status_t start_coll_as(mlc_request_t *req)
         rs->is_direct = true;
         mlc_status_t st = eng_direct_start(req, &rs->sig, hash, &rs->direct);
         if (st != MLC_SUCCESS) return st;
+        bool after_direct = ec->call_after_direct == rs->sig.call;
+        ec->call_after_direct = rs->sig.call + 1;
+        if (quick_without_lock(req, rs, after_direct)) return MLC_SUCCESS;
         pthread_mutex_lock(&ep->lock);
         st = activate(ep, req);
         pthread_mutex_unlock(&ep->lock);
@@ -338,7 +373,7 @@ mlc_status_t eng_comm_create(mlc_comm_t *comm, eng_ep_t *ep, uint32_t ctx, const
     uint32_t area = ctx / 2;
     if (area < ep->seg->slot_areas)
         ec->slots = (eng_slot_t *)(ep->base + ep->seg->slot_off) + (size_t)area * (size_t)ep->wsize;
-    if (area < ep->seg->stage_areas && !ep->threads)
+    if (area < ep->seg->stage_areas)
         ec->stages = ep->base + ep->seg->stage_off + (size_t)area * (size_t)ep->wsize * ENG_STAGE_BYTES;
     /* Every member computes the same answer from the shared probe matrix. */
     ec->cma_all = true;

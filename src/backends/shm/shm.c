@@ -60,7 +60,7 @@ static void shm_release(eng_ep_t *ep)
 
 static mlc_status_t create_segment(const char *name, int n, size_t *map_bytes, eng_seg_t **out)
 {
-    size_t ring, total = eng_seg_size(n, &ring);
+    size_t ring, total = eng_seg_size(n, true, &ring);
     int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
     if (fd < 0) return mlc_error(MLC_ERR_SYSTEM, "shm: cannot create %s: %s", name, strerror(errno));
     /* Reserve every page now: a full /dev/shm is an error here, not a SIGBUS later. */
@@ -77,7 +77,7 @@ static mlc_status_t create_segment(const char *name, int n, size_t *map_bytes, e
         shm_unlink(name);
         return mlc_error(MLC_ERR_SYSTEM, "shm: cannot map %s (%zu bytes): %s", name, total, strerror(errno));
     }
-    eng_seg_format(p, n, ring, total);
+    eng_seg_format(p, n, true, ring, total);
     *map_bytes = total;
     *out = p;
     return MLC_SUCCESS;
@@ -128,7 +128,7 @@ static mlc_status_t open_segment(const char *name, int n, double timeout_s, size
         return mlc_error(MLC_ERR_SYSTEM, "shm: %s is owned by another user (uid %d); refusing to use it", name,
                          (int)sb.st_uid);
     }
-    size_t ring, total = eng_seg_size(n, &ring);
+    size_t ring, total = eng_seg_size(n, true, &ring);
     /* The creator sizes the object before formatting; wait for the size. */
     seg_wait_t sw = {.fd = fd, .total = total};
     mlc_wait_t w = {.step = size_step, .done = size_done, .ctx = &sw, .timeout_s = timeout_s,

@@ -24,7 +24,7 @@
 /* A heap segment: anonymous zeroed memory, freed when its last endpoint goes. */
 static eng_seg_t *heap_seg_create(int n)
 {
-    size_t ring, total = eng_seg_size(n, &ring);
+    size_t ring, total = eng_seg_size(n, false, &ring);
     int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
     if (total <= HEAP_SEG_PREFAULT) flags |= MAP_POPULATE;
     void *p = mmap(NULL, total, PROT_READ | PROT_WRITE, flags, -1, 0);
@@ -35,7 +35,7 @@ static eng_seg_t *heap_seg_create(int n)
     if (ring < ((size_t)64 << 10)) madvise(p, total, MADV_NOHUGEPAGE);
 #endif
     eng_seg_t *seg = p;
-    eng_seg_format(seg, n, ring, total);
+    eng_seg_format(seg, n, false, ring, total);
     return seg;
 }
 
