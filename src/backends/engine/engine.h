@@ -225,6 +225,7 @@ struct eng_ep {
     eng_inbound_t *in;                   /* per source world rank */
     eng_op_t *posted_head, *posted_tail;
     eng_unexp_t *ux_head, *ux_tail;
+    atomic_int ux_count;   /* messages on that list: read without the lock (eng_p2p_quiet) */
     eng_ack_t *acks;
     eng_op_t *free_ops;
     eng_op_t *orphans;     /* cancelled ops a peer may still complete (streaming, awaiting ACK): freed with the endpoint */
@@ -263,8 +264,7 @@ typedef struct eng_comm {
     int *comm_of;       /* world rank -> comm rank or -1 */
     mlc_sig_t done_sig; /* the last collective completed here: names both sides of a late message */
     _Atomic(void *) scratch; /* the last direct collective's scratch, kept for the next (see direct.c) */
-    atomic_int in_flight;    /* its operations in the endpoint's list (changed under the lock) */
-    uint64_t call_after_direct; /* the call number that follows its latest direct collective */
+    atomic_int in_flight;    /* its operations in the endpoint's list, until each has completed (table.c) */
 } eng_comm_t;
 
 /* An active collective (schedule executor) or a user request being driven. */
@@ -376,6 +376,8 @@ bool eng_probe(eng_comm_t *ec, int peer, int tag, mlc_msg_status_t *st);
 bool eng_ux_mismatch(eng_comm_t *ec, const mlc_sig_t *sig, char *msg, size_t len);
 /* Drop every queued operation of ec (comm free). */
 void eng_cancel_comm(eng_comm_t *ec);
+/* Nothing unread in the inbound rings and no unexpected message queued (no lock needed). */
+bool eng_p2p_quiet(eng_ep_t *ep);
 /* Copy `bytes` from the sender's buffer (rendezvous). */
 mlc_status_t eng_rndv_copy(eng_ep_t *ep, int src, uint64_t addr, void *dst, size_t bytes);
 

@@ -313,6 +313,7 @@ static eng_op_t *take_posted(eng_ep_t *ep, uint32_t ctx, int src, uint64_t tag)
 
 static void ux_append(eng_ep_t *ep, eng_unexp_t *u)
 {
+    atomic_fetch_add_explicit(&ep->ux_count, 1, memory_order_relaxed);
     u->next = NULL;
     if (ep->ux_tail)
         ep->ux_tail->next = u;
@@ -323,6 +324,7 @@ static void ux_append(eng_ep_t *ep, eng_unexp_t *u)
 
 static void ux_remove(eng_ep_t *ep, eng_unexp_t *u, eng_unexp_t *prev)
 {
+    atomic_fetch_sub_explicit(&ep->ux_count, 1, memory_order_relaxed);
     if (prev)
         prev->next = u->next;
     else
@@ -410,6 +412,18 @@ static void on_ack(eng_ep_t *ep, uint64_t cookie)
     (void)ep;
     op->got = op->bytes;
     op_done(op, MLC_SUCCESS); /* a cancelled one stays on ep->orphans */
+}
+
+bool eng_p2p_quiet(eng_ep_t *ep)
+{
+    if (atomic_load_explicit(&ep->ux_count, memory_order_acquire) != 0) return false;
+    for (int src = 0; src < ep->wsize; src++) {
+        if (src == ep->wrank) continue;
+        eng_ring_hdr_t *h = ring_hdr(ep, src, ep->wrank);
+        if (atomic_load_explicit(&h->head, memory_order_acquire) != atomic_load_explicit(&h->tail, memory_order_relaxed))
+            return false;
+    }
+    return true;
 }
 
 /* Consume what rank src has written to us. Returns 1 if anything moved. */

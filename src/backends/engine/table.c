@@ -87,9 +87,15 @@ static void entry_remove(eng_ep_t *ep, eng_coll_t *e)
     for (eng_coll_t **pp = &ep->colls; *pp; pp = &(*pp)->next)
         if (*pp == e) {
             *pp = e->next;
-            atomic_fetch_sub_explicit(&e->ec->in_flight, 1, memory_order_release);
             return;
         }
+}
+
+/* The end of an entry's work on ec, once its request is complete (which may
+ * free the entry: the caller kept ec). */
+static void entry_done(eng_comm_t *ec)
+{
+    atomic_fetch_sub_explicit(&ec->in_flight, 1, memory_order_release);
 }
 
 static void report_msg_status(mlc_request_t *req, eng_comm_t *ec, const eng_op_t *op)
@@ -127,9 +133,11 @@ static int entry_progress(eng_ep_t *ep, eng_coll_t *e)
         if (rc == 0) return moved;
         char msg[384];
         snprintf(msg, sizeof msg, "%s", rc < 0 ? mlc_last_error() : "");
-        if (rc > 0) e->ec->done_sig = rs->sig;
+        eng_comm_t *ec = e->ec;
+        if (rc > 0) ec->done_sig = rs->sig;
         entry_remove(ep, e);
         complete(ep, req, rc < 0 ? (mlc_status_t)rc : MLC_SUCCESS, msg);
+        entry_done(ec);
         return 1;
     }
     if (e->exec) {
@@ -140,9 +148,11 @@ static int entry_progress(eng_ep_t *ep, eng_coll_t *e)
         snprintf(msg, sizeof msg, "%s", rc < 0 ? mlc_last_error() : "");
         mlc_exec_destroy(e->exec, &eng_transport, rs);
         e->exec = NULL;
-        if (rc > 0) e->ec->done_sig = rs->sig;
+        eng_comm_t *ec = e->ec;
+        if (rc > 0) ec->done_sig = rs->sig;
         entry_remove(ep, e);
         complete(ep, req, rc < 0 ? (mlc_status_t)rc : MLC_SUCCESS, msg);
+        entry_done(ec);
         return 1;
     }
     for (int i = 0; i < rs->nops; i++)
@@ -159,8 +169,10 @@ static int entry_progress(eng_ep_t *ep, eng_coll_t *e)
         eng_op_put(ep, op);
     }
     rs->nops = 0;
+    eng_comm_t *ec = e->ec;
     entry_remove(ep, e);
     complete(ep, req, st, msg);
+    entry_done(ec);
     return 1;
 }
 
@@ -236,17 +248,15 @@ static void coll_state_init(eng_req_t *rs, mlc_request_t *req, eng_comm_t *ec)
  * 0.18 -> 0.17 us). Anything else (a wait, a failure) takes the locked
  * path from where this left off.
  *
- * Only right after another direct call: the locked path first looks for a
- * peer's message of an earlier call under another signature (activate),
- * which is how calls that both ran as schedules and disagreed are caught
- * (both ranks scatterv's root: each only sent). After a direct call there is
- * none such to find: a peer that ran a schedule for it folded no direct
- * call into its digest, so the digests differ at the next compare. */
-static bool quick_without_lock(mlc_request_t *req, eng_req_t *rs, bool after_direct)
+ * Only while nothing has come in that the locked path would look at first:
+ * activate searches the messages that arrived for one of an earlier call
+ * under another signature, which is how calls that both ran as schedules
+ * and disagreed are caught (both ranks scatterv's root: each only sent). */
+static bool quick_without_lock(mlc_request_t *req, eng_req_t *rs)
 {
     eng_comm_t *ec = req->comm->impl;
-    if (!after_direct || !req->blocking || !rs->direct.quick ||
-        atomic_load_explicit(&ec->in_flight, memory_order_acquire) != 0)
+    if (!req->blocking || !rs->direct.quick || atomic_load_explicit(&ec->in_flight, memory_order_acquire) != 0 ||
+        !eng_p2p_quiet(ec->ep))
         return false;
     int moved = 0;
     if (eng_direct_progress(req, &rs->direct, &moved) <= 0) return false;
@@ -269,9 +279,7 @@ static mlc_status_t start_coll_as(mlc_request_t *req)
         rs->is_direct = true;
         mlc_status_t st = eng_direct_start(req, &rs->sig, hash, &rs->direct);
         if (st != MLC_SUCCESS) return st;
-        bool after_direct = ec->call_after_direct == rs->sig.call;
-        ec->call_after_direct = rs->sig.call + 1;
-        if (quick_without_lock(req, rs, after_direct)) return MLC_SUCCESS;
+        if (quick_without_lock(req, rs)) return MLC_SUCCESS;
         pthread_mutex_lock(&ep->lock);
         st = activate(ep, req);
         pthread_mutex_unlock(&ep->lock);
@@ -407,6 +415,7 @@ void eng_be_destroy(mlc_comm_t *comm)
             rs->nops = 0;
             if (!e->req->blocking) ep->async_pending--;
             entry_remove(ep, e);
+            entry_done(ec);
         }
         e = next;
     }
@@ -420,6 +429,7 @@ void eng_be_destroy(mlc_comm_t *comm)
             else
                 ep->ux_head = next;
             if (ep->ux_tail == u) ep->ux_tail = prev;
+            atomic_fetch_sub_explicit(&ep->ux_count, 1, memory_order_relaxed);
             free(u->data);
             free(u);
         } else {
