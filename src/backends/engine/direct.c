@@ -713,13 +713,27 @@ static char *stage_line(const eng_comm_t *ec, int r, uint64_t chunk)
     return ec->stages + (size_t)ec->world_of[r] * ENG_STAGE_BYTES + (size_t)(chunk % ENG_STAGE_DEPTH) * ENG_STAGE_CHUNK;
 }
 
+/* Bytes of chunk c of an n-byte broadcast. */
+static size_t stage_len(size_t n, uint64_t c)
+{
+    size_t off = (size_t)c * ENG_STAGE_CHUNK;
+    return n - off < ENG_STAGE_CHUNK ? n - off : ENG_STAGE_CHUNK;
+}
+
+/* Whether reader r has yet to copy out the chunk that chunk `c` reuses (the
+ * previous op's readers finished before this op began: prev_done). */
+static bool stage_reader_behind(const eng_comm_t *ec, const eng_direct_t *d, uint64_t c, int r)
+{
+    return c >= ENG_STAGE_DEPTH &&
+           atomic_load_explicit(&slot_of(ec, r)->unstaged, memory_order_acquire) <
+               stage_count(d->v, c - ENG_STAGE_DEPTH + 1);
+}
+
 /* Whether every reader has copied out the chunk that chunk `c` reuses. */
 static bool stage_free(const eng_comm_t *ec, const eng_direct_t *d, uint64_t c, int root)
 {
-    if (c < ENG_STAGE_DEPTH) return true; /* the previous op's readers finished (prev_done) */
-    uint64_t need = stage_count(d->v, c - ENG_STAGE_DEPTH + 1);
     for (int r = 0; r < ec->comm->size; r++)
-        if (r != root && atomic_load_explicit(&slot_of(ec, r)->unstaged, memory_order_acquire) < need) return false;
+        if (r != root && stage_reader_behind(ec, d, c, r)) return false;
     return true;
 }
 
@@ -733,8 +747,8 @@ static int stage_in(mlc_request_t *req, eng_direct_t *d)
     size_t n = a->count * a->esize, chunks = stage_chunks(req);
     bool copied = false;
     while (d->chunk < chunks && stage_free(ec, d, d->chunk, a->root)) {
-        size_t off = d->chunk * ENG_STAGE_CHUNK, len = n - off < ENG_STAGE_CHUNK ? n - off : ENG_STAGE_CHUNK;
-        memcpy(stage_line(ec, a->root, d->chunk), (const char *)a->recvbuf + off, len);
+        memcpy(stage_line(ec, a->root, d->chunk), (const char *)a->recvbuf + d->chunk * ENG_STAGE_CHUNK,
+               stage_len(n, d->chunk));
         d->chunk++;
         atomic_store_explicit(&mine->staged, stage_count(d->v, d->chunk), memory_order_release);
         copied = true;
@@ -756,8 +770,8 @@ static int stage_out(mlc_request_t *req, eng_direct_t *d)
     uint64_t in = atomic_load_explicit(&root->staged, memory_order_acquire);
     bool copied = false;
     while (d->chunk < chunks && in >= stage_count(d->v, d->chunk + 1)) {
-        size_t off = d->chunk * ENG_STAGE_CHUNK, len = n - off < ENG_STAGE_CHUNK ? n - off : ENG_STAGE_CHUNK;
-        memcpy((char *)a->recvbuf + off, stage_line(ec, a->root, d->chunk), len);
+        memcpy((char *)a->recvbuf + d->chunk * ENG_STAGE_CHUNK, stage_line(ec, a->root, d->chunk),
+               stage_len(n, d->chunk));
         d->chunk++;
         atomic_store_explicit(&mine->unstaged, stage_count(d->v, d->chunk), memory_order_release);
         copied = true;
@@ -921,9 +935,7 @@ bool eng_direct_waits_for(const mlc_request_t *req, const eng_direct_t *d, int r
     case 2: return !flag_at_least(ec, r, F_DONE1, v);
     case 3: return r >= d->peer && !flag_at_least(ec, r, F_READY, v);
     case 5: /* staged broadcast root: the readers of the chunk it would reuse */
-        return d->chunk >= ENG_STAGE_DEPTH &&
-               atomic_load_explicit(&slot_of(ec, r)->unstaged, memory_order_acquire) <
-                   stage_count(v, d->chunk - ENG_STAGE_DEPTH + 1);
+        return stage_reader_behind(ec, d, d->chunk, r);
     case 6: /* staged broadcast reader: the root's next chunk */
         return r == a->root && atomic_load_explicit(&slot_of(ec, r)->staged, memory_order_acquire) <
                                    stage_count(v, d->chunk + 1);
