@@ -254,15 +254,22 @@ static int measure(bench_t *b, const mlc_bench_geom_t *g, bool inplace, uint64_t
 
 /* ---- printing (rank 0) ---------------------------------------------------- */
 
+/* Seconds as microseconds in 7 columns, with the digits that mean something:
+ * sub-microsecond calls differ in the third decimal. */
+static void format_us(char *out, size_t len, double s)
+{
+    double us = s * 1e6;
+    snprintf(out, len, us >= 10000.0 ? "%7.0f" : us >= 100.0 ? "%7.1f" : us >= 1.0 ? "%7.2f" : "%7.3f", us);
+}
+
 static void print_measured(bench_t *b, const mlc_bench_geom_t *g, const measured_t *m, bool na)
 {
     if (na || m->outcome != OUT_OK) {
         printf("  %7s  %6s  %6s  %6s", na ? "N/A" : "unsupp", "N/A", "N/A", "N/A");
         return;
     }
-    double us = m->time_s * 1e6;
     char t[32];
-    snprintf(t, sizeof t, us >= 10000.0 ? "%7.0f" : us >= 100.0 ? "%7.1f" : "%7.2f", us);
+    format_us(t, sizeof t, m->time_s);
     double algbw = m->time_s > 0 ? (double)g->algbw_bytes / 1e9 / m->time_s : 0;
     double busbw = algbw * b->coll->busbw_factor(b->p);
     b->busbw_sum += busbw;
@@ -277,10 +284,12 @@ static void print_measured(bench_t *b, const mlc_bench_geom_t *g, const measured
 static void print_percentiles(const measured_t m[2], const bool na[2])
 {
     for (int k = 0; k < 2; k++) {
-        if (na[k] || m[k].outcome != OUT_OK)
-            printf("  %7s  %7s", "N/A", "N/A");
-        else
-            printf("  %7.2f  %7.2f", m[k].p50_s * 1e6, m[k].p99_s * 1e6);
+        char p50[32] = "N/A", p99[32] = "N/A";
+        if (!na[k] && m[k].outcome == OUT_OK) {
+            format_us(p50, sizeof p50, m[k].p50_s);
+            format_us(p99, sizeof p99, m[k].p99_s);
+        }
+        printf("  %7s  %7s", p50, p99);
     }
 }
 
