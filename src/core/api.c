@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <string.h>
 #include "algos/select.h"
+#include "base/copy_fields.h"
 #include "backend.h"
 #include "base/clock.h"
 #include "base/wait.h"
@@ -185,6 +186,28 @@ const char *mlc_request_algo(const mlc_request_t *req)
     return comm->algo_selects[req->coll] ? mlc_request_default_algo(req) : NULL;
 }
 
+/* *dst = *src, just after the caller stored src's fields (base/copy_fields.h). */
+static void args_copy(mlc_args_t *dst, const mlc_args_t *src)
+{
+    MLC_COPY_FIELD(dst, src, sendbuf);
+    MLC_COPY_FIELD(dst, src, recvbuf);
+    MLC_COPY_FIELD(dst, src, count);
+    MLC_COPY_FIELD(dst, src, count2);
+    MLC_COPY_FIELD(dst, src, counts);
+    MLC_COPY_FIELD(dst, src, displs);
+    MLC_COPY_FIELD(dst, src, counts2);
+    MLC_COPY_FIELD(dst, src, displs2);
+    MLC_COPY_FIELD(dst, src, dtype);
+    MLC_COPY_FIELD(dst, src, esize);
+    MLC_COPY_FIELD(dst, src, op);
+    MLC_COPY_FIELD(dst, src, root);
+    MLC_COPY_FIELD(dst, src, peer2);
+    MLC_COPY_FIELD(dst, src, tag);
+    MLC_COPY_FIELD(dst, src, tag2);
+    MLC_COPY_FIELD(dst, src, inplace);
+    MLC_COPY_FIELD(dst, src, msg_status);
+}
+
 /* Start the request; block on it when the caller passed no request pointer. */
 mlc_status_t mlc_submit_plain(mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_t *args, size_t bytes,
                               mlc_request_t **out)
@@ -197,7 +220,7 @@ mlc_status_t mlc_submit_plain(mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_
     mlc_request_t *req = mlc_request_alloc(comm);
     if (!req) return mlc_error(MLC_ERR_NO_MEMORY, "mlc_%s: out of memory for a request", coll_names[coll]);
     req->coll = coll;
-    req->args = *args;
+    args_copy(&req->args, args);
     req->bytes = bytes;
     req->blocking = out == NULL;
     req->internal = comm->internal_depth > 0;

@@ -17,7 +17,8 @@ struct mlc_backend;
 struct mlc_profiler;
 
 /* Validated arguments of one operation (what each field means depends on coll).
- * A new field also goes into MLC_SET_ARGS (api.c), which names every field. */
+ * A new field also goes into MLC_SET_ARGS and args_copy (api.c), which name
+ * every field. */
 typedef struct mlc_args {
     const void *sendbuf;
     void *recvbuf;

@@ -102,7 +102,7 @@ static void announce(eng_comm_t *ec, const eng_direct_t *d, const void *payload,
     eng_quick_t *q = &s->quick[line_of(d->v)];
     if (n) memcpy(q->data, payload, n);
     q->digest = d->digest;
-    s->quick_sig[line_of(d->v)] = *d->sig;
+    mlc_sig_copy(&s->quick_sig[line_of(d->v)], d->sig);
     atomic_store_explicit(&q->v, d->v, memory_order_release);
 }
 
@@ -140,7 +140,7 @@ static void publish_sig(eng_comm_t *ec, const eng_direct_t *d)
 {
     eng_slot_t *s = slot_of(ec, ec->comm->rank);
     s->sig_hash = d->sig_hash;
-    s->sig = *d->sig;
+    mlc_sig_copy(&s->sig, d->sig);
     announce(ec, d, NULL, 0);
 }
 
@@ -205,7 +205,7 @@ void eng_board_post(eng_comm_t *ec, const mlc_sig_t *sig, uint64_t hash)
     struct eng_board *b = &mine->board[sig->call % ENG_BOARD];
     atomic_store_explicit(&b->v, 0, memory_order_relaxed);
     atomic_thread_fence(memory_order_release);
-    b->sig = *sig;
+    mlc_sig_copy(&b->sig, sig);
     atomic_store_explicit(&b->v, sig->call + 1, memory_order_release);
 }
 

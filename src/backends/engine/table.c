@@ -134,7 +134,7 @@ static int entry_progress(eng_ep_t *ep, eng_coll_t *e)
         char msg[384];
         snprintf(msg, sizeof msg, "%s", rc < 0 ? mlc_last_error() : "");
         eng_comm_t *ec = e->ec;
-        if (rc > 0) ec->done_sig = rs->sig;
+        if (rc > 0) mlc_sig_copy(&ec->done_sig, &rs->sig);
         entry_remove(ep, e);
         complete(ep, req, rc < 0 ? (mlc_status_t)rc : MLC_SUCCESS, msg);
         entry_done(ec);
@@ -149,7 +149,7 @@ static int entry_progress(eng_ep_t *ep, eng_coll_t *e)
         mlc_exec_destroy(e->exec, &eng_transport, rs);
         e->exec = NULL;
         eng_comm_t *ec = e->ec;
-        if (rc > 0) ec->done_sig = rs->sig;
+        if (rc > 0) mlc_sig_copy(&ec->done_sig, &rs->sig);
         entry_remove(ep, e);
         complete(ep, req, rc < 0 ? (mlc_status_t)rc : MLC_SUCCESS, msg);
         entry_done(ec);
@@ -260,7 +260,7 @@ static bool quick_without_lock(mlc_request_t *req, eng_req_t *rs)
         return false;
     int moved = 0;
     if (eng_direct_progress(req, &rs->direct, &moved) <= 0) return false;
-    ec->done_sig = rs->sig;
+    mlc_sig_copy(&ec->done_sig, &rs->sig);
     mlc_request_complete(req, MLC_SUCCESS, NULL);
     return true;
 }
