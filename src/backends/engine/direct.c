@@ -256,6 +256,8 @@ static bool quick_fits(const mlc_request_t *req)
     }
 }
 
+const char eng_direct_name[] = "direct";
+
 const char *eng_direct_choose(const mlc_request_t *req)
 {
     const eng_comm_t *ec = req->comm->impl;
@@ -263,12 +265,12 @@ const char *eng_direct_choose(const mlc_request_t *req)
     size_t n = payload_bytes(req);
     bool small = n <= ENG_SLOT_DATA;
     switch (req->coll) {
-    case MLC_COLL_BARRIER: return "direct";
-    case MLC_COLL_REDUCE: return small ? "direct" : NULL;
+    case MLC_COLL_BARRIER: return eng_direct_name;
+    case MLC_COLL_REDUCE: return small ? eng_direct_name : NULL;
     case MLC_COLL_ALLREDUCE:
     case MLC_COLL_BROADCAST:
     case MLC_COLL_ALLGATHER:
-    case MLC_COLL_REDUCE_SCATTER: return small || ec->cma_all ? "direct" : NULL;
+    case MLC_COLL_REDUCE_SCATTER: return small || ec->cma_all ? eng_direct_name : NULL;
     default: return NULL;
     }
 }

@@ -276,6 +276,8 @@ typedef struct eng_coll {
 } eng_coll_t;
 
 /* --- direct collectives ---------------------------------------------------- */
+/* "direct": the selector returns this pointer, so the hot path compares pointers first. */
+extern const char eng_direct_name[];
 /* Name of the direct algorithm for req if it applies, else NULL. */
 const char *eng_direct_choose(const mlc_request_t *req);
 /* Start/advance a direct collective kept in `state` (req->priv). */

@@ -275,7 +275,7 @@ static mlc_status_t start_coll_as(mlc_request_t *req)
     coll_state_init(rs, req, ec);
     uint64_t hash = mlc_sig_hash(&rs->sig);
     if (ec->slots) eng_board_post(ec, &rs->sig, hash);
-    if (req->algo && strcmp(req->algo, "direct") == 0) {
+    if (req->algo == eng_direct_name || (req->algo && strcmp(req->algo, eng_direct_name) == 0)) {
         rs->is_direct = true;
         mlc_status_t st = eng_direct_start(req, &rs->sig, hash, &rs->direct);
         if (st != MLC_SUCCESS) return st;
@@ -612,7 +612,7 @@ static void algo_table_build(void)
     static const mlc_coll_t direct_colls[] = {MLC_COLL_BARRIER, MLC_COLL_REDUCE, MLC_COLL_ALLREDUCE,
                                               MLC_COLL_BROADCAST, MLC_COLL_ALLGATHER, MLC_COLL_REDUCE_SCATTER};
     for (size_t i = 0; i < sizeof direct_colls / sizeof direct_colls[0]; i++)
-        algo_table[direct_colls[i]][n[direct_colls[i]]++] = "direct";
+        algo_table[direct_colls[i]][n[direct_colls[i]]++] = eng_direct_name;
     for (const mlc_algo_t *a = mlc_algos; a->name; a++)
         if (a->coll >= 0 && a->coll < MLC_COLL_COUNT && n[a->coll] < ENG_MAX_ALGOS)
             algo_table[a->coll][n[a->coll]++] = a->name;
