@@ -187,6 +187,9 @@ const char *mlc_request_algo(const mlc_request_t *req)
 }
 
 /* *dst = *src, just after the caller stored src's fields (base/copy_fields.h). */
+#if UINTPTR_MAX == UINT64_MAX
+_Static_assert(sizeof(mlc_args_t) == 112, "a field added to mlc_args_t is copied in args_copy too");
+#endif
 static void args_copy(mlc_args_t *dst, const mlc_args_t *src)
 {
     MLC_COPY_FIELD(dst, src, sendbuf);
