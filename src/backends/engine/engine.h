@@ -389,11 +389,23 @@ mlc_status_t eng_rndv_copy(eng_ep_t *ep, int src, uint64_t addr, void *dst, size
 mlc_status_t eng_fail_comm(eng_comm_t *ec, mlc_status_t st, const char *msg);
 /* The same, with another text for the other members (note) than for this rank (msg). */
 mlc_status_t eng_fail_comm_note(eng_comm_t *ec, mlc_status_t st, const char *msg, const char *note);
+/* Has a member posted a failure for ec? (no side effects; every call's path
+ * asks, so it is one load and a compare, inline) */
+static inline bool eng_fail_posted(const eng_comm_t *ec)
+{
+    uint32_t pair = ec->ctx / 2;
+    uint64_t w = atomic_load_explicit(&ec->ep->seg->failed[pair % ENG_FAIL_WORDS], memory_order_acquire);
+    return w >> 32 == (uint64_t)pair + 1;
+}
+/* The failure a member posted for ec (eng_fail_posted holds): fail it here
+ * too and return its status. */
+mlc_status_t eng_fail_adopt(eng_comm_t *ec);
 /* A failure another member published for ec: fail it here too and return
  * the status, else MLC_SUCCESS. */
-mlc_status_t eng_fail_check(eng_comm_t *ec);
-/* Has a member posted a failure for ec? (no side effects) */
-bool eng_fail_posted(const eng_comm_t *ec);
+static inline mlc_status_t eng_fail_check(eng_comm_t *ec)
+{
+    return eng_fail_posted(ec) ? eng_fail_adopt(ec) : MLC_SUCCESS;
+}
 /* Every collective posts its call on its rank's board when it starts
  * (direct.c); a collective that keeps waiting compares the boards of its
  * peers (eng_board_mismatch): a peer that started the same call number with

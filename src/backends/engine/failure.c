@@ -83,19 +83,12 @@ void eng_be_post_failure(mlc_comm_t *comm, mlc_status_t st, const char *note)
     eng_fail_comm_note(comm->impl, st, comm->fail_msg, note);
 }
 
-bool eng_fail_posted(const eng_comm_t *ec)
-{
-    uint32_t pair = ec->ctx / 2;
-    uint64_t w = atomic_load(&ec->ep->seg->failed[pair % ENG_FAIL_WORDS]);
-    return w >> 32 == (uint64_t)pair + 1;
-}
-
-mlc_status_t eng_fail_check(eng_comm_t *ec)
+mlc_status_t eng_fail_adopt(eng_comm_t *ec)
 {
     eng_ep_t *ep = ec->ep;
     uint32_t pair = ec->ctx / 2;
     uint64_t w = atomic_load_explicit(&ep->seg->failed[pair % ENG_FAIL_WORDS], memory_order_acquire);
-    if (w >> 32 != (uint64_t)pair + 1) return MLC_SUCCESS;
+    if (w >> 32 != (uint64_t)pair + 1) return MLC_SUCCESS; /* called without a posted failure */
     mlc_status_t st = (mlc_status_t)(-(int)((w >> 24) & 0xff));
     int origin = (int)(w & 0xffffff);
     int origin_rank = origin < ep->wsize ? ec->comm_of[origin] : -1;

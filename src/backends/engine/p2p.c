@@ -273,7 +273,7 @@ static void rndv_deliver(eng_ep_t *ep, eng_op_t *op, int src, uint64_t tag, uint
         send_ack(ep, src, cookie);
         op->src_world = src;
         op->rtag = tag;
-        mlc_status_t fst = eng_fail_check(op->comm);
+        mlc_status_t fst = eng_fail_adopt(op->comm);
         op_fail(op, fst != MLC_SUCCESS ? fst : MLC_ERR_ABORTED, "%.300s", op->comm->comm->fail_msg);
         return;
     }
