@@ -12,7 +12,8 @@
  *  publish their buffer addresses; allreduce = each rank reduces its slice
  *  reading peers' send buffers (process_vm_readv / memcpy) through two
  *  cache-sized bounce buffers, then copies every other slice from its owner's
- *  receive buffer. No ring, no intermediate copies through shared memory;
+ *  receive buffer. A large local result (MLC_STREAM_MIN) is written with
+ *  streaming stores. No ring, no intermediate copies through shared memory;
  *  but a large in-place broadcast between processes streams through the
  *  root's stage (staged broadcast, below): there two copies that run at
  *  once beat one process_vm_readv, which pins every page it reads.
@@ -47,10 +48,33 @@
 #include <string.h>
 #include "core/backend.h"
 #include "base/dtype.h"
+#include "base/stream_copy.h"
 #include "engine.h"
 #include "base/error.h"
 
 #define CHUNK_BYTES (128u << 10) /* bounce buffers stay in L2 */
+/* The scratch of a large reduction: two bounce chunks, the chunk a streamed
+ * result is reduced into (stream_copy.h), then the accumulator when in place. */
+#define SCRATCH_CHUNKS 3
+
+/* Whether this rank writes a result of `bytes` that no peer reads (its own
+ * block of an allgather, a reduce_scatter's block) with streaming stores.
+ * Not a slice peers read next (allreduce): they find it in the caches
+ * otherwise (2 ranks, 8 MiB allreduce: 1.13 ms with plain stores, 1.5
+ * streamed). */
+static bool streams(const eng_comm_t *ec, size_t bytes)
+{
+    return ec->ep->stream_min && bytes >= ec->ep->stream_min;
+}
+
+/* Copy a result no peer reads: streamed past the caches when it is large. */
+static void copy_result(const eng_comm_t *ec, void *dst, const void *src, size_t n)
+{
+    if (streams(ec, n))
+        mlc_copy_stream(dst, src, n);
+    else
+        memcpy(dst, src, n);
+}
 
 enum { F_PUB, F_DONE1, F_READY, F_DONE2 };
 
@@ -336,14 +360,14 @@ mlc_status_t eng_direct_start(mlc_request_t *req, const mlc_sig_t *sig, uint64_t
     d->after_quick = ec->quick_seq == d->v - 1;
     if (d->quick) ec->quick_seq = d->v;
     if (!small && (req->coll == MLC_COLL_ALLREDUCE || req->coll == MLC_COLL_REDUCE_SCATTER)) {
-        /* Two bounce buffers, plus the accumulator when in place. */
+        /* SCRATCH_CHUNKS chunks, plus the accumulator when in place. */
         size_t lo, len = req->args.count;
         if (req->coll == MLC_COLL_ALLREDUCE) slice(req->args.count, req->comm->size, req->comm->rank, &lo, &len);
         size_t acc = len * req->args.esize;
         size_t chunk = CHUNK_BYTES / req->args.esize * req->args.esize;
-        d->tmp = scratch_take(ec, (req->args.inplace ? acc : 0) + 2 * chunk);
+        d->tmp = scratch_take(ec, (req->args.inplace ? acc : 0) + SCRATCH_CHUNKS * chunk);
         if (!d->tmp) return mlc_error(MLC_ERR_NO_MEMORY, "%s: out of memory for %zu bytes of scratch",
-                                      mlc_coll_name(req->coll), acc + 2 * chunk);
+                                      mlc_coll_name(req->coll), acc + SCRATCH_CHUNKS * chunk);
     }
     return MLC_SUCCESS;
 }
@@ -361,8 +385,10 @@ void eng_direct_comm_free(eng_comm_t *ec)
 }
 
 /* Reduce element block [off, off+len) (bytes) of every rank's send buffer, in
- * rank order, into acc. Remote blocks are read into the bounce buffers. */
-static mlc_status_t reduce_block(mlc_request_t *req, size_t off, size_t len, char *acc, char *bounce)
+ * rank order, into acc. Remote blocks are read into the bounce buffers. With
+ * stream, each chunk is reduced into the third scratch chunk, which stays in
+ * the cache, and streamed out to acc from there. */
+static mlc_status_t reduce_block(mlc_request_t *req, size_t off, size_t len, char *acc, char *bounce, bool stream)
 {
     eng_comm_t *ec = req->comm->impl;
     const mlc_args_t *a = &req->args;
@@ -371,6 +397,7 @@ static mlc_status_t reduce_block(mlc_request_t *req, size_t off, size_t len, cha
     char *b0 = bounce, *b1 = bounce + chunk;
     for (size_t c = 0; c < len; c += chunk) {
         size_t n = len - c < chunk ? len - c : chunk;
+        char *out = stream ? bounce + 2 * chunk : acc + c;
         const char *src[2] = {NULL, NULL};
         for (int r = 0; r < 2 && r < p; r++) {
             if (r == me) {
@@ -386,7 +413,7 @@ static mlc_status_t reduce_block(mlc_request_t *req, size_t off, size_t len, cha
             memmove(acc + c, src[0], n);
             continue;
         }
-        mlc_reduce_apply3(src[0], src[1], acc + c, n / a->esize, a->dtype, a->op);
+        mlc_reduce_apply3(src[0], src[1], out, n / a->esize, a->dtype, a->op);
         for (int r = 2; r < p; r++) {
             const char *b;
             if (r == me) {
@@ -396,10 +423,11 @@ static mlc_status_t reduce_block(mlc_request_t *req, size_t off, size_t len, cha
                 if (st != MLC_SUCCESS) return st;
                 b = b1;
             }
-            mlc_reduce_apply3(acc + c, b, acc + c, n / a->esize, a->dtype, a->op);
+            mlc_reduce_apply3(out, b, out, n / a->esize, a->dtype, a->op);
         }
+        if (a->op == MLC_AVG) mlc_reduce_divide(out, n / a->esize, a->dtype, p);
+        if (stream) mlc_copy_stream(acc + c, out, n);
     }
-    if (a->op == MLC_AVG) mlc_reduce_divide(acc, len / a->esize, a->dtype, p);
     return MLC_SUCCESS;
 }
 
@@ -815,7 +843,7 @@ static int large_progress(mlc_request_t *req, eng_direct_t *d)
                     d->stage = 5;
                     return stage_in(req, d);
                 }
-                if (!a->inplace && n) memcpy(a->recvbuf, a->sendbuf, n);
+                if (!a->inplace && n) copy_result(ec, a->recvbuf, a->sendbuf, n);
                 d->stage = 4; /* wait until every rank has read our buffer */
                 raise_flag(ec, F_DONE2, v);
                 return all_at_least(ec, F_DONE2, v) ? 1 : 0;
@@ -840,7 +868,7 @@ static int large_progress(mlc_request_t *req, eng_direct_t *d)
             for (int r = 0; r < p; r++) {
                 char *dst = (char *)a->recvbuf + (size_t)r * n;
                 if (r == me) {
-                    if (!a->inplace) memcpy(dst, a->sendbuf, n);
+                    if (!a->inplace) copy_result(ec, dst, a->sendbuf, n);
                     continue;
                 }
                 st = eng_rndv_copy(ec->ep, ec->world_of[r], slot_of(ec, r)->saddr, dst, n);
@@ -851,11 +879,11 @@ static int large_progress(mlc_request_t *req, eng_direct_t *d)
             return all_at_least(ec, F_DONE2, v) ? 1 : 0;
         }
         if (req->coll == MLC_COLL_REDUCE_SCATTER) {
-            char *acc = a->inplace ? (char *)d->tmp + 2 * chunk : a->recvbuf;
-            st = reduce_block(req, (size_t)me * n, n, acc, d->tmp);
+            char *acc = a->inplace ? (char *)d->tmp + SCRATCH_CHUNKS * chunk : a->recvbuf;
+            st = reduce_block(req, (size_t)me * n, n, acc, d->tmp, !a->inplace && streams(ec, n));
             if (st != MLC_SUCCESS) return st;
             /* In place, our block is read only by us: safe to write now. */
-            if (a->inplace) memcpy(a->recvbuf, acc, n);
+            if (a->inplace) copy_result(ec, a->recvbuf, acc, n);
             raise_flag(ec, F_DONE2, v);
             d->stage = 4;
             return all_at_least(ec, F_DONE2, v) ? 1 : 0;
@@ -863,8 +891,8 @@ static int large_progress(mlc_request_t *req, eng_direct_t *d)
         { /* allreduce phase 1: my slice of the result */
             size_t lo, len;
             slice(a->count, p, me, &lo, &len);
-            char *acc = a->inplace ? (char *)d->tmp + 2 * chunk : (char *)a->recvbuf + lo * es;
-            st = reduce_block(req, lo * es, len * es, acc, d->tmp);
+            char *acc = a->inplace ? (char *)d->tmp + SCRATCH_CHUNKS * chunk : (char *)a->recvbuf + lo * es;
+            st = reduce_block(req, lo * es, len * es, acc, d->tmp, false);
             if (st != MLC_SUCCESS) return st;
             raise_flag(ec, F_DONE1, v);
             if (!a->inplace) raise_flag(ec, F_READY, v);
@@ -876,7 +904,7 @@ static int large_progress(mlc_request_t *req, eng_direct_t *d)
             if (!all_at_least(ec, F_DONE1, v)) return 0;
             size_t lo, len;
             slice(a->count, p, me, &lo, &len);
-            memcpy((char *)a->recvbuf + lo * es, (char *)d->tmp + 2 * chunk, len * es);
+            memcpy((char *)a->recvbuf + lo * es, (char *)d->tmp + SCRATCH_CHUNKS * chunk, len * es);
             raise_flag(ec, F_READY, v);
         }
         d->stage = 3;

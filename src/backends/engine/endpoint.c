@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "engine.h"
+#include "base/config.h"
 #include "base/error.h"
 #include "base/log.h"
 
@@ -158,8 +159,12 @@ mlc_status_t eng_async_begin(eng_ep_t *ep)
 mlc_status_t eng_ep_create(eng_seg_t *seg, int wrank, bool threads, eng_ep_t **out)
 {
     int n = (int)seg->nranks;
+    size_t stream_min = 0;
+    mlc_status_t st = mlc_env_size(MLC_ENV_STREAM_MIN, &stream_min, NULL);
+    if (st != MLC_SUCCESS) return st;
     eng_ep_t *ep = calloc(1, sizeof *ep);
     if (!ep) return mlc_error(MLC_ERR_NO_MEMORY, "engine: out of memory");
+    ep->stream_min = stream_min;
     ep->seg = seg;
     ep->base = (char *)seg;
     ep->wrank = wrank;

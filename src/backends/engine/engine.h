@@ -215,6 +215,7 @@ struct eng_ep {
     int wrank, wsize;
     bool threads;          /* ranks are threads of this process (memcpy rendezvous) */
     bool oversubscribed;   /* more ranks on this host than cores: yield while waiting */
+    size_t stream_min;     /* MLC_STREAM_MIN: larger local results are streamed (0 = never) */
     bool light_fences;     /* every rank registered for membarrier: wakers need no fence (endpoint.c) */
     bool cma;              /* shm: single-copy allowed by config */
     const uint8_t *cma_ok; /* [reader * n + writer]: reader can process_vm_readv writer */
