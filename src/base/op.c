@@ -92,6 +92,22 @@ mlc_status_t mlc_op_free(mlc_op_t op)
     return MLC_SUCCESS;
 }
 
+int mlc_op_signature_id(mlc_op_t op)
+{
+    int index = mlc_op_index(op), id = -2;
+    if (index < 0) return id;
+    pthread_mutex_lock(&mlc_op_lock);
+    mlc_user_op_t u = mlc_user_ops[index];
+    for (int j = 0; u.fn && j <= index; j++) {
+        if (mlc_user_ops[j].fn == u.fn && mlc_user_ops[j].commutative == u.commutative) {
+            id = MLC_OP_BUILTIN_COUNT + j;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&mlc_op_lock);
+    return id;
+}
+
 bool mlc_op_valid(mlc_op_t op)
 {
     mlc_user_fn_t fn;

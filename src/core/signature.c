@@ -3,6 +3,7 @@
 #include "signature.h"
 #include <stdio.h>
 #include <string.h>
+#include "base/dtype.h"
 
 static uint64_t hash_counts(const size_t *counts, int p, uint64_t *total)
 {
@@ -28,15 +29,15 @@ void mlc_sig_of(const mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_t *a, ui
     s->mine = a->count;
     s->root = MLC_SIG_NONE;
     s->op = MLC_SIG_NONE;
-    s->coll = (uint8_t)coll;
-    s->dtype = (uint8_t)a->dtype;
+    s->coll = (uint32_t)coll;
+    s->dtype = (int32_t)a->dtype;
     switch (coll) {
     case MLC_COLL_REDUCE:
         s->root = a->root;
         /* fall through */
     case MLC_COLL_ALLREDUCE:
     case MLC_COLL_REDUCE_SCATTER:
-        s->op = a->op >= 0 && a->op < MLC_OP_BUILTIN_COUNT ? (int16_t)a->op : MLC_SIG_USER_OP;
+        s->op = a->op >= 0 && a->op < MLC_OP_BUILTIN_COUNT ? (int32_t)a->op : mlc_op_signature_id(a->op);
         break;
     case MLC_COLL_BROADCAST:
     case MLC_COLL_GATHER:
@@ -65,10 +66,20 @@ void mlc_sig_describe(const mlc_sig_t *s, char *buf, size_t len)
     size_t o = 0;
     if (s->op == MLC_SIG_USER_OP)
         o += (size_t)snprintf(extra + o, sizeof extra - o, ", user op");
+    else if (s->op >= MLC_OP_BUILTIN_COUNT)
+        o += (size_t)snprintf(extra + o, sizeof extra - o, ", user op #%d", (int)(s->op - MLC_OP_BUILTIN_COUNT));
     else if (s->op >= 0)
         o += (size_t)snprintf(extra + o, sizeof extra - o, ", %s", mlc_op_name(s->op));
     if (s->root >= 0) snprintf(extra + o, sizeof extra - o, ", root=%d", (int)s->root);
+    char dt_text[32];
     const char *dt = mlc_dtype_name((mlc_dtype_t)s->dtype);
+    if (mlc_dtype_is_record((mlc_dtype_t)s->dtype)) {
+        snprintf(dt_text, sizeof dt_text, "record(%zu)", mlc_dtype_size((mlc_dtype_t)s->dtype));
+        dt = dt_text;
+    } else if (!dt) {
+        snprintf(dt_text, sizeof dt_text, "dtype %d", (int)s->dtype);
+        dt = dt_text;
+    }
     switch (coll) {
     case MLC_COLL_ALLGATHERV:
         snprintf(buf, len, "%s(recvcounts total=%llu hash=%08llx, %s%s)", name, (unsigned long long)s->count,

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Call signatures: what a rank declares for one collective (collective,
- * dtype, op, root, the counts every rank must share, sequence number), in 48
+ * dtype, op, root, the counts every rank must share, sequence number), in 56
  * bytes. Ranks compare them before any byte moves between their buffers, so
  * mismatched calls fail with MLC_ERR_MISMATCH on every rank instead of
  * returning wrong data. The shared-memory engine carries them in its slots
@@ -16,7 +16,7 @@
 #include "comm.h"
 
 #define MLC_SIG_NONE (-1)     /* root/op not part of this collective */
-#define MLC_SIG_USER_OP (-2)  /* any user-defined op (handles are per rank) */
+#define MLC_SIG_USER_OP (-2)  /* a user op freed while the call was built (it fails validation first) */
 
 typedef struct mlc_sig {
     uint64_t call;  /* the communicator's collective number, never reset (init's own calls included) */
@@ -25,11 +25,12 @@ typedef struct mlc_sig {
     uint64_t vhash; /* hash of a counts array every rank passes alike (allgatherv), else 0 */
     uint64_t mine;  /* this rank's own count where ranks differ (gatherv: sendcount); shown, not compared */
     int32_t root;
-    int16_t op;
-    uint8_t coll, dtype;
+    int32_t dtype;  /* the whole mlc_dtype_t: records differ by size */
+    int32_t op;     /* a built-in op, or a user op's mlc_op_signature_id */
+    uint32_t coll;
 } mlc_sig_t;
 
-_Static_assert(sizeof(mlc_sig_t) == 48, "signatures travel in message headers: keep them compact");
+_Static_assert(sizeof(mlc_sig_t) == 56, "signatures travel in message headers: keep them compact");
 
 /* The signature of collective coll with arguments a, sequence number seq on comm. */
 void mlc_sig_of(const mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_t *a, uint64_t seq, mlc_sig_t *out);
@@ -56,9 +57,9 @@ static inline void mlc_sig_copy(mlc_sig_t *dst, const mlc_sig_t *src)
     MLC_COPY_FIELD(dst, src, vhash);
     MLC_COPY_FIELD(dst, src, mine);
     MLC_COPY_FIELD(dst, src, root);
+    MLC_COPY_FIELD(dst, src, dtype);
     MLC_COPY_FIELD(dst, src, op);
     MLC_COPY_FIELD(dst, src, coll);
-    MLC_COPY_FIELD(dst, src, dtype);
 }
 /* 64 bits that differ when mlc_sig_same says the calls differ (but for a
  * 2^-64 chance): the shared-memory engine compares them on its hot path.
@@ -66,15 +67,15 @@ static inline void mlc_sig_copy(mlc_sig_t *dst, const mlc_sig_t *src)
  * independent, so the core runs them side by side (a chain of rounds took
  * ~10 ns of every call), and calls that differ in one field always differ
  * here, since multiplying by an odd number and the final mix are one-to-one.
- * coll and dtype go in separate words: packed side by side, the compiler
- * reads both with one 16-bit load, which cannot take its data from the two
- * byte stores mlc_sig_of just made and waits for them. */
+ * The 32-bit fields each get their own multiply: packed side by side, the
+ * compiler reads two with one wide load, which cannot take its data from
+ * the two stores mlc_sig_of just made and waits for them. */
 static inline uint64_t mlc_sig_hash(const mlc_sig_t *s)
 {
-    uint64_t packed = (uint64_t)(uint32_t)s->root << 32 | (uint64_t)(uint16_t)s->op << 16 | s->dtype;
     uint64_t h = (s->call * 0x9e3779b97f4a7c15ull) ^ (s->count * 0xbf58476d1ce4e5b9ull) ^
-                 (s->vhash * 0x94d049bb133111ebull) ^ (packed * 0xd6e8feb86659fd93ull) ^
-                 ((uint64_t)s->coll * 0xa0761d6478bd642full);
+                 (s->vhash * 0x94d049bb133111ebull) ^ ((uint64_t)(uint32_t)s->root * 0xd6e8feb86659fd93ull) ^
+                 ((uint64_t)(uint32_t)s->dtype * 0x8ebc6af09c88c6e3ull) ^
+                 ((uint64_t)(uint32_t)s->op * 0x589965cc75374cc3ull) ^ ((uint64_t)s->coll * 0xa0761d6478bd642full);
     h ^= h >> 32;
     h *= 0xe7037ed1a0b428dbull;
     h ^= h >> 29;

@@ -21,8 +21,25 @@
 #define GUARD 4096
 #define GUARD_BYTE 0xa5
 
-typedef enum { D_COUNT, D_DTYPE, D_OP, D_ROOT, D_COLL } diff_t;
-static const char *const diff_names[] = {"count", "dtype", "op", "root", "collective"};
+typedef enum { D_COUNT, D_DTYPE, D_OP, D_ROOT, D_COLL, D_RECORD, D_USER_OP } diff_t;
+static const char *const diff_names[] = {"count", "dtype", "op", "root", "collective", "record", "user op"};
+
+/* D_RECORD: the odd rank passes MLC_RECORD(8) for the others' float32 (the
+ * record's low byte is float32's number). D_USER_OP: the others reduce with
+ * user op A, the odd rank with B; every rank creates both (on threads each
+ * rank its own pair: one function makes one op however many handles). */
+static void op_sum(const void *in, void *inout, size_t n, mlc_dtype_t dt, void *ctx)
+{
+    (void)dt, (void)ctx;
+    for (size_t i = 0; i < n; i++) ((float *)inout)[i] += ((const float *)in)[i];
+}
+static void op_max(const void *in, void *inout, size_t n, mlc_dtype_t dt, void *ctx)
+{
+    (void)dt, (void)ctx;
+    for (size_t i = 0; i < n; i++)
+        if (((const float *)in)[i] > ((float *)inout)[i]) ((float *)inout)[i] = ((const float *)in)[i];
+}
+static _Thread_local mlc_op_t user_a, user_b;
 
 typedef struct {
     mlc_coll_t coll;
@@ -41,6 +58,8 @@ static bool applies(mlc_coll_t c, diff_t d)
     case D_OP: return reduces;
     case D_ROOT: return rooted;
     case D_COLL: return true;
+    case D_RECORD: return !reduces && c != MLC_COLL_BARRIER;
+    case D_USER_OP: return reduces;
     }
     return false;
 }
@@ -135,7 +154,11 @@ static int run_case(mlc_comm_t *comm, const case_t *k, size_t n, const char *alg
         case D_OP: op = MLC_MAX; break;
         case D_ROOT: root = 1; break;
         case D_COLL: coll = coll == MLC_COLL_ALLREDUCE ? MLC_COLL_BROADCAST : MLC_COLL_ALLREDUCE; break;
+        case D_RECORD: dt = MLC_RECORD(8); break;
+        case D_USER_OP: op = user_b; break;
         }
+    } else if (k->diff == D_USER_OP) {
+        op = user_a;
     }
     gbuf_t sg = {0}, rg = {0};
     mlc_status_t st = call(c, coll, cnt, dt, op, root, &sg, &rg);
@@ -245,8 +268,10 @@ static int body(mlc_comm_t *comm)
     static const size_t sizes[] = {4, 20000}; /* slot-sized and large (80 KB) */
     const char *algos[] = {NULL, "ring"};
     int failed = 0, cases = 0;
+    CHECK_OK(mlc_op_create(op_sum, 1, NULL, &user_a));
+    CHECK_OK(mlc_op_create(op_max, 1, NULL, &user_b));
     for (int c = 0; c < MLC_COLL_SEND; c++)
-        for (int d = D_COUNT; d <= D_COLL; d++) {
+        for (int d = D_COUNT; d <= D_USER_OP; d++) {
             case_t k = {(mlc_coll_t)c, (diff_t)d};
             if (!applies(k.coll, k.diff)) continue;
             for (size_t si = 0; si < 2; si++)
@@ -281,6 +306,8 @@ static int body(mlc_comm_t *comm)
     }
     if (r == 0) printf("mismatch: %d cases on %d ranks (%s): M = the call failed with MLC_ERR_MISMATCH, "
                        "L = the call completed and the next call failed\n", cases, p, mlc_comm_backend(comm));
+    CHECK_OK(mlc_op_free(user_a));
+    CHECK_OK(mlc_op_free(user_b));
     return failed;
 }
 

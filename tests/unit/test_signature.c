@@ -50,7 +50,7 @@ static void test_one_field(void)
         check_apart(&a, &b, "op");
     }
     for (int c = 0; c < MLC_COLL_SEND; c++) {
-        if (c == a.coll) continue;
+        if ((uint32_t)c == a.coll) continue;
         mlc_sig_t b = a;
         b.coll = (uint8_t)c;
         check_apart(&a, &b, "collective");
@@ -118,7 +118,79 @@ static void test_copy(void)
     mlc_sig_t b;
     memset(&b, 0xa5, sizeof b);
     mlc_sig_copy(&b, &a);
-    CHECK(memcmp(&a, &b, sizeof a) == 0, "mlc_sig_copy copies all 48 bytes");
+    CHECK(memcmp(&a, &b, sizeof a) == 0, "mlc_sig_copy copies all %zu bytes", sizeof a);
+}
+
+/* mlc_sig_of on a bare communicator (what it reads: size and seq_base). */
+static mlc_sig_t sig_of(mlc_coll_t coll, mlc_dtype_t dt, mlc_op_t op)
+{
+    static mlc_comm_t comm; /* zeroed */
+    comm.size = 2;
+    mlc_args_t a;
+    memset(&a, 0, sizeof a);
+    a.count = 4;
+    a.dtype = dt;
+    a.esize = mlc_dtype_size(dt);
+    a.op = op;
+    mlc_sig_t s;
+    mlc_sig_of(&comm, coll, &a, 3, &s);
+    return s;
+}
+
+static void fn_sum(const void *in, void *inout, size_t n, mlc_dtype_t dt, void *ctx)
+{
+    (void)in, (void)inout, (void)n, (void)dt, (void)ctx;
+}
+static void fn_max(const void *in, void *inout, size_t n, mlc_dtype_t dt, void *ctx)
+{
+    (void)in, (void)inout, (void)n, (void)dt, (void)ctx;
+}
+
+/* The whole dtype counts: records of any size, against built-in types of the
+ * same low bits and against each other; and the description names them. */
+static void test_records(void)
+{
+    static const int32_t sizes[] = {1, 4, 8, 64, 256, 264, 320, 65535};
+    static const mlc_dtype_t builtins[] = {MLC_INT8, MLC_FLOAT32, MLC_FLOAT64, MLC_UINT64};
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        mlc_sig_t r = sig_of(MLC_COLL_ALLGATHER, MLC_RECORD(sizes[i]), MLC_SUM);
+        for (size_t j = 0; j < sizeof builtins / sizeof *builtins; j++) {
+            mlc_sig_t b = sig_of(MLC_COLL_ALLGATHER, builtins[j], MLC_SUM);
+            check_apart(&r, &b, "record against a built-in dtype");
+        }
+        for (size_t j = 0; j < i; j++) {
+            mlc_sig_t o = sig_of(MLC_COLL_ALLGATHER, MLC_RECORD(sizes[j]), MLC_SUM);
+            check_apart(&r, &o, "records of two sizes");
+        }
+    }
+    char text[256];
+    mlc_sig_t r = sig_of(MLC_COLL_BROADCAST, MLC_RECORD(320), MLC_SUM);
+    mlc_sig_describe(&r, text, sizeof text);
+    CHECK(strstr(text, "record(320)") != NULL, "a record is described by its size: %s", text);
+}
+
+/* User ops: two different functions differ; two ops of one function (as
+ * ranks that share a process create them, one each) are the same op. */
+static void test_user_ops(void)
+{
+    mlc_op_t a, b, a2;
+    CHECK(mlc_op_create(fn_sum, 1, NULL, &a) == MLC_SUCCESS && mlc_op_create(fn_max, 1, NULL, &b) == MLC_SUCCESS &&
+              mlc_op_create(fn_sum, 1, NULL, &a2) == MLC_SUCCESS,
+          "mlc_op_create: %s", mlc_last_error());
+    mlc_sig_t sa = sig_of(MLC_COLL_ALLREDUCE, MLC_FLOAT32, a), sb = sig_of(MLC_COLL_ALLREDUCE, MLC_FLOAT32, b);
+    mlc_sig_t sa2 = sig_of(MLC_COLL_ALLREDUCE, MLC_FLOAT32, a2), ssum = sig_of(MLC_COLL_ALLREDUCE, MLC_FLOAT32, MLC_SUM);
+    check_apart(&sa, &sb, "two user ops of different functions");
+    check_apart(&sa, &ssum, "a user op and a built-in op");
+    CHECK(mlc_sig_same(&sa, &sa2) && mlc_sig_hash(&sa) == mlc_sig_hash(&sa2),
+          "two user ops of one function are the same op");
+    mlc_op_t n;
+    CHECK(mlc_op_create(fn_max, 0, NULL, &n) == MLC_SUCCESS, "mlc_op_create: %s", mlc_last_error());
+    mlc_sig_t sn = sig_of(MLC_COLL_ALLREDUCE, MLC_FLOAT32, n);
+    check_apart(&sb, &sn, "a commutative and a non-commutative op of one function");
+    mlc_op_free(a);
+    mlc_op_free(b);
+    mlc_op_free(a2);
+    mlc_op_free(n);
 }
 
 int main(void)
@@ -126,5 +198,7 @@ int main(void)
     test_one_field();
     test_two_fields();
     test_copy();
+    test_records();
+    test_user_ops();
     return unit_result("unit_signature");
 }
