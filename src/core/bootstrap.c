@@ -343,7 +343,6 @@ mlc_status_t mlc_comm_init_rank(const mlc_unique_id_t *id, int nranks, int rank,
 {
     mlc_error_clear();
     if (!id || !out) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_comm_init_rank: %s is NULL", id ? "comm" : "id");
-    *out = NULL;
     uid_parts_t u;
     mlc_status_t st = uid_parse(id, &u);
     if (st != MLC_SUCCESS) return st;
@@ -366,7 +365,6 @@ mlc_status_t mlc_comm_init_store(const mlc_store_t *store, int nranks, int rank,
     mlc_error_clear();
     if (!store || !out)
         return mlc_error(MLC_ERR_INVALID_ARG, "mlc_comm_init_store: %s is NULL", store ? "comm" : "store");
-    *out = NULL;
     if (!store->set || !store->get)
         return mlc_error(MLC_ERR_INVALID_ARG, "mlc_comm_init_store: the store's %s callback is NULL",
                          store->set ? "get" : "set");

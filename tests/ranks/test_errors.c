@@ -285,12 +285,22 @@ static int bad_config_requests_ops(mlc_comm_t *comm)
     mlc_unique_id_t id;
     CHECK_OK(mlc_get_unique_id(&id));
     CHECK_ERR(mlc_get_unique_id(NULL), MLC_ERR_INVALID_ARG);
+    /* Output parameters are written only on success: a caller's value stays. */
+    mlc_comm_t *const untouched = (mlc_comm_t *)&id;
+    c = untouched;
     CHECK_ERR(mlc_comm_init_rank(NULL, 2, 0, NULL, &c), MLC_ERR_INVALID_ARG);
     CHECK_ERR(mlc_comm_init_rank(&id, 2, 2, NULL, &c), MLC_ERR_INVALID_ARG);
     CHECK_ERR(mlc_comm_init_rank(&id, 2, -1, NULL, &c), MLC_ERR_INVALID_ARG);
     CHECK_ERR(mlc_comm_init_rank(&id, 0, 0, NULL, &c), MLC_ERR_INVALID_ARG);
     CHECK_ERR(mlc_comm_init_rank(&id, 1, 0, NULL, NULL), MLC_ERR_INVALID_ARG);
-    CHECK(c == NULL, "a failed init_rank wrote its output");
+    mlc_unique_id_t damaged = id;
+    memset(&damaged, 0x5a, sizeof damaged / 2);
+    CHECK_ERR(mlc_comm_init_rank(&damaged, 2, 0, NULL, &c), MLC_ERR_INVALID_ARG);
+    CHECK(c == untouched, "a failed init_rank wrote its output");
+    mlc_store_t no_get = {.set = NULL, .get = NULL};
+    CHECK_ERR(mlc_comm_init_store(&no_get, 2, 0, NULL, &c), MLC_ERR_INVALID_ARG);
+    CHECK(c == untouched, "a failed init_store wrote its output");
+    c = NULL;
 
     /* Requests. */
     int done = 0;
