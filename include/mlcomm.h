@@ -183,8 +183,9 @@ typedef void (*mlc_user_fn_t)(const void *in, void *inout, size_t count, mlc_dty
  * the same order (as MPI_Op_create). Collectives compare ops across ranks:
  * ranks that pass ops of different functions (or one commutative, one not)
  * fail with MLC_ERR_MISMATCH; ranks sharing a process may each create their
- * own op of one function. Errors: INVALID_ARG (fn NULL), NO_MEMORY (op table
- * full).
+ * own op of one function. (A function that lies in no loaded module, such
+ * as a generated callback, is not compared.) Errors: INVALID_ARG (fn NULL),
+ * NO_MEMORY (op table full).
  */
 MLC_API mlc_status_t mlc_op_create(mlc_user_fn_t fn, int commutative, void *ctx, mlc_op_t *op);
 /** Free a user op. INVALID_ARG for a built-in or unknown op. */

@@ -13,11 +13,10 @@ bool mlc_op_valid(mlc_op_t op);
 mlc_status_t mlc_op_check(mlc_dtype_t dtype, mlc_op_t op);
 /* Commutative? Built-ins are. */
 bool mlc_op_commutative(mlc_op_t op);
-/* What ranks compare for user op `op` in a call's signature: the lowest id
- * of the live user ops with its function and commutativity. Ranks that
- * create their ops in the same order get the same ids; ranks that share a
- * process (threads) and each created its own op of one function get the
- * same value too. -2 when op is not a live user op. */
+/* What ranks compare for user op `op` in a call's signature: one value per
+ * function and commutativity, the same in every rank of one program
+ * (op.c); ranks that share a process (threads) and each created its own op
+ * of one function agree. -2 when op is not a live user op. */
 int mlc_op_signature_id(mlc_op_t op);
 
 /*

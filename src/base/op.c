@@ -4,8 +4,15 @@
  * user ops. User op ids are MLC_OP_BUILTIN_COUNT + index; the lowest free index
  * is taken, so ranks that create and free ops in the same order get the same
  * ids (as MPI_Op_create).
+ *
+ * What calls compare across ranks is not the id but what the op does (its
+ * signature id): ranks sharing a process (threads) may each create their own
+ * op of one function, and ids then depend on who came first.
  */
+#include <dlfcn.h>
 #include <pthread.h>
+#include <stdint.h>
+#include <string.h>
 #include <strings.h>
 
 #include "dtype.h"
@@ -16,10 +23,33 @@ typedef struct mlc_user_op {
     mlc_user_fn_t fn; /* NULL = free entry */
     void *ctx;
     bool commutative;
+    int sig_id;       /* what calls compare across ranks (op_sig_id) */
 } mlc_user_op_t;
 
 static pthread_mutex_t mlc_op_lock = PTHREAD_MUTEX_INITIALIZER;
 static mlc_user_op_t mlc_user_ops[MLC_OP_USER_MAX];
+
+/* The same in every process and thread for one function and commutativity,
+ * different for others: a function in a module (the program or a library)
+ * is named by the module's file name and its offset there, the same in
+ * every process of one program wherever the module was loaded. -2 (not
+ * compared) for a function in no module: generated code, such as a Python
+ * callback, which every rank (thread or process) makes anew. */
+static int op_sig_id(mlc_user_fn_t fn, bool commutative)
+{
+    Dl_info info;
+    if (dladdr((void *)(uintptr_t)fn, &info) && info.dli_fname && info.dli_fbase) {
+        const char *base = strrchr(info.dli_fname, '/');
+        base = base ? base + 1 : info.dli_fname;
+        uint64_t h = 1469598103934665603ull; /* FNV-1a */
+        for (const char *c = base; *c; c++) h = (h ^ (unsigned char)*c) * 1099511628211ull;
+        h ^= ((uint64_t)(uintptr_t)fn - (uint64_t)(uintptr_t)info.dli_fbase) * 0x9e3779b97f4a7c15ull;
+        h ^= (uint64_t)commutative * 0xbf58476d1ce4e5b9ull;
+        h ^= h >> 31;
+        return (int)(0x40000000u | (uint32_t)(h & 0x3fffffffu));
+    }
+    return -2;
+}
 
 static const char *const mlc_op_names[] = {
 #define MLC_X_NAME(id, str) [id] = str,
@@ -58,7 +88,7 @@ mlc_status_t mlc_op_create(mlc_user_fn_t fn, int commutative, void *ctx, mlc_op_
     pthread_mutex_lock(&mlc_op_lock);
     for (int i = 0; i < MLC_OP_USER_MAX; i++) {
         if (mlc_user_ops[i].fn == NULL) {
-            mlc_user_ops[i] = (mlc_user_op_t){fn, ctx, commutative != 0};
+            mlc_user_ops[i] = (mlc_user_op_t){fn, ctx, commutative != 0, op_sig_id(fn, commutative != 0)};
             index = i;
             break;
         }
@@ -84,7 +114,7 @@ mlc_status_t mlc_op_free(mlc_op_t op)
     if (index >= 0) {
         pthread_mutex_lock(&mlc_op_lock);
         freed = mlc_user_ops[index].fn != NULL;
-        mlc_user_ops[index] = (mlc_user_op_t){NULL, NULL, false};
+        mlc_user_ops[index] = (mlc_user_op_t){NULL, NULL, false, 0};
         pthread_mutex_unlock(&mlc_op_lock);
     }
     if (!freed)
@@ -97,13 +127,7 @@ int mlc_op_signature_id(mlc_op_t op)
     int index = mlc_op_index(op), id = -2;
     if (index < 0) return id;
     pthread_mutex_lock(&mlc_op_lock);
-    mlc_user_op_t u = mlc_user_ops[index];
-    for (int j = 0; u.fn && j <= index; j++) {
-        if (mlc_user_ops[j].fn == u.fn && mlc_user_ops[j].commutative == u.commutative) {
-            id = MLC_OP_BUILTIN_COUNT + j;
-            break;
-        }
-    }
+    if (mlc_user_ops[index].fn) id = mlc_user_ops[index].sig_id;
     pthread_mutex_unlock(&mlc_op_lock);
     return id;
 }

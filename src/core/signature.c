@@ -67,7 +67,7 @@ void mlc_sig_describe(const mlc_sig_t *s, char *buf, size_t len)
     if (s->op == MLC_SIG_USER_OP)
         o += (size_t)snprintf(extra + o, sizeof extra - o, ", user op");
     else if (s->op >= MLC_OP_BUILTIN_COUNT)
-        o += (size_t)snprintf(extra + o, sizeof extra - o, ", user op #%d", (int)(s->op - MLC_OP_BUILTIN_COUNT));
+        o += (size_t)snprintf(extra + o, sizeof extra - o, ", user op %x", (unsigned)s->op);
     else if (s->op >= 0)
         o += (size_t)snprintf(extra + o, sizeof extra - o, ", %s", mlc_op_name(s->op));
     if (s->root >= 0) snprintf(extra + o, sizeof extra - o, ", root=%d", (int)s->root);

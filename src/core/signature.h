@@ -16,7 +16,7 @@
 #include "comm.h"
 
 #define MLC_SIG_NONE (-1)     /* root/op not part of this collective */
-#define MLC_SIG_USER_OP (-2)  /* a user op freed while the call was built (it fails validation first) */
+#define MLC_SIG_USER_OP (-2)  /* a user op not compared (mlc_op_signature_id: generated code) */
 
 typedef struct mlc_sig {
     uint64_t call;  /* the communicator's collective number, never reset (init's own calls included) */
@@ -26,7 +26,7 @@ typedef struct mlc_sig {
     uint64_t mine;  /* this rank's own count where ranks differ (gatherv: sendcount); shown, not compared */
     int32_t root;
     int32_t dtype;  /* the whole mlc_dtype_t: records differ by size */
-    int32_t op;     /* a built-in op, or a user op's mlc_op_signature_id */
+    int32_t op;     /* a built-in op, or a user op's mlc_op_signature_id (base/dtype.h) */
     uint32_t coll;
 } mlc_sig_t;
 
