@@ -52,6 +52,9 @@ static int freed_then_waited(mlc_comm_t *comm)
     int buf = 0;
     mlc_request_t *recv, *coll;
     CHECK_RUN(post_pending(comm, child, &buf, &recv, &coll));
+    /* Every rank has posted (and tested) before any frees: a receive from a
+     * member that freed the communicator fails with MLC_ERR_PEER_LOST. */
+    CHECK_OK(mlc_barrier(comm, NULL));
     CHECK_OK(mlc_comm_free(child));
     /* Memory churn: a freed communicator reused by the allocator would show here. */
     for (int i = 0; i < 64; i++) free(calloc(1, 4096 + (size_t)i * 64));

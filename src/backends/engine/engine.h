@@ -124,6 +124,7 @@ typedef struct eng_slot {
     atomic_uint_fast64_t started[2];
     uint64_t saddr, raddr;
     uint32_t via_stage;         /* large broadcast root: streams op pub through its stage */
+    atomic_uint left;           /* this rank freed the communicator (liveness.c); slot areas are never reused */
     mlc_sig_t sig;              /* the direct call this rank published with pub (names both sides) */
     struct eng_board {          /* every call this rank started, the latest ENG_BOARD by call number */
         atomic_uint_fast64_t v; /* seqlock: 0 while written, then call + 1 */
@@ -346,6 +347,8 @@ enum { ENG_ALIVE = 0, ENG_DIED = 1, ENG_FREED = 2 };
  * completes "peer rank N ...". Asks the backend's peer_dead at most every few
  * ms per peer. Caller holds ep->lock. */
 int eng_peer_gone(eng_ep_t *ep, int w, char *why, size_t len);
+/* This rank frees ec: members still waiting for it there learn that it left. */
+void eng_member_leave(eng_comm_t *ec);
 /* Record that this rank is alive and checking (the timeout's "heard from"). */
 void eng_beat(eng_ep_t *ep);
 /* Fail comm with MLC_ERR_PEER_LOST if a peer it waits for is gone. Lock NOT held. */

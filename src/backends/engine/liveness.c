@@ -66,13 +66,32 @@ int eng_peer_gone(eng_ep_t *ep, int w, char *why, size_t len)
     return ENG_DIED;
 }
 
+void eng_member_leave(eng_comm_t *ec)
+{
+    if (!ec->slots) return;
+    atomic_store_explicit(&ec->slots[ec->ep->wrank].left, 1, memory_order_release);
+    eng_wake_members(ec->ep, ec->world_of, ec->comm->size, ec->comm->rank);
+}
+
+/* Is comm rank r of ec gone: from the job (eng_peer_gone), or from ec alone
+ * (it freed ec and lives on; known on communicators with a slot area)? */
+static int member_gone(eng_comm_t *ec, int r, char *why, size_t len)
+{
+    int w = ec->world_of[r];
+    int gone = eng_peer_gone(ec->ep, w, why, len);
+    if (gone != ENG_ALIVE || w == ec->ep->wrank || !ec->slots) return gone;
+    if (!atomic_load_explicit(&ec->slots[w].left, memory_order_acquire)) return ENG_ALIVE;
+    snprintf(why, len, "freed the communicator");
+    return ENG_FREED;
+}
+
 /* Is every member of ec other than this rank gone? Lock held. */
 static bool all_others_gone(eng_comm_t *ec)
 {
     char why[160];
     for (int r = 0; r < ec->comm->size; r++) {
         int w = ec->world_of[r];
-        if (w != ec->ep->wrank && eng_peer_gone(ec->ep, w, why, sizeof why) == ENG_ALIVE) return false;
+        if (w != ec->ep->wrank && member_gone(ec, r, why, sizeof why) == ENG_ALIVE) return false;
     }
     return true;
 }
@@ -99,7 +118,7 @@ mlc_status_t eng_health_peers(mlc_comm_t *comm)
     bool drained = false;
     pthread_mutex_lock(&ep->lock);
     for (int r = 0; r < comm->size && lost < 0; r++) {
-        int gone = eng_peer_gone(ep, ec->world_of[r], why, sizeof why);
+        int gone = member_gone(ec, r, why, sizeof why);
         if (gone == ENG_ALIVE) continue;
         /* What it sent before it went is not lost: drain it first. */
         if (!drained) eng_progress_locked(ep);
@@ -122,7 +141,7 @@ int eng_probe_gone(eng_comm_t *ec, int source, char *why, size_t len)
 {
     eng_ep_t *ep = ec->ep;
     if (source != MLC_ANY_SOURCE) {
-        if (eng_peer_gone(ep, ec->world_of[source], why, len) != ENG_ALIVE) return source;
+        if (member_gone(ec, source, why, len) != ENG_ALIVE) return source;
         /* A member that died breaks the communicator, as it fails every other wait on it. */
         for (int r = 0; r < ec->comm->size; r++)
             if (ec->world_of[r] != ep->wrank && eng_peer_gone(ep, ec->world_of[r], why, len) == ENG_DIED) return r;
@@ -134,7 +153,7 @@ int eng_probe_gone(eng_comm_t *ec, int source, char *why, size_t len)
     for (int r = 0; r < ec->comm->size; r++) {
         int w = ec->world_of[r];
         if (w == ep->wrank) continue;
-        int gone = eng_peer_gone(ep, w, why, len);
+        int gone = member_gone(ec, r, why, len);
         if (gone == ENG_DIED) return r; /* as MPI ULFM: a dead member fails any-source */
         if (gone == ENG_ALIVE) {
             alive = true;

@@ -438,6 +438,7 @@ void eng_be_destroy(mlc_comm_t *comm)
         u = next;
     }
     pthread_mutex_unlock(&ep->lock);
+    eng_member_leave(ec);
     eng_direct_comm_free(ec);
     free(ec->world_of);
     free(ec->comm_of);
