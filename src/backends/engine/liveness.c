@@ -6,8 +6,9 @@
  *    gone / a zombie) without having released its endpoint; any operation still
  *    pending on a communicator with it fails (after draining what it sent);
  *  - a peer is FREED once it released its endpoint (mlc_comm_free of its last
- *    communicator on the segment, usually just before exiting): it will never
- *    send again, so exactly the operations that still wait for it fail
+ *    communicator on the segment, usually just before exiting), or, for one
+ *    communicator, once it freed that one (its slot's `left`): it will never
+ *    send there again, so exactly the operations that still wait for it fail
  *    (a receive from it, a collective step or flag of it, a probe of it; an
  *    any-source receive or probe only once no other member is left);
  *  - probes have no pending operation: a probe of a gone peer fails when
