@@ -411,14 +411,16 @@ launch() {
 RAW=$OUT_DIR/raw.csv
 
 # PERCENTILES=0 before run_mlcomm / run_peer: no call is timed alone (no p50/p99,
-# "-" in their columns), so the average holds no clock reads.
+# "-" in their columns), so the average holds no clock reads. A size that
+# rounds to zero elements per rank (8 B allgathered by 4 ranks) prints as 0 B:
+# such rows are dropped, only run_zero's zero-byte rows are kept.
 # run_mlcomm NP ROUND COLL ITERS MIN MAX  -> rows (one invocation of mlcomm-bench)
 run_mlcomm() {
     local np=$1 round=$2 coll=$3 iters=$4 lo=$5 hi=$6
     launch mlcomm "$np" "$OUT_DIR/logs/mlcomm.$np.log" "$MLC_BENCH" "$coll" -b "$lo" -e "$hi" \
         -f "$FACTOR" -n "$iters" -w "$WARMUP" -c 0 -P "${PERCENTILES:-1}" |
-        awk -v np="$np" -v r="$round" -v c="$coll" -v it="$iters" '
-            !/^#/ && NF >= 14 {
+        awk -v np="$np" -v r="$round" -v c="$coll" -v it="$iters" -v lo="$lo" '
+            !/^#/ && NF >= 14 && ($1 > 0 || lo == 0) {
                 # time/algbw/busbw and p50/p99 columns: out of place; broadcast
                 # in place (MPI_Bcast has one buffer)
                 t = c == "broadcast" ? 11 : 7; q = c == "broadcast" ? 17 : 15
@@ -429,12 +431,13 @@ run_mlcomm() {
 
 # run_peer PEER NP ROUND COLL SEGMENTS... -> rows (one invocation of mpi-bench)
 run_peer() {
-    local peer=$1 np=$2 round=$3 coll=$4
+    local peer=$1 np=$2 round=$3 coll=$4 zero=0
     shift 4
+    case "$1" in 0:*) zero=1 ;; esac
     launch "$peer" "$np" "$OUT_DIR/logs/$peer.$np.log" "${PEER_BIN[$peer]}" -c "$coll" \
         -w "$WARMUP" -S "$((round * 7919 + np))" $([ "${PERCENTILES:-1}" = 1 ] && echo -P) "$@" |
-        awk -v np="$np" -v r="$round" -v side="$peer" '
-            !/^#/ && NF >= 7 {
+        awk -v np="$np" -v r="$round" -v side="$peer" -v zero="$zero" '
+            !/^#/ && NF >= 7 && ($2 > 0 || zero) {
                 p50 = NF >= 9 ? $8 : "-"; p99 = NF >= 9 ? $9 : "-"
                 printf "%s,%s,%s,%s,%s,%s,%s,%s,%s,-,%s,%s\n", np, r, side, $1, $2, $4, $5, $6, $7, p50, p99
             }'
