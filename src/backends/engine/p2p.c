@@ -118,7 +118,8 @@ static bool step_accepts(eng_op_t *op, int src, uint64_t tag, const mlc_sig_t *t
         char a[128];
         mlc_sig_describe(op->sig, a, sizeof a);
         snprintf(op->err, sizeof op->err, "rank %d: %s, call #%llu: rank %d sent a block of %llu bytes where "
-                 "rank %d expects %zu (their counts differ)", me, a, (unsigned long long)op->sig->seq, peer,
+                 "rank %d expects %zu (their counts differ, or they run different algorithms: "
+                 "mlc_comm_set_algo and MLC_ALGO_* must agree)", me, a, (unsigned long long)op->sig->seq, peer,
                  (unsigned long long)bytes, me, op->bytes);
     }
     op->src_world = src;
