@@ -121,8 +121,11 @@ mlc_status_t eng_health_peers(mlc_comm_t *comm)
     for (int r = 0; r < comm->size && lost < 0; r++) {
         int gone = member_gone(ec, r, why, sizeof why);
         if (gone == ENG_ALIVE) continue;
-        /* What it sent before it went is not lost: drain it first. */
-        if (!drained) eng_progress_locked(ep);
+        /* What it sent before it went is not lost: drain it first, until
+         * nothing moves (a schedule takes one round per pass, and the
+         * messages of several rounds may be in). */
+        for (int pass = 0; !drained && pass < 64 && eng_progress_locked(ep); pass++) {
+        }
         drained = true;
         if (needed(ec, r, gone)) lost = r;
     }
