@@ -5,8 +5,8 @@
 # Builds mlcomm (Release), a raw-MPI benchmark (bench/mpi-bench.c) with each
 # MPI's compiler wrapper and a memcpy-bound probe, then for each rank count:
 #   1. calibrates: one short run of every side over every size, to pick per
-#      size an iteration count that keeps each size's timed loop near
-#      --time-per-size seconds (the same count for every side);
+#      side and size an iteration count that keeps each size's timed loop near
+#      --time-per-size seconds (each side its own count);
 #   2. runs rounds: mlcomm-bench (shm backend), Open MPI, MPICH, memcpy probe,
 #      in turn (A B C A B C ...), each round with new buffer contents;
 #   3. prints per size the median times, the ratio peer time / mlcomm time
@@ -481,27 +481,27 @@ done
 [ -n "$small_hi" ] && CAL_SEGS+=("$MIN_B:$small_hi:$CAL_SMALL_ITERS")
 [ -n "$large_lo" ] && CAL_SEGS+=("$large_lo:$MAX_B:$CAL_LARGE_ITERS")
 
-# segments_for NP COLL CALFILE: "MIN:MAX:ITERS" groups of consecutive sizes that
-# share one iteration count: per size the power of two nearest below
-# time-per-size / (the slowest side's calibrated time), clamped, so that no
-# side spends much more than time-per-size on a size. Calibration runs twice;
-# each side's time is the lower of its two, so that a burst of load during
-# one side's few calibration calls does not shrink the counts for everybody.
+# segments_for NP COLL CALFILE SIDE: "MIN:MAX:ITERS" groups of consecutive
+# sizes that share one iteration count for SIDE: per size the power of two
+# nearest below time-per-size / (SIDE's calibrated time), clamped. Each side
+# gets its own count, so every side times a size for about the same time: a
+# side whose calls are slow (MPICH oversubscribed, 0.1-8 ms per call) does not
+# cut the others' loops to a handful of calls. Calibration runs twice; a
+# side's time is the lower of its two, so that a burst of load during its few
+# calibration calls does not shrink its counts.
 segments_for() {
-    local np=$1 coll=$2 cal=$3
-    awk -F, -v np="$np" -v coll="$coll" -v T="$TIME_PER_SIZE" -v lo="$MIN_ITERS" -v hi="$MAX_ITERS" \
-        -v sizes="$SIZES" '
+    local np=$1 coll=$2 cal=$3 side=$4
+    awk -F, -v np="$np" -v coll="$coll" -v side="$side" -v T="$TIME_PER_SIZE" -v lo="$MIN_ITERS" \
+        -v hi="$MAX_ITERS" -v sizes="$SIZES" '
         BEGIN { n = split(sizes, sz, " ") }
-        $1 == np && $4 == coll {
-            i = (seen[$3]++ % n) + 1; t = $7 / 1e6
-            if (!(($3, i) in best) || t < best[$3, i]) best[$3, i] = t
-            if (!($3 in sides)) sides[$3] = 1
+        $1 == np && $4 == coll && $3 == side {
+            i = (seen++ % n) + 1; t = $7 / 1e6
+            if (!(i in best) || t < best[i]) best[i] = t
         }
         END {
             for (i = 1; i <= n; i++) {
-                worst = 0
-                for (s in sides) if (best[s, i] > worst) worst = best[s, i]
-                it = (worst > 0) ? T / worst : hi
+                t = (i in best) ? best[i] : 0
+                it = (t > 0) ? T / t : hi
                 p2 = 1; while (p2 * 2 <= it) p2 *= 2
                 it = p2 < lo ? lo : p2 > hi ? hi : p2
                 if (i > 1 && it == cur) { last = sz[i]; continue }
@@ -539,13 +539,15 @@ for np in $RANKS; do
     WARMUP=$timed_warmup
     declare -A SEGS=()
     for coll in $COLLS; do
-        SEGS[$coll]=$(segments_for "$np" "$coll" "$cal" | tr '\n' ' ')
-        log "$np ranks: $coll segments (min:max:iters): ${SEGS[$coll]}"
+        for side in mlcomm $AVAILABLE_PEERS; do
+            SEGS[$side,$coll]=$(segments_for "$np" "$coll" "$cal" "$side" | tr '\n' ' ')
+            log "$np ranks: $side $coll segments (min:max:iters): ${SEGS[$side,$coll]}"
+        done
     done
     for ((round = 1; round <= ROUNDS; round++)); do
         log "$np ranks: round $round/$ROUNDS"
         for coll in $COLLS; do
-            for seg in ${SEGS[$coll]}; do
+            for seg in ${SEGS[mlcomm,$coll]}; do
                 IFS=: read -r lo hi it <<<"$seg"
                 run_mlcomm "$np" "$round" "$coll" "$it" "$lo" "$hi" >>"$RAW"
             done
@@ -553,7 +555,7 @@ for np in $RANKS; do
         for p in $AVAILABLE_PEERS; do
             for coll in $COLLS; do
                 args=()
-                for seg in ${SEGS[$coll]}; do
+                for seg in ${SEGS[$p,$coll]}; do
                     IFS=: read -r lo hi it <<<"$seg"
                     args+=("$lo:$hi:$FACTOR:$it")
                 done
