@@ -62,9 +62,28 @@ def as_dtype(dtype):
     if name in _MAPPED:
         return DTYPE[_MAPPED[name]]
     out = _lib.c_dtype()
-    st = _lib.dtype_from_name(str(dtype).encode(), ctypes.byref(out))
-    check(st)
+    st = _lib.dtype_from_name(name.encode(), ctypes.byref(out))
+    if st != 0:
+        e = error(st)
+        size = _itemsize(dtype)
+        if size:
+            e = invalid("%s (mlcomm has no such dtype: move its %d-byte elements as mlcomm.record(%d))"
+                        % (e.message, size, size))
+        raise e
     return out.value
+
+
+def _itemsize(dt):
+    """The element size of a numpy or torch dtype; None for anything else."""
+    if str(dt).startswith("torch."):
+        import torch
+        return torch.empty(0, dtype=dt).element_size() if isinstance(dt, torch.dtype) else None
+    if np is None or isinstance(dt, str) and dt not in np.sctypeDict:
+        return None  # a name numpy does not know either (not "float128" on every machine)
+    try:
+        return np.dtype(dt).itemsize
+    except TypeError:
+        return None
 
 
 def numpy_dtype(dtype):
@@ -133,6 +152,12 @@ def _is_torch(x):
     return type(x).__module__.startswith("torch") and hasattr(x, "data_ptr")
 
 
+def lazy_view(t):
+    """Whether torch tensor t is a lazy conjugate or negative view: its
+    memory holds the values before the conj() / negation."""
+    return bool((hasattr(t, "is_conj") and t.is_conj()) or (hasattr(t, "is_neg") and t.is_neg()))
+
+
 def buf(x, what, writable=False):
     """Describe array `x` (numpy array or torch tensor; None passes)."""
     if x is None:
@@ -142,6 +167,9 @@ def buf(x, what, writable=False):
             raise invalid("%s: the numpy array is not C-contiguous (use np.ascontiguousarray)" % what)
         if writable and not x.flags.writeable:
             raise invalid("%s: the numpy array is read-only" % what)
+        if x.dtype.hasobject:
+            raise invalid("%s: the numpy array holds Python objects (dtype %s): their bytes are pointers "
+                          "into this process, meaningless in another" % (what, x.dtype))
         name = x.dtype.name
         code = DTYPE.get(_MAPPED.get(name, ""), None)
         if x.dtype.byteorder == ">":
@@ -150,6 +178,13 @@ def buf(x, what, writable=False):
     if _is_torch(x):
         if not x.is_contiguous():
             raise invalid("%s: the tensor is not contiguous (use .contiguous())" % what)
+        if lazy_view(x):
+            # Its memory holds the values before a lazy conj() / neg: moved
+            # as they are, the peer would get the wrong sign.
+            if writable:
+                raise invalid("%s: the tensor is a lazy conjugate or negative view (conj()): call "
+                              ".resolve_conj() / .resolve_neg() first" % what)
+            x = x.resolve_conj().resolve_neg()
         name = str(x.dtype)
         code = DTYPE.get(_MAPPED.get(name, ""), None)
         return Buf(x, x.data_ptr(), x.numel(), code, x.element_size(), name,
@@ -284,7 +319,7 @@ class Request(concurrent.futures.Future):
     _wait_fn = staticmethod(_lib.request_wait)
     _test_fn = staticmethod(_lib.request_test)
 
-    def __init__(self, handle, keep, value, op=None):
+    def __init__(self, handle, keep, value, op=None, in_flight=None):
         super().__init__()
         self._h = handle
         self._keep = keep
@@ -292,10 +327,15 @@ class Request(concurrent.futures.Future):
         self._op = op
         self._lock = threading.RLock()
         self.group_open = _group.hold_request(self)  # made in a group that is still open
+        self._in_flight = in_flight
         self.set_running_or_notify_cancel()
+        if in_flight is not None:
+            in_flight.add(self)
 
     def _finish(self, st):
         self._keep = None
+        if self._in_flight is not None:
+            self._in_flight.remove(self)
         err = None
         if st != 0:
             err = error(st)
@@ -364,6 +404,50 @@ class Request(concurrent.futures.Future):
 
     def cancel(self):
         return False  # an operation in flight cannot be withdrawn (abort the communicator)
+
+    def _poll(self):
+        """test() for the in-flight sweep: never blocks (a thread waiting on
+        this request holds its lock) and never raises (the error stays with
+        the request)."""
+        if self.group_open or not self._lock.acquire(blocking=False):
+            return
+        try:
+            self.test()
+        except Exception:
+            pass
+        finally:
+            self._lock.release()
+
+
+class InFlight:
+    """A communicator's requests in flight. The package holds each until it
+    completes, so an operation whose Request the caller dropped keeps its
+    buffers (the C library writes them until it completes). Each later call
+    on the communicator tests the oldest few, so dropped ones complete and
+    are let go; free() tests them all once the C library has ended them."""
+
+    SWEEP = 4
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._reqs = {}  # id -> Request, oldest first
+
+    def add(self, req):
+        self.sweep()
+        with self._lock:
+            self._reqs[id(req)] = req
+
+    def remove(self, req):
+        with self._lock:
+            self._reqs.pop(id(req), None)
+
+    def sweep(self, every=False):
+        if not self._reqs:
+            return
+        with self._lock:
+            reqs = list(self._reqs.values())
+        for r in reqs if every else reqs[:self.SWEEP]:
+            r._poll()
 
 
 def wait_all(requests):
@@ -529,6 +613,7 @@ class Comm:
             raise invalid("communicator handle is NULL")
         self._h = ctypes.c_void_p(handle)
         self._owned = owned
+        self._in_flight = InFlight()
 
     # -- properties
     @property
@@ -601,6 +686,7 @@ class Comm:
         if h and self._owned:
             check(_lib.comm_free(h))  # refused (the communicator intact) while an open group uses it
         self._h.value = None
+        self._in_flight.sweep(every=True)  # ended now: release them and what they hold
 
     def __enter__(self):
         return self
@@ -654,7 +740,8 @@ class Comm:
             st = fn(*args, h, ctypes.byref(req))
             if st != 0:
                 raise error(st)
-            return Request(req, keep, value, op)
+            return Request(req, keep, value, op, self._in_flight)
+        self._in_flight.sweep()
         st = fn(*args, h, None)
         if st != 0:
             raise error(st)
@@ -725,6 +812,7 @@ class Comm:
             out = empty_like(x, (max([d + c for d, c in zip(displs, counts)] + [0]),), "allgatherv x")
         o = buf(out, "allgatherv out", writable=True)
         _same_dtype(b, o, "allgatherv")
+        _blocks_fit(counts, [int(d) for d in displs], o, "allgatherv", "out")
         dt, k = _scale(b, o)
         return self._run(_lib.allgatherv, (b.ptr, b.count * k, o.ptr, _lib.sizes([c * k for c in counts]),
                                            _lib.sizes([d * k for d in displs]), dt),
@@ -780,6 +868,8 @@ class Comm:
             out = empty_like(x, (max([d + c for d, c in zip(rdispls, recvcounts)] + [0]),), "alltoallv x")
         o = buf(out, "alltoallv out", writable=True)
         _same_dtype(b, o, "alltoallv")
+        _blocks_fit(sendcounts, sdispls, b, "alltoallv", "x")
+        _blocks_fit(recvcounts, rdispls, o, "alltoallv", "out")
         dt, k = _scale(b, o)
         sc = [c * k for c in sendcounts]
         return self._run(_lib.alltoallv, (b.ptr, _lib.sizes(sc), _lib.sizes([d * k for d in sdispls]), o.ptr,
@@ -815,6 +905,7 @@ class Comm:
         o = buf(out, "gatherv out", writable=True) if is_root else None
         if o is not None:
             _same_dtype(b, o, "gatherv")
+            _blocks_fit(counts, [int(d) for d in displs], o, "gatherv", "out")
         dt, k = _scale(b, o)
         return self._run(_lib.gatherv, (b.ptr, b.count * k, ptr(o),
                                         _lib.sizes([c * k for c in counts]) if is_root else None,
@@ -842,6 +933,7 @@ class Comm:
             if displs is None:
                 displs = _prefix(counts)
             _same_dtype(b, o, "scatterv")
+            _blocks_fit(counts, [int(d) for d in displs], b, "scatterv", "x")
         dt, k = _scale(o, b)
         return self._run(_lib.scatterv, (ptr(b), _lib.sizes([c * k for c in counts]) if is_root else None,
                                          _lib.sizes([d * k for d in displs]) if is_root else None,
@@ -868,7 +960,7 @@ class Comm:
         if async_op:
             req = ctypes.c_void_p()
             check(_lib.recv(*args, h, ctypes.byref(ms), ctypes.byref(req)))
-            return Request(req, (o, ms), lambda: _status(ms))
+            return Request(req, (o, ms), lambda: _status(ms), in_flight=self._in_flight)
         check(_lib.recv(*args, h, ctypes.byref(ms), None))
         if _group.hold((o, ms)):
             return None  # the status is known at the group's end
@@ -886,7 +978,7 @@ class Comm:
         if async_op:
             req = ctypes.c_void_p()
             check(_lib.sendrecv(*args, h, ctypes.byref(ms), ctypes.byref(req)))
-            return Request(req, (b, o, ms), lambda: _status(ms))
+            return Request(req, (b, o, ms), lambda: _status(ms), in_flight=self._in_flight)
         check(_lib.sendrecv(*args, h, ctypes.byref(ms), None))
         if _group.hold((b, o, ms)):
             return None
@@ -942,6 +1034,19 @@ def _counts(v, n, what):
     if any(c < 0 for c in v):
         raise invalid("%s: negative entry in %s" % (what, v))
     return v
+
+
+def _blocks_fit(counts, displs, arr, what, name):
+    """Every non-empty block displs[i] + counts[i] lies inside `arr` (a Buf):
+    the C library has only the pointer and would read or write past it."""
+    if len(displs) != len(counts):
+        raise invalid("%s: %d displacements for %d counts" % (what, len(displs), len(counts)))
+    for i, (c, d) in enumerate(zip(counts, displs)):
+        if d < 0:
+            raise invalid("%s: negative displacement %d for rank %d" % (what, d, i))
+        if c and d + c > arr.count:
+            raise invalid("%s: rank %d's block (%d elements at %d) ends past %s (%d elements)"
+                          % (what, i, c, d, name, arr.count))
 
 
 def _prefix(counts):

@@ -46,7 +46,7 @@ def _run(comm, fn, args, async_op, keep, value):
         st = fn(*args, h, ctypes.byref(req))
         if st != 0:
             raise error(st)
-        return TensorRequest(req, keep, value)
+        return TensorRequest(req, keep, value, in_flight=comm._in_flight)
     check(fn(*args, h, None))
     return value
 

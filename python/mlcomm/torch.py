@@ -56,7 +56,9 @@ def _op(opts):
     for red, name in _OPS:
         if op == red:
             return name
-    raise RuntimeError("mlcomm: reduce op %s is not supported (sum, product, min, max, avg are)" % (op,))
+    label = next((n for n in ("BAND", "BOR", "BXOR", "PREMUL_SUM") if hasattr(_RED, n) and op == getattr(_RED, n)),
+                 str(op))
+    raise RuntimeError("mlcomm: reduce op %s is not supported (sum, product, min, max, avg are)" % label)
 
 
 def _runtime(e):
@@ -192,10 +194,12 @@ def _flat(tensors):
 
 
 def _contig(t):
-    """(a contiguous tensor to work on, a step copying it back into t or None)."""
-    if t.is_contiguous():
+    """(a contiguous tensor to work on, a step copying it back into t or None).
+    A lazy conjugate or negative view is worked on resolved (copy_ back
+    into it applies the view again)."""
+    if t.is_contiguous() and not _core.lazy_view(t):
         return t, None
-    c = t.contiguous()
+    c = t.resolve_conj().resolve_neg().contiguous() if _core.lazy_view(t) else t.contiguous()
     return c, (lambda: t.copy_(c))
 
 

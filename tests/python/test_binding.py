@@ -18,6 +18,7 @@ except ImportError:
     print("SKIP: numpy is not installed (apt-get install python3-numpy)")
     sys.exit(77)
 import concurrent.futures
+import gc
 
 import mlcomm
 
@@ -309,6 +310,7 @@ def t_errors(c):
     if p > 1:
         raises(mlcomm.InvalidArgError, lambda: c.allgatherv(np.zeros(1), [1]), "counts length", "entries")
     raises(mlcomm.InvalidArgError, lambda: mlcomm.as_dtype("float128"), "unknown dtype name")
+    raises(mlcomm.InvalidArgError, lambda: mlcomm.as_dtype(np.int16), "a numpy dtype mlcomm lacks", "record(2)")
     # mismatched counts across ranks fail every rank with both sides named
     if p >= 2:
         sub = c.split(0, r)
@@ -578,6 +580,58 @@ def t_store(c):
             shutil.rmtree(d, ignore_errors=True)
 
 
+def t_buffer_safety(c):
+    """What the C library cannot check: Python objects, buffer bounds of the
+    v-forms, lazy torch views, and buffers of a request the caller dropped."""
+    p, r = c.size, c.rank
+    # object arrays hold pointers into this process: refused before any C call
+    raises(mlcomm.InvalidArgError, lambda: c.broadcast(np.array(["a", None], dtype=object)), "object array",
+           "object")
+    raises(mlcomm.InvalidArgError, lambda: c.allgather(np.zeros(2, dtype=[("k", "i4"), ("o", "O")])),
+           "structured array with an object field", "object")
+    # v-forms: every block must lie inside its array (a one-rank communicator:
+    # each rank is the root, and no peer is left waiting in C)
+    solo = c.split(r, 0)
+    x = np.arange(4, dtype=np.int64)
+    raises(mlcomm.InvalidArgError, lambda: solo.allgatherv(x, [4], out=np.zeros(3, np.int64)),
+           "allgatherv out too short", "out")
+    raises(mlcomm.InvalidArgError, lambda: solo.allgatherv(x, [4], out=np.zeros(5, np.int64), displs=[2]),
+           "allgatherv displs past out", "out")
+    raises(mlcomm.InvalidArgError, lambda: solo.alltoallv(x, [4], [4], out=np.zeros(3, np.int64)),
+           "alltoallv out too short", "out")
+    raises(mlcomm.InvalidArgError, lambda: solo.alltoallv(x, [3], [3], sdispls=[2]), "alltoallv x too short",
+           "x")
+    raises(mlcomm.InvalidArgError, lambda: solo.gatherv(x, [4], out=np.zeros(2, np.int64)),
+           "gatherv out too short", "out")
+    raises(mlcomm.InvalidArgError, lambda: solo.scatterv(x, [3], np.zeros(3, np.int64), displs=[2]),
+           "scatterv x too short", "x")
+    raises(mlcomm.InvalidArgError, lambda: solo.allgatherv(x, [4], out=np.zeros(8, np.int64), displs=[-1]),
+           "negative displacement", "negative")
+    eq(solo.alltoallv(x, [2], [2], sdispls=[2], rdispls=[1], out=np.zeros(3, np.int64)), [0, 2, 3],
+       "alltoallv blocks that fit")
+    solo.free()
+    # a request dropped while in flight keeps its buffers until it completes
+    if p >= 2:
+        c.recv(np.empty(2000), source=(r - 1) % p, tag=77, async_op=True)  # dropped at once
+        gc.collect()
+        fresh = [np.full(2000, -7.0) for _ in range(64)]
+        c.barrier()
+        c.send(np.full(2000, 5.0), (r + 1) % p, tag=77)
+        c.barrier()
+        c.allreduce(np.zeros(1), async_op=True).wait()
+        expect(all((a == -7.0).all() for a in fresh), "a dropped receive wrote into arrays made after it")
+    try:
+        import torch
+    except ImportError:
+        return
+    # lazy conjugate views are moved by value; as an output one is refused
+    z = torch.tensor([1 + 2j, 3 - 1j]).conj()
+    expect(bool(z.is_conj()), "torch makes conj() lazily")
+    want = torch.tensor([1 - 2j, 3 + 1j]) * p
+    expect(torch.equal(c.allreduce(z), want), "allreduce of a conjugate view")
+    raises(mlcomm.InvalidArgError, lambda: c.allreduce(z, out=z), "conjugate view as output", "conj")
+
+
 def t_torch(c):
     try:
         import torch
@@ -607,7 +661,7 @@ def t_torch(c):
 
 
 CASES = [t_basics, t_allreduce, t_reduce_bcast, t_allgather, t_reduce_scatter_alltoall, t_gather_scatter,
-         t_p2p, t_group, t_store, t_async, t_userop, t_split, t_create_from, t_mesh, t_exchange, t_torch, t_tensor, t_errors]
+         t_p2p, t_group, t_store, t_async, t_userop, t_split, t_create_from, t_mesh, t_exchange, t_torch, t_buffer_safety, t_tensor, t_errors]
 
 
 def run_rank(comm, only):

@@ -33,6 +33,22 @@ def ops(r, p, group, ranks):
         t = torch.full((3,), float(r))
         dist.all_reduce(t, op=op, group=g)
         eq(t, torch.full((3,), float(want)), "all_reduce %s" % op)
+    # lazy conjugate views move by value (their memory holds the unconjugated values)
+    zb = torch.tensor([1 + 2j]).conj() if r == 0 else torch.zeros(1, dtype=torch.complex64)
+    dist.broadcast(zb, src=gr[0], group=g)
+    eq(zb, torch.tensor([1 - 2j]), "broadcast from a conjugate view")
+    if p >= 2 and r < 2:
+        if r == 0:
+            dist.send(torch.tensor([1 + 2j, 3 - 1j]).conj(), gr[1], group=g)
+        else:
+            got = torch.zeros(2, dtype=torch.complex64)
+            dist.recv(got, gr[0], group=g)
+            eq(got, torch.tensor([1 - 2j, 3 + 1j]), "send of a conjugate view")
+    try:
+        dist.all_reduce(torch.ones(1, dtype=torch.int32), op=dist.ReduceOp.BAND, group=g)
+        check(False, "all_reduce with BAND: no error")
+    except RuntimeError as e:
+        check("BAND" in str(e), "the unsupported op is named: %s" % e)
     nc = torch.zeros(4, 4)
     nc[:, 1] = r + 1.0
     col = nc[:, 1]  # not contiguous
