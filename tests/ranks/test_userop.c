@@ -8,7 +8,8 @@
  *   affine (8-byte records {a, b}): composition of x -> a*x + b mod 2^32.
  * Both must be applied in rank order by reduce (every root), allreduce and
  * reduce_scatter, in-place and out-of-place, under the selector's choice and
- * every order-preserving algorithm. A commutative op checks that ctx and
+ * every order-preserving algorithm, and allreduce above 16 MiB (staged
+ * between processes). A commutative op checks that ctx and
  * dtype reach the function. Ops are process-wide, so main creates them once
  * before the ranks start (with the threads backend every rank shares them).
  */
@@ -168,6 +169,10 @@ static int body(mlc_comm_t *comm)
     }
     for (int root = 0; root < p; root++)
         CHECK_RUN(check_case(comm, COLL_REDUCE, OP_CONCAT, 3, root % 2, root, "auto"));
+    /* Allreduces of 16 MiB and more (through the stages between processes on shm). */
+    for (op_kind_t k = OP_CONCAT; k <= OP_AFFINE; k++)
+        for (int inplace = 0; inplace < 2; inplace++)
+            CHECK_RUN(check_case(comm, COLL_ALLREDUCE, k, 2 * 1024 * 1024 + 4099, inplace, 0, "auto"));
     CHECK(atomic_load(&summod_bad_call) == 0, "the user fn got the wrong ctx or dtype");
 
     /* mlc_reduce_local with a user op: inout = in (op) inout. */

@@ -111,6 +111,23 @@ static bool all_at_least(const eng_comm_t *ec, int f, uint64_t v)
     return true;
 }
 
+/* A count a rank raises during op v (chunks staged, reduced): v's low 24
+ * bits above a 40-bit count, so that a peer still holding op v - 1's word
+ * reads a count of 0 for op v. (A peer reads the word only during ops v - 1
+ * and v: the writer starts op v + 1 once every rank finished op v.) */
+#define PROGRESS_COUNT_BITS 40
+
+static uint64_t progress_word(uint64_t v, uint64_t count)
+{
+    return (v & 0xffffffu) << PROGRESS_COUNT_BITS | count;
+}
+
+static uint64_t progress_of(const atomic_uint_fast64_t *word, uint64_t v)
+{
+    uint64_t w = atomic_load_explicit(word, memory_order_acquire);
+    return w >> PROGRESS_COUNT_BITS == (v & 0xffffffu) ? w & (((uint64_t)1 << PROGRESS_COUNT_BITS) - 1) : 0;
+}
+
 static inline unsigned line_of(uint64_t v)
 {
     return (unsigned)(v % ENG_QUICK_DEPTH);
@@ -727,10 +744,6 @@ static bool stages_bcast(const mlc_request_t *req)
            req->args.count * req->args.esize >= ENG_STAGE_MIN;
 }
 
-static uint64_t stage_count(uint64_t v, uint64_t chunks)
-{
-    return v << 24 | chunks;
-}
 
 static size_t stage_chunks(const mlc_request_t *req)
 {
@@ -754,9 +767,7 @@ static size_t stage_len(size_t n, uint64_t c)
  * previous op's readers finished before this op began: prev_done). */
 static bool stage_reader_behind(const eng_comm_t *ec, const eng_direct_t *d, uint64_t c, int r)
 {
-    return c >= ENG_STAGE_DEPTH &&
-           atomic_load_explicit(&slot_of(ec, r)->unstaged, memory_order_acquire) <
-               stage_count(d->v, c - ENG_STAGE_DEPTH + 1);
+    return c >= ENG_STAGE_DEPTH && progress_of(&slot_of(ec, r)->unstaged, d->v) < c - ENG_STAGE_DEPTH + 1;
 }
 
 /* Whether every reader has copied out the chunk that chunk `c` reuses. */
@@ -780,7 +791,7 @@ static int stage_in(mlc_request_t *req, eng_direct_t *d)
         memcpy(stage_line(ec, a->root, d->chunk), (const char *)a->recvbuf + d->chunk * ENG_STAGE_CHUNK,
                stage_len(n, d->chunk));
         d->chunk++;
-        atomic_store_explicit(&mine->staged, stage_count(d->v, d->chunk), memory_order_release);
+        atomic_store_explicit(&mine->staged, progress_word(d->v, d->chunk), memory_order_release);
         copied = true;
     }
     if (copied) eng_wake_members(ec->ep, ec->world_of, ec->comm->size, a->root);
@@ -797,20 +808,169 @@ static int stage_out(mlc_request_t *req, eng_direct_t *d)
     const mlc_args_t *a = &req->args;
     eng_slot_t *mine = slot_of(ec, req->comm->rank), *root = slot_of(ec, a->root);
     size_t n = a->count * a->esize, chunks = stage_chunks(req);
-    uint64_t in = atomic_load_explicit(&root->staged, memory_order_acquire);
+    uint64_t in = progress_of(&root->staged, d->v);
     bool copied = false;
-    while (d->chunk < chunks && in >= stage_count(d->v, d->chunk + 1)) {
+    while (d->chunk < chunks && in >= d->chunk + 1) {
         memcpy((char *)a->recvbuf + d->chunk * ENG_STAGE_CHUNK, stage_line(ec, a->root, d->chunk),
                stage_len(n, d->chunk));
         d->chunk++;
-        atomic_store_explicit(&mine->unstaged, stage_count(d->v, d->chunk), memory_order_release);
+        atomic_store_explicit(&mine->unstaged, progress_word(d->v, d->chunk), memory_order_release);
         copied = true;
-        if (in < stage_count(d->v, d->chunk + 1)) in = atomic_load_explicit(&root->staged, memory_order_acquire);
+        if (in < d->chunk + 1) in = progress_of(&root->staged, d->v);
     }
     if (copied) eng_wake_members(ec->ep, ec->world_of, ec->comm->size, req->comm->rank);
     if (d->chunk < chunks) return 0;
     raise_flag(ec, F_DONE2, d->v);
     return 1;
+}
+
+/* ---- staged allreduce (large, between processes) ---------------------------- */
+
+/* Each rank reduces its slice of the result (slice()), chunk by chunk, in
+ * steps k = 0, 1, ...; all through the ranks' stages, AR_DEPTH steps deep:
+ *   copy in   every rank copies chunk k of every other rank's slice from its
+ *             send buffer into its stage;
+ *   reduce    the owner of a slice reduces its chunk k (its own send buffer
+ *             and the others' stages, in rank order) into its stage, and
+ *             writes it to its receive buffer;
+ *   copy out  every rank copies the owners' reduced chunk k into its
+ *             receive buffer.
+ * Each is counted in the rank's progress words (staged, reduced, unstaged).
+ * So every rank reads its send buffer and writes its receive buffer once,
+ * as a memcpy does; the chunks stay in the caches. In place is safe: a
+ * rank copies chunk k in before it writes it. */
+#define AR_DEPTH 2
+
+enum { AR_STAGED, AR_REDUCED, AR_UNSTAGED };
+
+static const atomic_uint_fast64_t *ar_word(const eng_slot_t *s, int which)
+{
+    return which == AR_STAGED ? &s->staged : which == AR_REDUCED ? &s->reduced : &s->unstaged;
+}
+
+/* Whether every other rank's count `which` is at least `want` (want <= 0: true). */
+static bool ar_others_reached(const eng_comm_t *ec, int which, uint64_t v, int64_t want)
+{
+    for (int r = 0; want > 0 && r < ec->comm->size; r++)
+        if (r != ec->comm->rank && progress_of(ar_word(slot_of(ec, r), which), v) < (uint64_t)want) return false;
+    return true;
+}
+
+/* Bytes of a chunk: whole elements, AR_DEPTH steps of p chunks per stage. */
+static size_t ar_chunk(const mlc_request_t *req)
+{
+    size_t c = ENG_STAGE_BYTES / (AR_DEPTH * (size_t)req->comm->size);
+    return c / req->args.esize * req->args.esize;
+}
+
+static bool stages_allreduce(const mlc_request_t *req)
+{
+    const eng_comm_t *ec = req->comm->impl;
+    return ec->stages && req->comm->size > 1 && req->args.count * req->args.esize >= ENG_STAGE_ALLREDUCE_MIN &&
+           ar_chunk(req) > 0;
+}
+
+/* Rank `owner`'s stage place for step k and slice q (q = owner: its result). */
+static char *ar_place(const eng_comm_t *ec, int owner, uint64_t k, int q, size_t chunk)
+{
+    return ec->stages + (size_t)ec->world_of[owner] * ENG_STAGE_BYTES +
+           ((size_t)(k % AR_DEPTH) * (size_t)ec->comm->size + (size_t)q) * chunk;
+}
+
+/* Chunk k of slice q: its element count (0 past the slice's end), at element *off. */
+static size_t ar_piece(const mlc_request_t *req, int q, uint64_t k, size_t chunk, size_t *off)
+{
+    size_t lo, len, ce = chunk / req->args.esize, from = (size_t)k * ce;
+    slice(req->args.count, req->comm->size, q, &lo, &len);
+    *off = lo + from;
+    return from >= len ? 0 : len - from < ce ? len - from : ce;
+}
+
+/* Raise this rank's count `which`, and wake the peers that sleep on it. */
+static void ar_publish(eng_comm_t *ec, int which, uint64_t v, uint64_t count)
+{
+    atomic_store_explicit((atomic_uint_fast64_t *)ar_word(slot_of(ec, ec->comm->rank), which),
+                          progress_word(v, count), memory_order_release);
+    eng_wake_members(ec->ep, ec->world_of, ec->comm->size, ec->comm->rank);
+}
+
+/* Step d->chunk, part d->part (0 copy in, 1 reduce, 2 copy out), on until a
+ * peer is behind or the last step is done. */
+static int stage_allreduce(mlc_request_t *req, eng_direct_t *d)
+{
+    eng_comm_t *ec = req->comm->impl;
+    const mlc_args_t *a = &req->args;
+    int p = req->comm->size, me = req->comm->rank;
+    size_t es = a->esize, chunk = ar_chunk(req), off, n;
+    uint64_t v = d->v, steps;
+    {
+        size_t lo, len;
+        slice(a->count, p, 0, &lo, &len); /* slice 0 is the longest */
+        steps = (len + chunk / es - 1) / (chunk / es);
+    }
+    bool stream = streams(ec, a->count * es);
+    while (d->chunk < steps) {
+        uint64_t k = d->chunk;
+        int64_t freed = (int64_t)k + 1 - AR_DEPTH; /* step k reuses step k - AR_DEPTH's places */
+        switch (d->part) {
+        case 0:
+            if (!ar_others_reached(ec, AR_REDUCED, v, freed)) return 0;
+            for (int q = 0; q < p; q++)
+                if (q != me && (n = ar_piece(req, q, k, chunk, &off)) != 0)
+                    memcpy(ar_place(ec, me, k, q, chunk), (const char *)a->sendbuf + off * es, n * es);
+            ar_publish(ec, AR_STAGED, v, k + 1);
+            d->part = 1;
+            /* fall through */
+        case 1:
+            if (!ar_others_reached(ec, AR_STAGED, v, (int64_t)k + 1) || !ar_others_reached(ec, AR_UNSTAGED, v, freed))
+                return 0;
+            if ((n = ar_piece(req, me, k, chunk, &off)) != 0) {
+                char *res = ar_place(ec, me, k, me, chunk);
+                const char *own = (const char *)a->sendbuf + off * es;
+                mlc_reduce_apply3(me == 0 ? own : ar_place(ec, 0, k, me, chunk),
+                                  me == 1 ? own : ar_place(ec, 1, k, me, chunk), res, n, a->dtype, a->op);
+                for (int r = 2; r < p; r++)
+                    mlc_reduce_apply3(res, r == me ? own : ar_place(ec, r, k, me, chunk), res, n, a->dtype, a->op);
+                if (a->op == MLC_AVG) mlc_reduce_divide(res, n, a->dtype, p);
+                if (stream)
+                    mlc_copy_stream((char *)a->recvbuf + off * es, res, n * es);
+                else
+                    memcpy((char *)a->recvbuf + off * es, res, n * es);
+            }
+            ar_publish(ec, AR_REDUCED, v, k + 1);
+            d->part = 2;
+            /* fall through */
+        case 2:
+            if (!ar_others_reached(ec, AR_REDUCED, v, (int64_t)k + 1)) return 0;
+            for (int q = 0; q < p; q++) {
+                if (q == me || (n = ar_piece(req, q, k, chunk, &off)) == 0) continue;
+                if (stream)
+                    mlc_copy_stream((char *)a->recvbuf + off * es, ar_place(ec, q, k, q, chunk), n * es);
+                else
+                    memcpy((char *)a->recvbuf + off * es, ar_place(ec, q, k, q, chunk), n * es);
+            }
+            ar_publish(ec, AR_UNSTAGED, v, k + 1);
+            d->chunk = k + 1;
+            d->part = 0;
+        }
+    }
+    raise_flag(ec, F_DONE2, v);
+    d->stage = 4;
+    return all_at_least(ec, F_DONE2, v) ? 1 : 0;
+}
+
+/* Which part of the staged allreduce waits for rank r. */
+static bool stage_allreduce_waits_for(const eng_comm_t *ec, const eng_direct_t *d, int r)
+{
+    const eng_slot_t *s = slot_of(ec, r);
+    uint64_t k = d->chunk;
+    int64_t freed = (int64_t)k + 1 - AR_DEPTH;
+    switch (d->part) {
+    case 0: return freed > 0 && progress_of(&s->reduced, d->v) < (uint64_t)freed;
+    case 1:
+        return progress_of(&s->staged, d->v) < k + 1 || (freed > 0 && progress_of(&s->unstaged, d->v) < (uint64_t)freed);
+    default: return progress_of(&s->reduced, d->v) < k + 1;
+    }
 }
 
 static int large_progress(mlc_request_t *req, eng_direct_t *d)
@@ -888,6 +1048,10 @@ static int large_progress(mlc_request_t *req, eng_direct_t *d)
             d->stage = 4;
             return all_at_least(ec, F_DONE2, v) ? 1 : 0;
         }
+        if (stages_allreduce(req)) {
+            d->stage = 7;
+            return stage_allreduce(req, d);
+        }
         { /* allreduce phase 1: my slice of the result */
             size_t lo, len;
             slice(a->count, p, me, &lo, &len);
@@ -928,6 +1092,7 @@ static int large_progress(mlc_request_t *req, eng_direct_t *d)
         return all_at_least(ec, F_DONE2, v) ? 1 : 0;
     case 5: return stage_in(req, d);
     case 6: return stage_out(req, d);
+    case 7: return stage_allreduce(req, d);
     }
     return 0;
 }
@@ -935,14 +1100,16 @@ static int large_progress(mlc_request_t *req, eng_direct_t *d)
 int eng_direct_progress(mlc_request_t *req, eng_direct_t *d, int *moved)
 {
     int stage = d->stage;
-    uint64_t chunk = d->chunk; /* a staged broadcast moves chunk by chunk within one stage */
+    /* Staged broadcasts and allreduces move chunk by chunk, part by part, within one stage. */
+    uint64_t chunk = d->chunk;
+    int part = d->part;
     bool small = payload_bytes(req) <= ENG_SLOT_DATA && req->coll != MLC_COLL_BARRIER;
     int rc;
     if (d->quick) /* every barrier, and payloads of at most ENG_QUICK_DATA bytes */
         rc = quick_progress(req, d);
     else
         rc = small ? small_progress(req, d) : large_progress(req, d);
-    if (rc != 0 || d->stage != stage || d->chunk != chunk) *moved = 1;
+    if (rc != 0 || d->stage != stage || d->chunk != chunk || d->part != part) *moved = 1;
     if (rc != 0) eng_direct_cancel(req->comm->impl, d);
     return rc;
 }
@@ -966,9 +1133,9 @@ bool eng_direct_waits_for(const mlc_request_t *req, const eng_direct_t *d, int r
     case 3: return r >= d->peer && !flag_at_least(ec, r, F_READY, v);
     case 5: /* staged broadcast root: the readers of the chunk it would reuse */
         return stage_reader_behind(ec, d, d->chunk, r);
+    case 7: return stage_allreduce_waits_for(ec, d, r);
     case 6: /* staged broadcast reader: the root's next chunk */
-        return r == a->root && atomic_load_explicit(&slot_of(ec, r)->staged, memory_order_acquire) <
-                                   stage_count(v, d->chunk + 1);
+        return r == a->root && progress_of(&slot_of(ec, r)->staged, v) < d->chunk + 1;
     default: return !flag_at_least(ec, r, F_DONE2, v); /* stage 4: the readers' done2 */
     }
 }
