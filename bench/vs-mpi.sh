@@ -495,13 +495,17 @@ segments_for() {
         -v hi="$MAX_ITERS" -v sizes="$SIZES" '
         BEGIN { n = split(sizes, sz, " ") }
         $1 == np && $4 == coll && $3 == side {
-            i = (seen++ % n) + 1; t = $7 / 1e6
+            # a row is the size asked for, rounded down to whole elements per rank
+            for (i = 1; i < n && sz[i] + 0 < $5 + 0; i++) {}
+            t = $7 / 1e6
             if (!(i in best) || t < best[i]) best[i] = t
         }
         END {
             for (i = 1; i <= n; i++) {
-                t = (i in best) ? best[i] : 0
-                it = (t > 0) ? T / t : hi
+                # a size with no row (zero elements per rank: dropped) runs
+                # as many calls as the size before it (the first: the most)
+                if (!(i in best)) { it = i > 1 ? cur : hi }
+                else { t = best[i]; it = (t > 0) ? T / t : hi }
                 p2 = 1; while (p2 * 2 <= it) p2 *= 2
                 it = p2 < lo ? lo : p2 > hi ? hi : p2
                 if (i > 1 && it == cur) { last = sz[i]; continue }
