@@ -297,6 +297,8 @@ static bool quick_fits(const mlc_request_t *req)
     }
 }
 
+static bool stages_allreduce(const mlc_request_t *req);
+
 const char eng_direct_name[] = "direct";
 
 const char *eng_direct_choose(const mlc_request_t *req)
@@ -376,7 +378,7 @@ mlc_status_t eng_direct_start(mlc_request_t *req, const mlc_sig_t *sig, uint64_t
     d->quick = quick_fits(req);
     d->after_quick = ec->quick_seq == d->v - 1;
     if (d->quick) ec->quick_seq = d->v;
-    if (!small && (req->coll == MLC_COLL_ALLREDUCE || req->coll == MLC_COLL_REDUCE_SCATTER)) {
+    if (!small && ((req->coll == MLC_COLL_ALLREDUCE && !stages_allreduce(req)) || req->coll == MLC_COLL_REDUCE_SCATTER)) {
         /* SCRATCH_CHUNKS chunks, plus the accumulator when in place. */
         size_t lo, len = req->args.count;
         if (req->coll == MLC_COLL_ALLREDUCE) slice(req->args.count, req->comm->size, req->comm->rank, &lo, &len);
@@ -743,7 +745,6 @@ static bool stages_bcast(const mlc_request_t *req)
     return ec->stages && req->comm->size > 1 && req->args.inplace &&
            req->args.count * req->args.esize >= ENG_STAGE_MIN;
 }
-
 
 static size_t stage_chunks(const mlc_request_t *req)
 {
@@ -1133,9 +1134,9 @@ bool eng_direct_waits_for(const mlc_request_t *req, const eng_direct_t *d, int r
     case 3: return r >= d->peer && !flag_at_least(ec, r, F_READY, v);
     case 5: /* staged broadcast root: the readers of the chunk it would reuse */
         return stage_reader_behind(ec, d, d->chunk, r);
-    case 7: return stage_allreduce_waits_for(ec, d, r);
     case 6: /* staged broadcast reader: the root's next chunk */
         return r == a->root && progress_of(&slot_of(ec, r)->staged, v) < d->chunk + 1;
+    case 7: return stage_allreduce_waits_for(ec, d, r);
     default: return !flag_at_least(ec, r, F_DONE2, v); /* stage 4: the readers' done2 */
     }
 }
