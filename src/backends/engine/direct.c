@@ -310,7 +310,8 @@ const char *eng_direct_choose(const mlc_request_t *req)
     switch (req->coll) {
     case MLC_COLL_BARRIER: return eng_direct_name;
     case MLC_COLL_REDUCE: return small ? eng_direct_name : NULL;
-    case MLC_COLL_ALLREDUCE:
+    case MLC_COLL_ALLREDUCE: /* staged, it needs no single copy */
+        return small || ec->cma_all || stages_allreduce(req) ? eng_direct_name : NULL;
     case MLC_COLL_BROADCAST:
     case MLC_COLL_ALLGATHER:
     case MLC_COLL_REDUCE_SCATTER: return small || ec->cma_all ? eng_direct_name : NULL;
@@ -358,14 +359,15 @@ mlc_status_t eng_direct_start(mlc_request_t *req, const mlc_sig_t *sig, uint64_t
                          mlc_coll_name(req->coll), ec->ep->seg->slot_areas);
     size_t n = payload_bytes(req);
     bool small = n <= ENG_SLOT_DATA;
-    bool ok = req->coll == MLC_COLL_BARRIER || small ||
-              (ec->cma_all && req->coll != MLC_COLL_REDUCE);
+    bool ok = req->coll == MLC_COLL_BARRIER || small || (ec->cma_all && req->coll != MLC_COLL_REDUCE) ||
+              (req->coll == MLC_COLL_ALLREDUCE && stages_allreduce(req));
     if (!ok || (req->coll != MLC_COLL_BARRIER && req->coll != MLC_COLL_REDUCE &&
                 req->coll != MLC_COLL_ALLREDUCE && req->coll != MLC_COLL_BROADCAST &&
                 req->coll != MLC_COLL_ALLGATHER && req->coll != MLC_COLL_REDUCE_SCATTER))
         return mlc_error(MLC_ERR_UNSUPPORTED, "%s of %zu bytes: algorithm 'direct' needs single-copy access "
-                         "between every pair of ranks (see MLC_CMA) or a payload of at most %d bytes",
-                         mlc_coll_name(req->coll), n, ENG_SLOT_DATA);
+                         "between every pair of ranks (see MLC_CMA) or a payload of at most %d bytes (an "
+                         "allreduce: or of %zu bytes and more, staged, on a communicator with stages)",
+                         mlc_coll_name(req->coll), n, ENG_SLOT_DATA, ENG_STAGE_ALLREDUCE_MIN);
     memset(d, 0, sizeof *d);
     d->sig = sig;
     d->sig_hash = hash;
