@@ -48,7 +48,7 @@
     X(MPI_CUDA_AWARE, "MLC_MPI_CUDA_AWARE", CHOICE, "auto", 0, 0, mlc_cuda_aware_names, MLC_NOPUB, MLC_LOCAL, "mpi: hand device buffers to MPI: auto (ask MPI), 1, 0 (stage them)") \
     X(EXCHANGE_EXEC, "MLC_EXCHANGE_EXEC", STR, "auto", 0, 0, NULL, MLC_NOPUB, MLC_LOCAL, "exchange executor: auto, mpi_pack, mpi_subarray, p2p") \
     X(CMA, "MLC_CMA", BOOL, "1", 0, 1, NULL, MLC_PUB(cma), MLC_LOCAL, "shm: single-copy transfers with process_vm_readv where allowed (0/1)") \
-    X(STREAM_MIN, "MLC_STREAM_MIN", SIZE, "8M", 0, LLONG_MAX, NULL, MLC_NOPUB, MLC_LOCAL, "threads/shm: a result of at least this many bytes that no peer reads (own allgather block, reduce_scatter block, broadcast root copy) bypasses the caches (streaming stores); 0 = never") \
+    X(STREAM_MIN, "MLC_STREAM_MIN", SIZE, "8M", 0, LLONG_MAX, NULL, MLC_NOPUB, MLC_LOCAL, "threads/shm: a result of at least this many bytes that no peer reads (own allgather block, reduce_scatter block, broadcast root copy, staged allreduce) bypasses the caches (streaming stores); 0 = never") \
     X(FAULT_INIT, "MLC_FAULT_INIT", STR, "", 0, 0, NULL, MLC_NOPUB, MLC_LOCAL, "testing only: R:POINT makes rank R SIGKILL itself at shm init POINT (rendezvous, attach)") \
     X(ALGO_BROADCAST, "MLC_ALGO_BROADCAST", ALGO, "auto", 0, 0, NULL, MLC_NOPUB, MLC_AGREE(algo[MLC_COLL_BROADCAST]), "force the broadcast algorithm") \
     X(ALGO_REDUCE, "MLC_ALGO_REDUCE", ALGO, "auto", 0, 0, NULL, MLC_NOPUB, MLC_AGREE(algo[MLC_COLL_REDUCE]), "force the reduce algorithm") \

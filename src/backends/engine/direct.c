@@ -16,7 +16,9 @@
  *  streaming stores. No ring, no intermediate copies through shared memory;
  *  but a large in-place broadcast between processes streams through the
  *  root's stage (staged broadcast, below): there two copies that run at
- *  once beat one process_vm_readv, which pins every page it reads.
+ *  once beat one process_vm_readv, which pins every page it reads. So does
+ *  an allreduce between processes from 16 MiB (staged allreduce, below),
+ *  which needs no single copy at all.
  *
  * Each rank publishes its call's signature with `pub`; a rank compares the
  * signature of every peer it is about to read before it reads, so calls with
