@@ -427,6 +427,9 @@ MLC_API int mlc_comm_rank(const mlc_comm_t *comm);
 MLC_API int mlc_comm_size(const mlc_comm_t *comm);
 /** Name of the backend serving this communicator ("shm"). */
 MLC_API const char *mlc_comm_backend(const mlc_comm_t *comm);
+/** Its timeout in seconds (0 = never): what mlc_config_t.timeout_s, MLC_TIMEOUT
+ * or the default (600) gave it, or mlc_comm_set_timeout since; -1 for NULL. */
+MLC_API double mlc_comm_timeout(const mlc_comm_t *comm);
 /** The communicator's sticky error (MLC_SUCCESS while healthy). */
 MLC_API mlc_status_t mlc_comm_status(const mlc_comm_t *comm);
 
@@ -462,8 +465,9 @@ MLC_API mlc_status_t mlc_comm_abort(mlc_comm_t *comm);
  * init; 0 = never). Local to this rank and to this communicator (not the one
  * it was split from, nor those split from it later, which copy it). Call it
  * while no operation of the communicator is in flight. On mpi, call it alike
- * on every rank: whether a timeout is set decides how MPI's collectives are
- * issued (blocking MPI calls without one), as MLC_TIMEOUT must be alike.
+ * on every rank: whether there is a deadline (not 0) decides how MPI's
+ * collectives are issued (MPI's blocking calls with none), as MLC_TIMEOUT=0
+ * must be alike.
  */
 MLC_API mlc_status_t mlc_comm_set_timeout(mlc_comm_t *comm, double seconds);
 

@@ -588,17 +588,15 @@ static mlc_status_t mlc_resolve_backend(const mlc_config_t *cfg, mlc_cfg_t *r)
 
 static mlc_status_t mlc_resolve_timeout(const mlc_config_t *cfg, mlc_cfg_t *r)
 {
-    r->timeout_set = false;
     if (cfg != NULL && !(cfg->timeout_s < 0)) { /* NaN is not "unset" */
         if (!isfinite(cfg->timeout_s))
             return mlc_error(MLC_ERR_INVALID_ARG,
                              "cfg->timeout_s is %g (seconds >= 0, 0 = never, < 0 = unset)",
                              cfg->timeout_s);
         r->timeout_s = cfg->timeout_s;
-        r->timeout_set = true;
         return MLC_SUCCESS;
     }
-    return mlc_env_seconds(MLC_ENV_TIMEOUT, &r->timeout_s, &r->timeout_set);
+    return mlc_env_seconds(MLC_ENV_TIMEOUT, &r->timeout_s, NULL);
 }
 
 /* A file name from the caller (NULL = unset; "" = explicitly none) or the environment. */

@@ -135,8 +135,7 @@ typedef struct mlc_cfg {
     int rank, world_size, local_rank, local_size;
     char job_id[96];
     int job_fd;          /* -1 when not under mlcomm-run */
-    double timeout_s;    /* 0 = never */
-    bool timeout_set;    /* set by caller or env (the MPI backend needs to know) */
+    double timeout_s;    /* 0 = never (the default applies when neither caller nor env sets it) */
     int log_level;
     char log_file[256];
     char profile[256];   /* "" = off */

@@ -362,6 +362,7 @@ fail:
 int mlc_comm_rank(const mlc_comm_t *comm) { return comm ? comm->rank : -1; }
 int mlc_comm_size(const mlc_comm_t *comm) { return comm ? comm->size : -1; }
 const char *mlc_comm_backend(const mlc_comm_t *comm) { return comm ? comm->be->name : NULL; }
+double mlc_comm_timeout(const mlc_comm_t *comm) { return comm ? comm->cfg.timeout_s : -1.0; }
 
 mlc_memory_kind_t mlc_comm_memory(const mlc_comm_t *comm)
 {
@@ -498,7 +499,6 @@ mlc_status_t mlc_comm_set_timeout(mlc_comm_t *comm, double seconds)
     if (!isfinite(seconds) || seconds < 0)
         return mlc_error(MLC_ERR_INVALID_ARG, "mlc_comm_set_timeout: %g seconds (need >= 0; 0 = never)", seconds);
     comm->cfg.timeout_s = seconds;
-    comm->cfg.timeout_set = true;
     return MLC_SUCCESS;
 }
 

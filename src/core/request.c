@@ -168,12 +168,12 @@ static int is_done(const mlc_request_t *req)
     return atomic_load_explicit(&req->done, memory_order_acquire);
 }
 
-/* MPI without a timeout: MPI's own blocking wait (as raw MPI would), which
- * has no deadline. */
+/* MPI with no deadline (MLC_TIMEOUT=0): MPI's own blocking wait, as raw MPI
+ * would. Any timeout, the default included, makes the wait a polled one. */
 static bool waits_natively(const mlc_request_t *req)
 {
     const mlc_comm_t *comm = req->comm;
-    return comm->be->wait_native && !comm->cfg.timeout_set &&
+    return comm->be->wait_native && comm->cfg.timeout_s <= 0 &&
            !(comm->be->keeps_polling && comm->be->keeps_polling(req));
 }
 

@@ -5,20 +5,35 @@
  * communicator, split off beforehand, stays usable for the epilogue. On mpi
  * the notice travels on the hidden communicator and wakes a wait that sits
  * in MPI (no timeout) as well as the timed polling loop (MLC_TIMEOUT set).
+ * Odd ranks wait in a blocking receive (no request): with MLC_TIMEOUT unset
+ * the default timeout applies, so that wait is polled, not MPI's own
+ * MPI_Recv, which nothing could end. With MLC_TIMEOUT=0 (no deadline: on
+ * mpi, MPI's blocking calls) every rank waits on a request instead.
  */
+#include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
 #include "harness.h"
 
 static int body(mlc_comm_t *comm)
 {
     int r = mlc_comm_rank(comm);
+    const char *t = getenv("MLC_TIMEOUT");
+    bool no_deadline = t && strcmp(t, "0") == 0;
     mlc_comm_t *side = NULL;
     CHECK_OK(mlc_comm_split(comm, 0, r, &side));
     int32_t x[4] = {0}, y = 0;
     if (r == 0) {
         CHECK_OK(mlc_barrier(side, NULL));
+        /* the blocking receivers are inside their receive by now, usually */
+        nanosleep(&(struct timespec){0, 300 * 1000 * 1000}, NULL);
         CHECK_OK(mlc_comm_abort(comm));
         CHECK(mlc_comm_status(comm) == MLC_ERR_ABORTED, "aborting rank's status %d", mlc_comm_status(comm));
+    } else if (r % 2 == 1 && !no_deadline) {
+        CHECK_OK(mlc_barrier(side, NULL));
+        CHECK_ERR(mlc_recv(x, 4, MLC_INT32, 0, 1, comm, NULL, NULL), MLC_ERR_ABORTED);
     } else {
         mlc_request_t *q = NULL;
         CHECK_OK(mlc_recv(x, 4, MLC_INT32, 0, 1, comm, NULL, &q));

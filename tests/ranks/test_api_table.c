@@ -131,6 +131,7 @@ static int core_api(mlc_comm_t *comm, unsigned char *a, unsigned char *b, size_t
     BADV(mlc_comm_rank, mlc_comm_rank(NULL) == -1);
     BADV(mlc_comm_size, mlc_comm_size(NULL) == -1);
     BADV(mlc_comm_backend, mlc_comm_backend(NULL) == NULL);
+    BADV(mlc_comm_timeout, mlc_comm_timeout(NULL) == -1.0);
     BADV(mlc_comm_status, mlc_comm_status(NULL) == E);
     BAD(mlc_comm_split, mlc_comm_split(NULL, 0, 0, &c), E);
     BAD(mlc_comm_split, mlc_comm_split(comm, 0, 0, NULL), E);
@@ -473,6 +474,14 @@ static int body(mlc_comm_t *comm)
     int32_t one = 1, sum = 0;
     CHECK_OK(mlc_allreduce(&one, &sum, 1, MLC_INT32, MLC_SUM, comm, NULL));
     CHECK(sum == p, "allreduce after the bad calls gave %d", sum);
+    /* The timeout reads back: MLC_TIMEOUT's, else the default; then what was set. */
+    const char *env_timeout = getenv("MLC_TIMEOUT");
+    double had = mlc_comm_timeout(comm);
+    CHECK(env_timeout && *env_timeout ? had == atof(env_timeout) : had == 600.0, "timeout %g, MLC_TIMEOUT %s", had,
+          env_timeout ? env_timeout : "unset");
+    CHECK_OK(mlc_comm_set_timeout(comm, 42.5));
+    CHECK(mlc_comm_timeout(comm) == 42.5, "timeout after setting 42.5: %g", mlc_comm_timeout(comm));
+    CHECK_OK(mlc_comm_set_timeout(comm, had));
     if (r == 0) CHECK_RUN(census(comm));
     mlc_test_free(a);
     mlc_test_free(b);

@@ -246,15 +246,16 @@ mlc_status_t mlc_mpi_wait_native(mlc_request_t *req);
 void mlc_mpi_idle(mlc_comm_t *comm, double max_s);
 void mlc_mpi_pending_peers(const mlc_request_t *req, char *buf, size_t len);
 
-/* Blocking MPI calls are used for a call that waits right away, unless a
- * timeout is set (then everything is nonblocking and waited with a deadline).
+/* Blocking MPI calls are used for a call that waits right away only without
+ * a deadline (MLC_TIMEOUT=0); with one, the default 600 s included,
+ * everything is nonblocking and waited for with that deadline.
  * A collective's form depends only on what every rank agrees on (MPI matches
  * a blocking collective only with blocking ones); a point-to-point call is
  * also nonblocking while an algorithm's steps wait somewhere in this process
  * for our polling, so that they advance while it waits. */
 static inline bool mlc_mpi_blocking(const mlc_request_t *req)
 {
-    if (!req->blocking || req->comm->cfg.timeout_set) return false;
+    if (!req->blocking || req->comm->cfg.timeout_s > 0) return false;
     return req->coll < MLC_COLL_SEND || atomic_load_explicit(&mlc_mpi_polled_ops, memory_order_relaxed) == 0;
 }
 

@@ -78,7 +78,7 @@ mlc_status_t mlc_xmpi_wait(mlc_comm_t *comm, int n, MPI_Request *reqs, const cha
 {
     mlc_status_t st = mlc_core->comm_check(comm);
     if (st) return st;
-    if (!comm->cfg.timeout_set || comm->cfg.timeout_s <= 0) {
+    if (comm->cfg.timeout_s <= 0) { /* MLC_TIMEOUT=0: no deadline, MPI's own wait */
         MPI_Status status;
         for (int i = 0; i < n; i++) {
             int rc = MPI_Wait(&reqs[i], &status);
