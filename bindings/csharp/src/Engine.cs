@@ -118,9 +118,9 @@ namespace MLFramework.Communication
         /// <summary>The communicator's timeout in seconds (0 = never): bounds the binding's own polling.</summary>
         internal readonly double TimeoutSeconds;
 
-        internal CommEngine(IntPtr comm, double timeoutSeconds)
+        internal CommEngine(IntPtr comm)
         {
-            TimeoutSeconds = timeoutSeconds;
+            TimeoutSeconds = Mlc.mlc_comm_timeout(comm);
             _comm = comm;
             Rank = Mlc.mlc_comm_rank(comm);
             Size = Mlc.mlc_comm_size(comm);

@@ -185,12 +185,29 @@ namespace MLFramework.Communication.Native
         private static extern IntPtr dlopen(string path, int flags);
         [DllImport("libdl.so.2", EntryPoint = "dlerror")]
         private static extern IntPtr dlerror();
+        [DllImport("libc.so.6", EntryPoint = "realpath")]
+        private static extern IntPtr realpath(string path, IntPtr resolved);
+        [DllImport("libc.so.6", EntryPoint = "free")]
+        private static extern void free(IntPtr p);
+
+        /// <summary>The file a path names, links resolved; null if there is none.</summary>
+        private static string RealPath(string path)
+        {
+            IntPtr p = realpath(path, IntPtr.Zero);
+            if (p == IntPtr.Zero) return null;
+            string s = Marshal.PtrToStringAnsi(p);
+            free(p);
+            return s;
+        }
 
         /// <summary>
         /// MLCOMM_LIBRARY names the library to use: it is loaded (RTLD_GLOBAL)
         /// before any call, so the DllImport of "libmlcomm.so.0" (the dllmap in
         /// MLFramework.Communication.dll.config) resolves to it by its soname.
         /// Without it Mono looks next to the assembly, then on the loader path.
+        /// Mono looks next to the assembly first whatever is loaded: a
+        /// libmlcomm.so.0 there that is another file would be loaded beside
+        /// MLCOMM_LIBRARY's and take the calls, so that is refused.
         /// </summary>
         static NativeLoader()
         {
@@ -202,6 +219,14 @@ namespace MLFramework.Communication.Native
                 const int RTLD_NOW = 2, RTLD_GLOBAL = 0x100;
                 if (dlopen(path, RTLD_NOW | RTLD_GLOBAL) == IntPtr.Zero)
                     throw new DllNotFoundException("MLCOMM_LIBRARY=" + path + ": " + Marshal.PtrToStringAnsi(dlerror()));
+                string dir = System.IO.Path.GetDirectoryName(typeof(NativeLoader).Assembly.Location);
+                string beside = string.IsNullOrEmpty(dir) ? null : RealPath(System.IO.Path.Combine(dir, "libmlcomm.so.0"));
+                string wanted = RealPath(path);
+                if (beside != null && wanted != null && beside != wanted)
+                    throw new DllNotFoundException("MLCOMM_LIBRARY=" + path + " (" + wanted + "), but " + dir +
+                        "/libmlcomm.so.0 (" + beside + ") lies next to the assembly, and Mono loads that one first: " +
+                        "both would be loaded and the calls would go to it. Remove it, or run a copy of the " +
+                        "assembly from a folder without it");
             }
         }
 
@@ -249,6 +274,7 @@ namespace MLFramework.Communication.Native
         [DllImport(Lib)] internal static extern int mlc_comm_rank(IntPtr comm);
         [DllImport(Lib)] internal static extern int mlc_comm_size(IntPtr comm);
         [DllImport(Lib)] internal static extern IntPtr mlc_comm_backend(IntPtr comm);
+        [DllImport(Lib)] internal static extern double mlc_comm_timeout(IntPtr comm);
         [DllImport(Lib)] internal static extern int mlc_comm_status(IntPtr comm);
         [DllImport(Lib)] internal static extern int mlc_comm_split(IntPtr comm, int color, int key, out IntPtr outComm);
         [DllImport(Lib)] internal static extern int mlc_comm_free(IntPtr comm);

@@ -154,9 +154,12 @@ namespace MLFramework.Tests.Mock
                 .ToDictionary(k => k, Environment.GetEnvironmentVariable);
             try
             {
-                new MPIConfig { UseCudaAwareMPI = false, ThreadLevel = 3, BufferSize = 1 << 20, EnableProfiling = true }.Apply();
+                // Communicators make their calls on threads of their own: MPI must allow that by default.
+                new MPIConfig().Apply();
+                Assert.AreEqual("3", Environment.GetEnvironmentVariable("MLC_MPI_THREAD_LEVEL"), "default thread level: multiple");
+                new MPIConfig { UseCudaAwareMPI = false, ThreadLevel = 2, BufferSize = 1 << 20, EnableProfiling = true }.Apply();
                 Assert.AreEqual("0", Environment.GetEnvironmentVariable("MLC_MPI_CUDA_AWARE"));
-                Assert.AreEqual("3", Environment.GetEnvironmentVariable("MLC_MPI_THREAD_LEVEL"));
+                Assert.AreEqual("2", Environment.GetEnvironmentVariable("MLC_MPI_THREAD_LEVEL"));
                 Assert.AreEqual("1048576", Environment.GetEnvironmentVariable("MLC_STAGE_CHUNK"));
                 Assert.AreEqual("stats", Environment.GetEnvironmentVariable("MLC_PROFILE"));
                 Assert.Throws<ArgumentException>(() => new MPIConfig { ThreadLevel = 4 }.Apply());

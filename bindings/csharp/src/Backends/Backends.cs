@@ -211,8 +211,14 @@ namespace MLFramework.Communication.Backends
     {
         /// <summary>Hand device buffers to a CUDA-aware MPI as they are (MLC_MPI_CUDA_AWARE=1), else stage them through pinned host memory (0).</summary>
         public bool UseCudaAwareMPI { get; set; } = true;
-        /// <summary>MPI thread level: 0 single, 1 funneled, 2 serialized, 3 multiple.</summary>
-        public int ThreadLevel { get; set; } = 1;
+        /// <summary>
+        /// MPI thread level: 0 single, 1 funneled, 2 serialized, 3 multiple (the default).
+        /// Every communicator has its own completion thread that makes its MPI calls,
+        /// so with more than one communicator (a split, a second backend) MPI is
+        /// called from several threads at once, which only multiple allows; a lower
+        /// level is for a program with one communicator.
+        /// </summary>
+        public int ThreadLevel { get; set; } = 3;
         /// <summary>Per-collective statistics (mlcomm profile "stats").</summary>
         public bool EnableProfiling { get; set; } = false;
         /// <summary>Chunk size in bytes of staged (device memory) transfers (MLC_STAGE_CHUNK; the same on every rank).</summary>

@@ -103,7 +103,7 @@ namespace MLFramework.Distributed.Communication
             {
                 IntPtr sub;
                 CommunicationException.Check(Mlc.mlc_comm_split(comm, color, key, out sub));
-                return sub == IntPtr.Zero ? null : new MlcommCommunicator(new CommEngine(sub, Engine.TimeoutSeconds));
+                return sub == IntPtr.Zero ? null : new MlcommCommunicator(new CommEngine(sub));
             });
         }
 
@@ -135,7 +135,7 @@ namespace MLFramework.Distributed.Communication
         public MockCommunicator(int worldSize, int rank)
             : this(worldSize, rank, null) { }
         public MockCommunicator(int worldSize, int rank, Dictionary<string, object> config)
-            : base(new CommEngine(CommunicatorFactory.JoinThreads(worldSize, rank, config), CommunicatorFactory.TimeoutOf(config))) { }
+            : base(new CommEngine(CommunicatorFactory.JoinThreads(worldSize, rank, config))) { }
         internal MockCommunicator(CommEngine e) : base(e) { }
     }
 
@@ -144,7 +144,7 @@ namespace MLFramework.Distributed.Communication
     {
         public NCCLCommunicator(int worldSize, int rank, int device)
             : base(new CommEngine(CommunicatorFactory.CreateOne("nccl", new Dictionary<string, object> {
-                { "world_size", worldSize }, { "rank", rank }, { "local_rank", device } }), CommunicatorFactory.TimeoutOf(null))) { }
+                { "world_size", worldSize }, { "rank", rank }, { "local_rank", device } }))) { }
     }
 
     public static class CommunicatorFactory
@@ -168,9 +168,9 @@ namespace MLFramework.Distributed.Communication
             if (b == "mock" || b == "threads")
             {
                 int world = GetInt(config, "world_size", 1), rank = GetInt(config, "rank", 0);
-                return new MockCommunicator(new CommEngine(JoinThreads(world, rank, config), TimeoutOf(config)));
+                return new MockCommunicator(new CommEngine(JoinThreads(world, rank, config)));
             }
-            return new MlcommCommunicator(new CommEngine(CreateOne(b, config), TimeoutOf(config)));
+            return new MlcommCommunicator(new CommEngine(CreateOne(b, config)));
         }
 
         /// <summary>
@@ -189,8 +189,7 @@ namespace MLFramework.Distributed.Communication
         {
             NativeLoader.Ensure();
             if (store == null) throw new ArgumentNullException("store");
-            return new MlcommCommunicator(new CommEngine(InitStore(store, worldSize, rank, backend, timeoutSeconds),
-                timeoutSeconds >= 0 ? timeoutSeconds : TimeoutOf(null)));
+            return new MlcommCommunicator(new CommEngine(InitStore(store, worldSize, rank, backend, timeoutSeconds)));
         }
 
         private static IntPtr InitStore(IKeyValueStore store, int worldSize, int rank, string backend, double timeoutSeconds)
@@ -232,18 +231,7 @@ namespace MLFramework.Distributed.Communication
             var opts = Options(config, "world_size", "rank", "group");
             opts["world_size"] = worldSize.ToString();
             IntPtr[] comms = Native(opts, "threads", IntPtr.Zero, worldSize);
-            return comms.Select(c => (ICommunicator)new MockCommunicator(new CommEngine(c, TimeoutOf(config)))).ToArray();
-        }
-
-        /// <summary>The timeout a communicator made with `config` has: option "timeout", else MLC_TIMEOUT, else mlcomm's 600 s.</summary>
-        internal static double TimeoutOf(Dictionary<string, object> config)
-        {
-            object v = null;
-            string s = config != null && config.TryGetValue("timeout", out v) && v != null
-                ? Convert.ToString(v, System.Globalization.CultureInfo.InvariantCulture)
-                : Environment.GetEnvironmentVariable("MLC_TIMEOUT");
-            double t;
-            return double.TryParse(s, System.Globalization.NumberStyles.Float, System.Globalization.CultureInfo.InvariantCulture, out t) && t >= 0 ? t : 600.0;
+            return comms.Select(c => (ICommunicator)new MockCommunicator(new CommEngine(c))).ToArray();
         }
 
         internal static int GetInt(Dictionary<string, object> config, string key, int dflt)
