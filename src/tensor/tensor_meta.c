@@ -93,7 +93,11 @@ mlc_status_t mlc_tmeta_agree(mlc_comm_t *comm, mlc_tmeta_t *mine, mlc_status_t l
     mine->status = local_st;
     int p = mlc_comm_size(comm);
     mlc_status_t st = mlc_allgather(mine, all, sizeof *mine, MLC_UINT8, comm, NULL);
-    if (st != MLC_SUCCESS) return st; /* the collective's own message */
+    if (st != MLC_SUCCESS) { /* the user's call first, then the collective's own message */
+        char why[384];
+        snprintf(why, sizeof why, "%s", mlc_last_error());
+        return mlc_error(st, "%s: comparing the ranks' arguments failed: %s", mlc_top_name(mine->kind), why);
+    }
     if (local_st != MLC_SUCCESS) return mlc_error(local_st, "%s", local_msg);
     for (int r = 0; r < p; r++) {
         if (all[r].status != MLC_SUCCESS)

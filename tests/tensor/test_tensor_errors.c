@@ -170,11 +170,34 @@ static int check_levels(mlc_comm_t *comm)
     return 0;
 }
 
+/* A peer that never makes the call: rank 0's all-reduce times out, and the
+ * message names the call the user made (the layer's agreement on the
+ * arguments runs an allgather first), not only that internal allgather.
+ * Not on mpi, which cannot cancel the allgather left in flight. */
+static int peer_missing(mlc_comm_t *comm)
+{
+    if (strcmp(mlc_comm_backend(comm), "mpi") == 0) return 0;
+    mlc_comm_t *side = NULL;
+    CHECK_OK(mlc_comm_split(comm, 0, mlc_comm_rank(comm), &side));
+    if (mlc_comm_rank(comm) == 0) {
+        CHECK_OK(mlc_comm_set_timeout(side, 1.0));
+        float v = 1.0f, sum = 0.0f;
+        mlc_tensor_t in = f32(&v, 0, 0, 0, 0), out = f32(&sum, 0, 0, 0, 0);
+        CHECK_ERR(mlc_tensor_allreduce(&in, &out, MLC_SUM, side, NULL), MLC_ERR_TIMEOUT);
+        CHECK(strncmp(mlc_last_error(), "mlc_tensor_allreduce: ", 22) == 0, "the message names the internal step "
+              "first: %s", mlc_last_error());
+    }
+    CHECK_OK(mlc_barrier(comm, NULL));
+    CHECK_OK(mlc_comm_free(side));
+    return still_works(comm);
+}
+
 static int body(mlc_comm_t *comm)
 {
     int failed = local_errors(comm);
     if (!failed) failed = check_levels(comm);
     if (!failed && mlc_comm_size(comm) >= 2) failed = cross_rank_errors(comm);
+    if (!failed && mlc_comm_size(comm) >= 2) failed = peer_missing(comm);
     return mlc_test_any_failed(comm, failed);
 }
 
