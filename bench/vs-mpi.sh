@@ -32,6 +32,7 @@ PEERS=""
 COLLS=""
 OV_SIZES="8 1K 64K 1M 4M 16M"
 THREAD_LEVEL=multiple
+OV_TIMEOUT=0
 # Fixed glibc malloc thresholds for both sides of --overhead (see overhead_main).
 OV_TUNABLES=glibc.malloc.mmap_threshold=67108864:glibc.malloc.trim_threshold=1073741824
 MIN_BYTES=""
@@ -63,6 +64,9 @@ usage: bench/vs-mpi.sh [options]
   --sizes "8 1K ..."    (--overhead) the sizes (default: $OV_SIZES)
   --thread-level L      (--overhead) MPI thread level of both sides: single, funneled,
                         serialized, multiple (default: $THREAD_LEVEL, mlcomm's default)
+  --timeout S           (--overhead) mlcomm's MLC_TIMEOUT (default: $OV_TIMEOUT, no deadline: MPI's
+                        blocking calls, the same calls mpi-bench makes; any other value, as
+                        mlcomm's default of 600 s, makes every call nonblocking and polled)
   --tunables T|none     (--overhead) GLIBC_TUNABLES of both sides (default: $OV_TUNABLES)
   --rounds N            interleaved rounds (A B C, A B C, ...); medians over them
   --ranks "2 4"         rank counts (above the core count they are oversubscribed)
@@ -92,6 +96,7 @@ while [ $# -gt 0 ]; do
     --sizes) OV_SIZES=$2; shift ;;
     --thread-level) THREAD_LEVEL=$2; shift ;;
     --tunables) OV_TUNABLES=$2; shift ;;
+    --timeout) OV_TIMEOUT=$2; shift ;;
     --rounds) ROUNDS=$2; shift ;;
     --ranks) RANKS=$2; shift ;;
     --peers) PEERS=$2; shift ;;
@@ -210,7 +215,8 @@ overhead_main() {
         cmd+=("${wrap[@]}" "$@")
         local tun=()
         [ "$OV_TUNABLES" = none ] || tun=(GLIBC_TUNABLES="$OV_TUNABLES")
-        run_logged vs-mpi.sh "$logf" "${tun[@]}" MLC_BACKEND=mpi MLC_MPI_THREAD_LEVEL="$THREAD_LEVEL" -- "${cmd[@]}"
+        run_logged vs-mpi.sh "$logf" "${tun[@]}" MLC_BACKEND=mpi MLC_MPI_THREAD_LEVEL="$THREAD_LEVEL" \
+            MLC_TIMEOUT="$OV_TIMEOUT" -- "${cmd[@]}"
     }
     # rows: np,round,side,coll,size,iters,time_us
     ov_mlcomm() { # PEER NP ROUND COLL SIZE ITERS
@@ -243,7 +249,7 @@ overhead_main() {
     rm -f "$OUT_DIR"/logs/*.log
     local start np coll round side it t args
     start=$(date +%s)
-    log "overhead: peers [$peers ], ranks [$RANKS], colls [$COLLS], sizes [$sizes_b ], rounds $ROUNDS, thread level $THREAD_LEVEL, $TIME_PER_SIZE s per size, bind $BIND"
+    log "overhead: peers [$peers ], ranks [$RANKS], colls [$COLLS], sizes [$sizes_b ], rounds $ROUNDS, thread level $THREAD_LEVEL, MLC_TIMEOUT $OV_TIMEOUT, $TIME_PER_SIZE s per size, bind $BIND"
     for p in $peers; do
         for np in $RANKS; do
             # Iteration counts from a short raw-MPI pass: per size the power of two
@@ -285,6 +291,7 @@ overhead_main() {
     {
         echo "# mlcomm mpi backend vs raw MPI: $(date -u +%Y-%m-%dT%H:%M:%SZ), $(uname -n), $(nproc) cpus, load $(cut -d' ' -f1-3 /proc/loadavg)"
         echo "# rounds $ROUNDS (A B, B A, ...), bind $BIND, thread level $THREAD_LEVEL, $TIME_PER_SIZE s per size, $elapsed s"
+        echo "# mlcomm's MLC_TIMEOUT: $OV_TIMEOUT (0: no deadline, MPI's blocking calls; else nonblocking, polled)"
         echo "# GLIBC_TUNABLES (both sides): $OV_TUNABLES"
         echo "# mlcomm $(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo '?') (Release)"
         for p in $peers; do
