@@ -49,6 +49,7 @@
     X(EXCHANGE_EXEC, "MLC_EXCHANGE_EXEC", STR, "auto", 0, 0, NULL, MLC_NOPUB, MLC_LOCAL, "exchange executor: auto, mpi_pack, mpi_subarray, p2p") \
     X(CMA, "MLC_CMA", BOOL, "1", 0, 1, NULL, MLC_PUB(cma), MLC_LOCAL, "shm: single-copy transfers with process_vm_readv where allowed (0/1)") \
     X(STREAM_MIN, "MLC_STREAM_MIN", SIZE, "8M", 0, LLONG_MAX, NULL, MLC_NOPUB, MLC_LOCAL, "threads/shm: a result of at least this many bytes that no peer reads (own allgather block, reduce_scatter block, broadcast root copy, staged allreduce) bypasses the caches (streaming stores); 0 = never") \
+    X(STAGES, "MLC_STAGES", CHOICE, "auto", 0, 0, mlc_stages_names, MLC_NOPUB, MLC_AGREE(stages), "shm: large allreduces and in-place broadcasts through the ranks' stages: auto (not while more ranks than cores share the host and single copy works: waits in step with descheduled peers), on, off") \
     X(FAULT_INIT, "MLC_FAULT_INIT", STR, "", 0, 0, NULL, MLC_NOPUB, MLC_LOCAL, "testing only: R:POINT makes rank R SIGKILL itself at shm init POINT (rendezvous, attach)") \
     X(ALGO_BROADCAST, "MLC_ALGO_BROADCAST", ALGO, "auto", 0, 0, NULL, MLC_NOPUB, MLC_AGREE(algo[MLC_COLL_BROADCAST]), "force the broadcast algorithm") \
     X(ALGO_REDUCE, "MLC_ALGO_REDUCE", ALGO, "auto", 0, 0, NULL, MLC_NOPUB, MLC_AGREE(algo[MLC_COLL_REDUCE]), "force the reduce algorithm") \
@@ -129,6 +130,9 @@ mlc_status_t mlc_env_export(mlc_env_id_t id, const char *value);
 size_t mlc_env_default_size(mlc_env_id_t id);
 double mlc_env_default_seconds(mlc_env_id_t id);
 
+/* MLC_STAGES, in the order of its names (config.c). */
+enum { MLC_STAGES_AUTO, MLC_STAGES_ON, MLC_STAGES_OFF };
+
 /* Everything mlc_comm_init needs, resolved. Strings are owned copies. */
 typedef struct mlc_cfg {
     char backend[16];
@@ -142,6 +146,7 @@ typedef struct mlc_cfg {
     int memory;
     int mpi_thread_level;
     int cma;
+    int stages;          /* MLC_STAGES: MLC_STAGES_AUTO, _ON, _OFF */
     size_t stage_chunk;  /* MLC_STAGE_CHUNK bytes; 0 = default */
     int mpi_cuda_aware;  /* MLC_MPI_CUDA_AWARE: -1 auto, 0, 1 */
     int cuda_ipc;        /* MLC_CUDA_IPC: 0 or 1 */

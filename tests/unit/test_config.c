@@ -93,8 +93,8 @@ static void test_env_table(void)
     /* The rows compared across ranks, and the accessors' ids. */
     int nagree = 0;
     for (const mlc_env_var_t *v = mlc_env_vars; v->name != NULL; v++) nagree += v->agree;
-    CHECK(nagree == 5 + MLC_COLL_COUNT, "%d rows must agree", nagree);
-    CHECK(mlc_env_vars[MLC_ENV_STAGE_CHUNK].agree && !mlc_env_vars[MLC_ENV_TIMEOUT].agree, "agree column");
+    CHECK(nagree == 6 + MLC_COLL_COUNT, "%d rows must agree", nagree);
+    CHECK(mlc_env_vars[MLC_ENV_STAGE_CHUNK].agree && mlc_env_vars[MLC_ENV_STAGES].agree && !mlc_env_vars[MLC_ENV_TIMEOUT].agree, "agree column");
     CHECK_STR(mlc_env_vars[MLC_ENV_PINNED_LIMIT].name, "MLC_PINNED_LIMIT");
     CHECK(mlc_env_default_size(MLC_ENV_PINNED_LIMIT) == (size_t)1 << 30, "pinned default");
     CHECK(mlc_env_default_seconds(MLC_ENV_TIMEOUT) == 600, "timeout default");
