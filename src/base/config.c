@@ -590,10 +590,11 @@ static mlc_status_t mlc_resolve_backend(const mlc_config_t *cfg, mlc_cfg_t *r)
 static mlc_status_t mlc_resolve_timeout(const mlc_config_t *cfg, mlc_cfg_t *r)
 {
     if (cfg != NULL && !(cfg->timeout_s < 0)) { /* NaN is not "unset" */
-        if (!isfinite(cfg->timeout_s))
+        const mlc_env_var_t *row = &mlc_env_vars[MLC_ENV_TIMEOUT]; /* the same range as MLC_TIMEOUT */
+        if (!isfinite(cfg->timeout_s) || cfg->timeout_s > (double)row->hi)
             return mlc_error(MLC_ERR_INVALID_ARG,
-                             "cfg->timeout_s is %g (seconds >= 0, 0 = never, < 0 = unset)",
-                             cfg->timeout_s);
+                             "cfg->timeout_s is %g (seconds 0..%lld, 0 = never, < 0 = unset)",
+                             cfg->timeout_s, row->hi);
         r->timeout_s = cfg->timeout_s;
         return MLC_SUCCESS;
     }

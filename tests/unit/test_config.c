@@ -355,6 +355,8 @@ static void test_caller_struct(void)
     RESOLVE_FAILS(&cfg, MLC_ERR_INVALID_ARG, "cfg->timeout_s");
     cfg.timeout_s = INFINITY;
     RESOLVE_FAILS(&cfg, MLC_ERR_INVALID_ARG, "cfg->timeout_s");
+    cfg.timeout_s = 1e300; /* finite, but past MLC_TIMEOUT's range: bindings convert it */
+    RESOLVE_FAILS(&cfg, MLC_ERR_INVALID_ARG, "0..1000000000");
     cfg = (mlc_config_t)MLC_CONFIG_INIT;
     cfg.backend = "gloo";
     RESOLVE_FAILS(&cfg, MLC_ERR_INVALID_ARG, "cfg->backend 'gloo'");

@@ -67,6 +67,8 @@ namespace MLFramework.Tests.Mock
         {
             Assert.Throws<ArgumentException>(() => CommunicatorFactory.Create("mock", new Dictionary<string, object> { { "world_size", 2 }, { "rank", 2 } }));
             Assert.Throws<ArgumentException>(() => CommunicatorFactory.Create("mock", new Dictionary<string, object> { { "world_size", "two" } }));
+            Assert.Throws<ArgumentOutOfRangeException>(() => CommunicatorFactory.CreateAll(-3));
+            Assert.Throws<ArgumentOutOfRangeException>(() => CommunicatorFactory.CreateAll(0));
             var e = Assert.Throws<CommunicationException>(() => CommunicatorFactory.Create("mock", new Dictionary<string, object> { { "no_such_key", 1 } }));
             StringAssert.Contains("no_such_key", e.Message);
             using (var c = CommunicatorFactory.Create())

@@ -223,6 +223,7 @@ namespace MLFramework.Distributed.Communication
         public static ICommunicator[] CreateAll(int worldSize, Dictionary<string, object> config = null)
         {
             NativeLoader.Ensure();
+            if (worldSize < 1) throw new ArgumentOutOfRangeException("worldSize", worldSize, "a communicator has at least one rank");
             return CreateAllNative(worldSize, config);
         }
 
