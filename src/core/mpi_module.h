@@ -51,9 +51,10 @@
     X(coll_name, mlc_coll_name)                      \
     X(dtype_name, mlc_dtype_name)                    \
     X(dtype_size, mlc_dtype_size)                    \
-    X(op_name, mlc_op_name)
+    X(op_name, mlc_op_name)                          \
+    X(status_name, mlc_status_name)
 
-#define MLC_MPI_ABI 3u
+#define MLC_MPI_ABI 4u
 
 typedef struct mlc_mpi_core {
     uint32_t abi;  /* MLC_MPI_ABI */

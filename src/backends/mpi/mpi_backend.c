@@ -73,6 +73,7 @@ const mlc_backend_t mlc_mpi_backend_table = {
     .idle = mlc_mpi_idle,
     .health = mlc_mpi_health,
     .pending_peers = mlc_mpi_pending_peers,
+    .post_failure = mlc_mpi_post_failure,
     .wait_native = mlc_mpi_wait_native,
     .tag_max = mlc_mpi_tag_max,
     .algos = mlc_mpi_algos,

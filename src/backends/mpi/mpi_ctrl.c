@@ -5,6 +5,9 @@
  * ctrl_tag), serviced whenever mlcomm runs on the communicator (progress,
  * health, idle, and the MPI_Waitany of a blocked wait).
  *  - ABORT: mlc_comm_abort on a peer; fails the communicator here.
+ *  - FAILED: the communicator failed on a peer (its wait timed out); fails it
+ *    here with that status. Else a late rank's next collective would be
+ *    matched by MPI with the one the failed rank left in flight.
  *  - QUERY/REPLY: at a timeout, which ranks have not started the collective
  *    (MPI does not say): the timed-out rank asks, the others answer with the
  *    number of collectives they have started. A rank busy outside mlcomm
@@ -55,9 +58,11 @@ void mlc_mpi_flush_abort(mlc_mpi_comm_t *c)
     int p = 0, me = 0;
     MPI_Comm_size(c->hidden, &p);
     MPI_Comm_rank(c->hidden, &me);
-    c->abort_msg[0] = MLC_MPI_CTRL_ABORT;
+    if (c->abort_msg[0] != MLC_MPI_CTRL_FAILED) { /* else mlc_mpi_post_failure filled it */
+        c->abort_msg[0] = MLC_MPI_CTRL_ABORT;
+        c->abort_msg[2] = 0;
+    }
     c->abort_msg[1] = me;
-    c->abort_msg[2] = 0;
     c->notices = malloc(sizeof *c->notices * (size_t)p);
     if (!c->notices) {
         MLC_WARN("rank %d: out of memory: the peers are not told of mlc_comm_abort", me);
@@ -68,6 +73,18 @@ void mlc_mpi_flush_abort(mlc_mpi_comm_t *c)
         if (MPI_Isend(c->abort_msg, MLC_MPI_CTRL_WORDS, MPI_INT64_T, r, c->ctrl_tag, c->hidden,
                       &c->notices[c->nnotices]) == MPI_SUCCESS)
             c->nnotices++;
+}
+
+void mlc_mpi_post_failure(mlc_comm_t *comm, mlc_status_t st, const char *note)
+{
+    (void)note; /* three words travel: the peers name this rank and the status */
+    mlc_mpi_comm_t *c = comm->impl;
+    int none = MLC_MPI_ABORT_NONE;
+    if (!atomic_compare_exchange_strong(&c->abort_pending, &none, MLC_MPI_ABORT_PENDING)) return;
+    c->abort_msg[0] = MLC_MPI_CTRL_FAILED;
+    c->abort_msg[2] = (int64_t)st;
+    /* Called by the thread whose wait failed, which may call MPI. */
+    mlc_mpi_flush_abort(c);
 }
 
 /* Answer a peer's query with the number of collectives started here. */
@@ -98,6 +115,12 @@ mlc_status_t mlc_mpi_ctrl_arrived(mlc_comm_t *comm, int rc)
         /* not reposted: the communicator is failed for good */
         mlc_core->comm_fail(comm, MLC_ERR_ABORTED, "rank %lld aborted the communicator (mlc_comm_abort)",
                       (long long)c->ctrl_msg[1]);
+    } else if (c->ctrl_msg[0] == MLC_MPI_CTRL_FAILED) {
+        mlc_status_t st = (mlc_status_t)c->ctrl_msg[2];
+        if (st >= 0) st = MLC_ERR_BACKEND; /* a failure, whatever came */
+        mlc_core->comm_fail(comm, st, "the communicator failed on rank %lld (%s; its message names the call and "
+                            "the ranks it waited for): its calls in flight cannot be matched any more",
+                            (long long)c->ctrl_msg[1], mlc_core->status_name(st));
     } else {
         if (c->ctrl_msg[0] == MLC_MPI_CTRL_QUERY) reply(comm, (int)c->ctrl_msg[1]);
         if (post_ctrl(c) != MPI_SUCCESS) c->ctrl = MPI_REQUEST_NULL;

@@ -101,7 +101,7 @@ int mlc_mpi_big_type(size_t n, MPI_Datatype elem, size_t es, MPI_Datatype *out);
 
 /* Control messages: {kind, rank, value} as int64 (mpi_ctrl.c). */
 #define MLC_MPI_CTRL_WORDS 3
-enum { MLC_MPI_CTRL_ABORT = 1, MLC_MPI_CTRL_QUERY, MLC_MPI_CTRL_REPLY };
+enum { MLC_MPI_CTRL_ABORT = 1, MLC_MPI_CTRL_QUERY, MLC_MPI_CTRL_REPLY, MLC_MPI_CTRL_FAILED };
 #define MLC_MPI_REPLIES 8
 
 typedef struct mlc_mpi_handle mlc_mpi_handle_t;
@@ -116,8 +116,8 @@ typedef struct mlc_mpi_comm {
     unsigned seq_window;     /* hidden tags: (seq mod window) << MLC_SCHED_KEY_BITS | key */
     MPI_Request ctrl;        /* posted receive for a control message (mpi_ctrl.c) */
     int64_t ctrl_msg[MLC_MPI_CTRL_WORDS];
-    atomic_int abort_pending; /* MLC_MPI_ABORT_*: mlc_comm_abort called, notices sent */
-    int64_t abort_msg[MLC_MPI_CTRL_WORDS]; /* the notice we send */
+    atomic_int abort_pending; /* MLC_MPI_ABORT_*: a notice to send (abort or failure), sent */
+    int64_t abort_msg[MLC_MPI_CTRL_WORDS]; /* the notice we send: ABORT, or FAILED with its status */
     MPI_Request *notices;    /* sends of that notice, one per rank */
     int nnotices;
     uint64_t started;        /* collectives started here (the last one's seq + 1) */
@@ -150,6 +150,8 @@ mlc_status_t mlc_mpi_ctrl_start(mlc_comm_t *comm);
 void mlc_mpi_ctrl_stop(mlc_mpi_comm_t *c);
 /* Send pending abort notices (owner thread, or any thread at MPI_THREAD_MULTIPLE). */
 void mlc_mpi_flush_abort(mlc_mpi_comm_t *c);
+/* The communicator failed here (a timeout): the peers are told, and fail it too. */
+void mlc_mpi_post_failure(mlc_comm_t *comm, mlc_status_t st, const char *note);
 /* Service control messages (a peer's abort fails comm; queries are answered).
  * Returns comm's sticky status. */
 mlc_status_t mlc_mpi_check_ctrl(mlc_comm_t *comm);
