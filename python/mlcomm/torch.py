@@ -214,6 +214,13 @@ def _chain(*steps):
     return run
 
 
+def _timeout_seconds(timeout):
+    """torch's timedelta as mlcomm's seconds: negative as 0 (never), and
+    beyond mlcomm's range (1e9 s, about 31 years; timedelta.max is used as
+    "no limit") as that range's end."""
+    return min(max(timeout.total_seconds(), 0.0), 1e9)
+
+
 class ProcessGroupMlcomm(dist.ProcessGroup):
     """A torch process group over one mlcomm communicator."""
 
@@ -231,7 +238,7 @@ class ProcessGroupMlcomm(dist.ProcessGroup):
             self._h = comm._live()
             if timeout is not None:  # new_group's timeout (torch's default: 30 minutes, as gloo's groups)
                 try:
-                    comm.set_timeout(max(timeout.total_seconds(), 0))
+                    comm.set_timeout(_timeout_seconds(timeout))
                 except Error as e:
                     comm.free()
                     raise _runtime(e) from None
@@ -242,7 +249,7 @@ class ProcessGroupMlcomm(dist.ProcessGroup):
         n = store.add("mlcomm/inits", 1)
         prefixed = dist.PrefixStore("mlcomm/%d" % ((n - 1) // size), store)
         backend = os.environ.get("MLCOMM_TORCH_BACKEND") or None
-        secs = timeout.total_seconds() if timeout is not None else None
+        secs = _timeout_seconds(timeout) if timeout is not None else None
         try:
             self.comm = _core.init(backend, store=prefixed, rank=rank, size=size,
                                    timeout=secs if secs and secs > 0 else None)

@@ -108,7 +108,7 @@ typedef struct mlc_backend {
      * request of comm completes on another thread or a peer writes to us.
      * NULL = short sleep. */
     void (*idle)(mlc_comm_t *comm, double max_s);
-    /* Optional: block in the backend's own wait (MPI without MLC_TIMEOUT). */
+    /* Optional: block in the backend's own wait (MPI with no deadline, MLC_TIMEOUT=0). */
     mlc_status_t (*wait_native)(mlc_request_t *req);
     /* Optional: ranks `req` still waits on, e.g. "2, 3" (for timeout messages). */
     void (*pending_peers)(const mlc_request_t *req, char *buf, size_t len);

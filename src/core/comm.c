@@ -496,8 +496,10 @@ mlc_status_t mlc_comm_set_timeout(mlc_comm_t *comm, double seconds)
 {
     mlc_error_clear();
     if (!comm) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_comm_set_timeout: comm is NULL");
-    if (!isfinite(seconds) || seconds < 0)
-        return mlc_error(MLC_ERR_INVALID_ARG, "mlc_comm_set_timeout: %g seconds (need >= 0; 0 = never)", seconds);
+    long long most = mlc_env_vars[MLC_ENV_TIMEOUT].hi; /* MLC_TIMEOUT's range */
+    if (!isfinite(seconds) || seconds < 0 || seconds > (double)most)
+        return mlc_error(MLC_ERR_INVALID_ARG, "mlc_comm_set_timeout: %g seconds (need 0..%lld; 0 = never)", seconds,
+                         most);
     comm->cfg.timeout_s = seconds;
     return MLC_SUCCESS;
 }

@@ -4,7 +4,7 @@
  * for fails with MLC_ERR_ABORTED, and so does every later call. A second
  * communicator, split off beforehand, stays usable for the epilogue. On mpi
  * the notice travels on the hidden communicator and wakes a wait that sits
- * in MPI (no timeout) as well as the timed polling loop (MLC_TIMEOUT set).
+ * in MPI (MLC_TIMEOUT=0) as well as the polling loop of a deadline (the default).
  * Odd ranks wait in a blocking receive (no request): with MLC_TIMEOUT unset
  * the default timeout applies, so that wait is polled, not MPI's own
  * MPI_Recv, which nothing could end. With MLC_TIMEOUT=0 (no deadline: on

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * A rank dies while rank 0 waits on it (no MLC_TIMEOUT: the wait sits in
+ * A rank dies while rank 0 waits on it (MLC_TIMEOUT=0: the wait sits in
  * MPI). Open MPI 4.1 and MPICH have no fault tolerance: the launcher sees
  * the death and ends the job. peer_death.sh checks that the job ends, not
  * hangs, with a failure status, after rank 0 started waiting.

@@ -176,6 +176,12 @@ def main():
         g = dist.new_group(members)
         if r in members:
             ops(members.index(r), len(members), g, members)
+    # timedelta.max means "no limit" to torch users: mlcomm takes it as its
+    # largest timeout (1e9 s) instead of failing the group's creation
+    g = dist.new_group(list(range(p)), timeout=datetime.timedelta.max)
+    t = torch.ones(1)
+    dist.all_reduce(t, group=g)
+    eq(t, torch.full((1,), float(p)), "all_reduce on a group made with timedelta.max")
     finish(path)
     if fails:
         print("[rank %d] FAILED:\n  %s" % (r, "\n  ".join(fails)))

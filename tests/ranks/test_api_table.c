@@ -479,6 +479,7 @@ static int body(mlc_comm_t *comm)
     double had = mlc_comm_timeout(comm);
     CHECK(env_timeout && *env_timeout ? had == atof(env_timeout) : had == 600.0, "timeout %g, MLC_TIMEOUT %s", had,
           env_timeout ? env_timeout : "unset");
+    CHECK_ERR(mlc_comm_set_timeout(comm, 2e9), MLC_ERR_INVALID_ARG); /* past MLC_TIMEOUT's range */
     CHECK_OK(mlc_comm_set_timeout(comm, 42.5));
     CHECK(mlc_comm_timeout(comm) == 42.5, "timeout after setting 42.5: %g", mlc_comm_timeout(comm));
     CHECK_OK(mlc_comm_set_timeout(comm, had));

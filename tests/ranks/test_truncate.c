@@ -9,7 +9,7 @@
  *   blocking receive (message sent first), nonblocking receive posted before
  *   the message is sent (a barrier orders them), nonblocking receive of a
  *   message already there, MLC_ANY_SOURCE posted first, sendrecv.
- * Run with and without MLC_TIMEOUT (with it, every call is nonblocking
+ * Run with a deadline and with MLC_TIMEOUT=0 (with a deadline every call is nonblocking
  * underneath). After each truncation the next message of the same source
  * and tag arrives whole (the truncated one was consumed). Last, a blocking
  * receive whose message comes 50 ms late (rank 1 to rank 0).

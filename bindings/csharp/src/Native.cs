@@ -222,8 +222,9 @@ namespace MLFramework.Communication.Native
                 string dir = System.IO.Path.GetDirectoryName(typeof(NativeLoader).Assembly.Location);
                 string beside = string.IsNullOrEmpty(dir) ? null : RealPath(System.IO.Path.Combine(dir, "libmlcomm.so.0"));
                 string wanted = RealPath(path);
-                if (beside != null && wanted != null && beside != wanted)
-                    throw new DllNotFoundException("MLCOMM_LIBRARY=" + path + " (" + wanted + "), but " + dir +
+                // A bare name (no '/') is found by the loader, not here: refused beside a library too.
+                if (beside != null && (wanted == null || !path.Contains("/") || beside != wanted))
+                    throw new DllNotFoundException("MLCOMM_LIBRARY=" + path + " (" + (wanted ?? "found by the loader") + "), but " + dir +
                         "/libmlcomm.so.0 (" + beside + ") lies next to the assembly, and Mono loads that one first: " +
                         "both would be loaded and the calls would go to it. Remove it, or run a copy of the " +
                         "assembly from a folder without it");

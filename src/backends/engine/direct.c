@@ -740,9 +740,6 @@ static int small_progress(mlc_request_t *req, eng_direct_t *d)
 
 /* ---- staged broadcast (large, in place, between processes) ----------------- */
 
-/* Whether the root of this large broadcast streams it through its stage: in
- * place only (out of place the root would copy twice, and a single-copy read
- * of its send buffer beside its own copy to the receive buffer is faster). */
 /*
  * Whether large operations may go through the stages (MLC_STAGES). A staged
  * operation waits for its peers at every chunk. With more ranks than cores
@@ -752,8 +749,8 @@ static int small_progress(mlc_request_t *req, eng_direct_t *d)
  * and 305 against 18 ms for a 32 MiB broadcast (quiet, staging was ahead:
  * 64 against 72 ms, 5.7 against 12.4 ms). So "auto" stages there only
  * where single copy is not available to take its place. Every rank decides
- * alike: MLC_STAGES is agreed at init, oversubscription is the host's and
- * single copy the communicator's.
+ * alike: MLC_STAGES is agreed at init, oversubscription is decided once in
+ * the segment (eng_seg_t) and single copy is the communicator's.
  */
 static bool stages_usable(const eng_comm_t *ec)
 {
@@ -764,6 +761,9 @@ static bool stages_usable(const eng_comm_t *ec)
     }
 }
 
+/* Whether the root of this large broadcast streams it through its stage: in
+ * place only (out of place the root would copy twice, and a single-copy read
+ * of its send buffer beside its own copy to the receive buffer is faster). */
 static bool stages_bcast(const mlc_request_t *req)
 {
     const eng_comm_t *ec = req->comm->impl;

@@ -68,6 +68,9 @@ typedef struct eng_seg {
     uint32_t slot_areas;   /* communicators (context pairs) that get an area */
     uint64_t stage_off;    /* broadcast stages: [area][world rank], ENG_STAGE_BYTES each */
     uint32_t stage_areas;  /* the first this many slot areas have stages */
+    /* More ranks than the creator's online cores: decided once, here, so
+     * that every rank sees the same (it chooses protocols, see direct.c). */
+    uint32_t oversubscribed;
     atomic_uint nattached;
     atomic_uint nreleased;
     atomic_uint_fast64_t failed[ENG_FAIL_WORDS]; /* (pair + 1) << 32 | -status << 24 | origin world rank */

@@ -2,6 +2,7 @@
 /* Segment layout: header, per-rank control blocks, ring headers, CMA matrix,
  * direct-collective slots, broadcast stages, ring data. */
 #include <string.h>
+#include <unistd.h>
 #include "engine.h"
 
 #define ALIGN_UP(x, a) (((x) + (a)-1) / (a) * (a))
@@ -59,6 +60,7 @@ void eng_seg_format(eng_seg_t *seg, int n, bool stages, size_t r, size_t total)
     seg->nranks = (uint32_t)n;
     seg->ring_bytes = r;
     seg->total_bytes = total;
+    seg->oversubscribed = n > sysconf(_SC_NPROCESSORS_ONLN);
     size_t off = ALIGN_UP(sizeof(eng_seg_t), 4096);
     seg->ctl_off = off;
     off += ALIGN_UP(sizeof(eng_ctl_t) * (size_t)n, 4096);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Native collectives with uniform counts, through MPI's own: blocking calls
- * when the caller waits right away and no timeout is set, MPI-3 nonblocking
+ * when the caller waits right away and there is no deadline (MLC_TIMEOUT=0), MPI-3 nonblocking
  * collectives otherwise (never a thread running the blocking one).
  *
  * Counts above what one MPI call takes (mlc_mpi_limits.count, INT_MAX):

@@ -348,7 +348,7 @@ int mlc_mpi_abandon_all(mlc_comm_t *comm)
 
 /* ---- core's wait entries -------------------------------------------------------- */
 
-/* A native wait (no MLC_TIMEOUT) as the shared wait loop sees it (base/wait.h). */
+/* A native wait (no deadline: MLC_TIMEOUT=0) as the shared wait loop sees it (base/wait.h). */
 typedef struct native_wait {
     mlc_request_t *req;
     bool ctrl_failed; /* the communicator failed (a control message) */

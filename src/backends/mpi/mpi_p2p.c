@@ -180,7 +180,7 @@ mlc_status_t mlc_mpi_start_sendrecv(mlc_request_t *req)
     size_t sn = a->count * a->esize, rn = a->count2 * a->esize;
     /* Not MPI_Sendrecv: its receive is a plain one (mpi_recv_size.c).
      * Nonblocking: the receive posted first, then the send; waited on at
-     * once (MLC_TIMEOUT), the send first, as the receive probes a while. */
+     * once (a deadline), the send first, as the receive probes a while. */
     mlc_status_t st;
     if (mlc_mpi_blocking(req)) {
         st = sendrecv_blocking(op, sn, rn);

@@ -21,7 +21,7 @@
  *    about 0.1 us per 8-byte receive;
  *  - nonblocking: MPI_Improbe; a message already there is taken the same way
  *    with MPI_Imrecv. A receive into 4 KiB or more that its caller waits on
- *    at once (a blocking call with MLC_TIMEOUT set) keeps probing for up to
+ *    at once (a blocking call with a deadline, the default) keeps probing for up to
  *    2 ms, as long as core's wait would spin anyway. Otherwise the receive
  *    is posted as usual (MPI_Irecv, so
  *    MPI matches and progresses it as any posted receive, in posting order,

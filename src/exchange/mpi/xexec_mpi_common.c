@@ -68,11 +68,11 @@ static int xmpi_done(void *p)
 }
 
 /*
- * Wait for reqs[0..n). Without MLC_TIMEOUT: MPI_Wait on each (each with a
- * real status, see xmpi_step). With it: the shared wait loop polls them
- * (spin, yield, then sleeps with backoff) until all complete, a control
- * message fails the communicator, or no message completed for MLC_TIMEOUT
- * seconds.
+ * Wait for reqs[0..n). With no deadline (MLC_TIMEOUT=0): MPI_Wait on each
+ * (each with a real status, see xmpi_step). With one (the default 600 s or
+ * another): the shared wait loop polls them (spin, yield, then sleeps with
+ * backoff) until all complete, a control message fails the communicator, or
+ * no message completed for MLC_TIMEOUT seconds.
  */
 mlc_status_t mlc_xmpi_wait(mlc_comm_t *comm, int n, MPI_Request *reqs, const char *who)
 {

@@ -19,7 +19,7 @@ int mlc_xmpi_applies(mlc_comm_t *comm);
 static inline MPI_Comm mlc_xmpi_comm(mlc_comm_t *comm) { return mlc_mpi_comm_of(comm)->comm; }
 
 /*
- * Wait for reqs[0..n). Without a timeout: MPI_Wait on each. With MLC_TIMEOUT set:
+ * Wait for reqs[0..n). With no deadline (MLC_TIMEOUT=0): MPI_Wait on each. With one:
  * polled by the shared wait loop (base/wait.h) with the control receive (a
  * peer's mlc_comm_abort); it times out when no message completed for
  * MLC_TIMEOUT seconds.
