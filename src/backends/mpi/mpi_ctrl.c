@@ -118,9 +118,10 @@ mlc_status_t mlc_mpi_ctrl_arrived(mlc_comm_t *comm, int rc)
     } else if (c->ctrl_msg[0] == MLC_MPI_CTRL_FAILED) {
         mlc_status_t st = (mlc_status_t)c->ctrl_msg[2];
         if (st >= 0) st = MLC_ERR_BACKEND; /* a failure, whatever came */
-        mlc_core->comm_fail(comm, st, "the communicator failed on rank %lld (%s; its message names the call and "
-                            "the ranks it waited for): its calls in flight cannot be matched any more",
-                            (long long)c->ctrl_msg[1], mlc_core->status_name(st));
+        mlc_core->comm_fail(comm, st, "the communicator failed on rank %lld (%s%s; that rank's message names the "
+                            "call and the ranks it waited for): calls in flight here can no longer be matched",
+                            (long long)c->ctrl_msg[1], mlc_core->status_name(st),
+                            st == MLC_ERR_TIMEOUT ? ": a wait there made no progress for its MLC_TIMEOUT" : "");
     } else {
         if (c->ctrl_msg[0] == MLC_MPI_CTRL_QUERY) reply(comm, (int)c->ctrl_msg[1]);
         if (post_ctrl(c) != MPI_SUCCESS) c->ctrl = MPI_REQUEST_NULL;
