@@ -105,6 +105,13 @@ void mlc_sock_set_nonblocking(int fd)
     if (fl >= 0) fcntl(fd, F_SETFL, fl | O_NONBLOCK);
 }
 
+/* Small writes leave at once instead of waiting for the previous one's acknowledgement (Nagle). */
+static void set_nodelay(int fd)
+{
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
 int mlc_sock_connect(const struct addrinfo *ai, double deadline)
 {
     int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -130,8 +137,14 @@ int mlc_sock_connect(const struct addrinfo *ai, double deadline)
             return -1;
         }
     }
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    set_nodelay(fd);
+    return fd;
+}
+
+int mlc_sock_accept(int lfd)
+{
+    int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd >= 0) set_nodelay(fd);
     return fd;
 }
 

@@ -21,4 +21,8 @@ int mlc_sock_read_all(int fd, void *buf, size_t n, double deadline);
 void mlc_sock_set_nonblocking(int fd);
 /* A nonblocking TCP_NODELAY socket connected to ai within min(deadline, 2 s from now); -1 and errno if not. */
 int mlc_sock_connect(const struct addrinfo *ai, double deadline);
+/* accept4 on listening socket lfd: a nonblocking, close-on-exec TCP_NODELAY socket, or -1 and errno.
+ * Both ends need TCP_NODELAY: a reply written in two parts (header, value) would otherwise wait for
+ * the peer's delayed acknowledgement (40 ms on Linux) between them. */
+int mlc_sock_accept(int lfd);
 #endif

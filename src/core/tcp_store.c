@@ -202,7 +202,7 @@ static void *server_main(void *arg)
             s->clients[i] = s->clients[--s->nclients];
         }
         if (pf[0].revents & POLLIN) {
-            int fd = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+            int fd = mlc_sock_accept(s->lfd);
             if (fd < 0) continue;
             if (s->nclients == s->cap) {
                 int cap = s->cap ? 2 * s->cap : 16;

@@ -6,7 +6,6 @@
 #include <math.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -211,10 +210,8 @@ mlc_status_t mlc_tcp_boot_serve(mlc_tcp_listener_t *l, const mlc_tcp_boot_t *b,
                            l->where, missing, b->timeout_s);
             break;
         }
-        int c = accept4(l->fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        int c = mlc_sock_accept(l->fd);
         if (c < 0) continue; /* EAGAIN, or a client that went away */
-        int one = 1;
-        setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         int r = serve_one(c, b, payload, len, deadline);
         close(c);
         if (r > 0 && !served[r]) {
