@@ -22,6 +22,7 @@ struct mlc_exec {
     mlc_sched_t s;
     const unsigned char *send;
     unsigned char *recv, *tmp;
+    mlc_scratch_t *scratch; /* where tmp came from and goes back to */
     mlc_dtype_t dtype;
     mlc_op_t op;
     size_t esize;
@@ -116,7 +117,7 @@ static mlc_status_t mlc_exec_check(const mlc_exec_t *x)
 
 mlc_status_t mlc_exec_create(mlc_sched_t *s, const void *sendbuf, void *recvbuf, mlc_dtype_t dtype,
                              mlc_op_t op, size_t avg_count, int avg_p, uint64_t seq,
-                             mlc_exec_t **out)
+                             mlc_scratch_t *scratch, mlc_exec_t **out)
 {
     if (!s || !out) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_exec_create: schedule or output is NULL");
     mlc_exec_t *x = calloc(1, sizeof *x + s->nsteps * sizeof(void *));
@@ -137,6 +138,7 @@ mlc_status_t mlc_exec_create(mlc_sched_t *s, const void *sendbuf, void *recvbuf,
     x->avg_count = avg_count;
     x->avg_p = avg_p;
     x->seq = seq;
+    x->scratch = scratch;
 
     mlc_status_t st = mlc_sched_finalize(&x->s);
     if (!st && avg_count > 0 && (!recvbuf || avg_p < 1 || x->esize == 0))
@@ -144,9 +146,8 @@ mlc_status_t mlc_exec_create(mlc_sched_t *s, const void *sendbuf, void *recvbuf,
                                          "a dtype and p >= 1 (p = %d)",
                        avg_count, avg_p);
     if (!st && x->s.tmp_bytes > 0) {
-        void *tmp = NULL;
-        size_t bytes = (x->s.tmp_bytes + 63) & ~(size_t)63;
-        if (posix_memalign(&tmp, 64, bytes) != 0)
+        void *tmp = mlc_scratch_take(scratch, x->s.tmp_bytes);
+        if (!tmp)
             st = mlc_error(MLC_ERR_NO_MEMORY, "executor: no memory for %zu bytes of scratch",
                            x->s.tmp_bytes);
         else if (x->s.tmp_bytes <= MLC_EXEC_ZERO_TMP)
@@ -155,7 +156,7 @@ mlc_status_t mlc_exec_create(mlc_sched_t *s, const void *sendbuf, void *recvbuf,
     }
     if (!st) st = mlc_exec_check(x);
     if (st) {
-        free(x->tmp);
+        mlc_scratch_give(scratch, x->tmp);
         mlc_sched_free(&x->s);
         free(x);
         return st;
@@ -293,7 +294,7 @@ void mlc_exec_destroy(mlc_exec_t *x, const mlc_transport_t *t, void *tp)
     if (!x) return;
     for (size_t i = 0; i < x->s.nsteps; i++)
         if (x->handles[i] && t && t->cancel) t->cancel(tp, x->handles[i]);
-    free(x->tmp);
+    mlc_scratch_give(x->scratch, x->tmp);
     mlc_sched_free(&x->s);
     free(x);
 }

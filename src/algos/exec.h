@@ -6,6 +6,7 @@
  */
 #ifndef MLC_ALGOS_EXEC_H
 #define MLC_ALGOS_EXEC_H
+#include "base/scratch.h"
 #include "sched.h"
 
 /* The point-to-point operations a backend lends to the executor. Tags are
@@ -36,7 +37,9 @@ static inline uint64_t mlc_exec_tag(uint64_t seq, uint32_t key)
 
 /*
  * Build the executor for one operation: bufs[MLC_BUF_SEND/RECV] are the
- * caller's buffers (TMP is allocated here, s->tmp_bytes). For avg, the
+ * caller's buffers; TMP (s->tmp_bytes) is taken from `scratch` (the
+ * communicator's, or NULL: allocated for this operation alone) and given
+ * back by mlc_exec_destroy. For avg, the
  * executor divides recvbuf[0, avg_count) by avg_p when the schedule ends
  * (avg_count = 0: no division). Takes ownership of *s: on return (success
  * or not) *s is empty and may be freed or reused. Finalizes s if needed.
@@ -44,7 +47,7 @@ static inline uint64_t mlc_exec_tag(uint64_t seq, uint32_t key)
  */
 mlc_status_t mlc_exec_create(mlc_sched_t *s, const void *sendbuf, void *recvbuf, mlc_dtype_t dtype,
                              mlc_op_t op, size_t avg_count, int avg_p, uint64_t seq,
-                             mlc_exec_t **out);
+                             mlc_scratch_t *scratch, mlc_exec_t **out);
 /* Advance without blocking. Returns 1 when done, 0 while pending, negative on error
  * (the transport's status; later calls return it again). *progressed is set to 1 if
  * anything moved and left alone otherwise. */

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include "algos/select.h"
 #include "base/config.h"
+#include "base/scratch.h"
 #include "mlcomm.h"
 
 struct mlc_backend;
@@ -97,6 +98,7 @@ struct mlc_comm {
     int outstanding;       /* requests handed out and not yet released */
     bool freed;            /* mlc_comm_free ran; the object lives until the last request is released */
     void *layer_values[MLC_COMM_KEYS]; /* layers above core: mlc_comm_key_create */
+    mlc_scratch_t scratch; /* algorithms' temporary buffers, kept between calls */
 };
 
 /* --- used by backends ---------------------------------------------------- */

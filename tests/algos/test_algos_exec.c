@@ -24,7 +24,7 @@ static int run(int p, mlc_sched_t *s, void **send, void **recv, mlc_dtype_t dt, 
     bool done[8];
     char msg[256];
     int rc = 0;
-    for (int r = 0; r < p && !rc; r++) rc = mlc_exec_create(&s[r], send[r], recv[r], dt, op, 0, p, 1, &x[r]);
+    for (int r = 0; r < p && !rc; r++) rc = mlc_exec_create(&s[r], send[r], recv[r], dt, op, 0, p, 1, NULL, &x[r]);
     if (!rc) rc = sim_run(w, x, done, msg, sizeof msg);
     if (!rc) sim_finish(w);
     for (int r = 0; r < p; r++) {
@@ -178,30 +178,30 @@ static void test_refusals(void)
     mlc_sched_init(&s);
     CHECK_OK(mlc_sched_add(&s, MLC_STEP_COPY, 0, -1, MLC_BUF_RECV, 0, MLC_BUF_TMP, 8, 16, 0));
     s.tmp_bytes = 16;
-    CHECK_ERR_MSG(mlc_exec_create(&s, buf, buf, MLC_INT32, MLC_SUM, 0, 1, 0, &x), MLC_ERR_INTERNAL,
+    CHECK_ERR_MSG(mlc_exec_create(&s, buf, buf, MLC_INT32, MLC_SUM, 0, 1, 0, NULL, &x), MLC_ERR_INTERNAL,
                   "scratch");
     CHECK(s.nsteps == 0 && s.steps == s.inline_steps && x == NULL, "failed create kept the schedule");
 
     mlc_sched_init(&s);
     CHECK_OK(mlc_sched_add(&s, MLC_STEP_SEND, 0, 1, MLC_BUF_SEND, 0, MLC_BUF_SEND, 0, 4, 0));
-    CHECK_ERR_MSG(mlc_exec_create(&s, NULL, buf, MLC_INT32, MLC_SUM, 0, 1, 0, &x), MLC_ERR_INTERNAL,
+    CHECK_ERR_MSG(mlc_exec_create(&s, NULL, buf, MLC_INT32, MLC_SUM, 0, 1, 0, NULL, &x), MLC_ERR_INTERNAL,
                   "send buffer");
     mlc_sched_init(&s);
     CHECK_OK(mlc_sched_add(&s, MLC_STEP_RECV, 0, 1, MLC_BUF_SEND, 0, MLC_BUF_SEND, 0, 4, 0));
-    CHECK_ERR_MSG(mlc_exec_create(&s, buf, buf, MLC_INT32, MLC_SUM, 0, 1, 0, &x), MLC_ERR_INTERNAL,
+    CHECK_ERR_MSG(mlc_exec_create(&s, buf, buf, MLC_INT32, MLC_SUM, 0, 1, 0, NULL, &x), MLC_ERR_INTERNAL,
                   "writes the send buffer");
     mlc_sched_init(&s);
     CHECK_OK(mlc_sched_add(&s, MLC_STEP_REDUCE, 0, -1, MLC_BUF_SEND, 0, MLC_BUF_RECV, 0, 6, 0));
-    CHECK_ERR_MSG(mlc_exec_create(&s, buf, buf, MLC_INT32, MLC_SUM, 0, 1, 0, &x), MLC_ERR_INTERNAL,
+    CHECK_ERR_MSG(mlc_exec_create(&s, buf, buf, MLC_INT32, MLC_SUM, 0, 1, 0, NULL, &x), MLC_ERR_INTERNAL,
                   "whole elements");
     mlc_sched_init(&s);
-    CHECK_ERR_MSG(mlc_exec_create(&s, buf, NULL, MLC_INT32, MLC_AVG, 4, 2, 0, &x), MLC_ERR_INTERNAL,
+    CHECK_ERR_MSG(mlc_exec_create(&s, buf, NULL, MLC_INT32, MLC_AVG, 4, 2, 0, NULL, &x), MLC_ERR_INTERNAL,
                   "avg");
     CHECK(x == NULL, "output written on failure");
     /* a zero-byte step may name a buffer the rank lacks */
     mlc_sched_init(&s);
     CHECK_OK(mlc_sched_add(&s, MLC_STEP_COPY, 0, -1, MLC_BUF_SEND, 0, MLC_BUF_RECV, 0, 0, 0));
-    CHECK_OK(mlc_exec_create(&s, NULL, NULL, MLC_INT32, MLC_SUM, 0, 1, 0, &x));
+    CHECK_OK(mlc_exec_create(&s, NULL, NULL, MLC_INT32, MLC_SUM, 0, 1, 0, NULL, &x));
     int progressed = 0;
     CHECK(mlc_exec_progress(x, &sim_transport, NULL, &progressed) == 1, "empty run not done");
     CHECK(mlc_exec_progress(x, &sim_transport, NULL, &progressed) == 1, "done is not sticky");
@@ -218,13 +218,13 @@ static void test_avg(void)
     int progressed = 0;
     mlc_sched_t s;
     mlc_sched_init(&s);
-    CHECK_OK(mlc_exec_create(&s, NULL, iv, MLC_INT32, MLC_AVG, 3, 2, 0, &x));
+    CHECK_OK(mlc_exec_create(&s, NULL, iv, MLC_INT32, MLC_AVG, 3, 2, 0, NULL, &x));
     CHECK(mlc_exec_progress(x, &sim_transport, NULL, &progressed) == 1 && progressed, "not done");
     mlc_exec_destroy(x, &sim_transport, NULL);
     CHECK(iv[0] == 3 && iv[1] == -3 && iv[2] == 4 && iv[3] == 100, "int avg %d %d %d %d", iv[0],
           iv[1], iv[2], iv[3]);
     mlc_sched_init(&s);
-    CHECK_OK(mlc_exec_create(&s, NULL, fv, MLC_FLOAT32, MLC_AVG, 3, 4, 0, &x));
+    CHECK_OK(mlc_exec_create(&s, NULL, fv, MLC_FLOAT32, MLC_AVG, 3, 4, 0, NULL, &x));
     CHECK(mlc_exec_progress(x, &sim_transport, NULL, &progressed) == 1, "not done");
     mlc_exec_destroy(x, &sim_transport, NULL);
     CHECK(fv[0] == 0.75f && fv[1] == -0.25f && fv[2] == 0.125f, "float avg %g %g %g", (double)fv[0],
@@ -243,7 +243,7 @@ static void make(const char *coll_algo, mlc_coll_t coll, int p, size_t count, in
         mlc_sched_t s;
         CHECK_OK(mlc_algo_build(a, &d, &s));
         int32_t *send = bufs + (size_t)r * 2 * count * (size_t)p, *recv = send + count * (size_t)p;
-        CHECK_OK(mlc_exec_create(&s, send, recv, MLC_INT32, MLC_SUM, 0, p, 42, &x[r]));
+        CHECK_OK(mlc_exec_create(&s, send, recv, MLC_INT32, MLC_SUM, 0, p, 42, NULL, &x[r]));
     }
 }
 
@@ -292,7 +292,7 @@ static void test_pending(void)
     mlc_sched_t s;
     CHECK_OK(mlc_algo_build(mlc_algo_find(MLC_COLL_GATHER, "linear"), &d, &s));
     mlc_exec_t *x;
-    CHECK_OK(mlc_exec_create(&s, send, recv, MLC_INT32, MLC_SUM, 0, p, 0, &x));
+    CHECK_OK(mlc_exec_create(&s, send, recv, MLC_INT32, MLC_SUM, 0, p, 0, NULL, &x));
     sim_world_t *w = sim_create(p, (sim_opts_t){0});
     int progressed = 0;
     CHECK(mlc_exec_progress(x, &sim_transport, sim_tp(w, 0), &progressed) == 0 && progressed,

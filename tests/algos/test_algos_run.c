@@ -6,7 +6,10 @@
  * 0 and p-1; a non-commutative user op (2x2 matrix product) checked against
  * rank-order evaluation; float results with rounding checked for bitwise
  * agreement across ranks. Eager and single-copy delivery alternate, with
- * randomly delayed completions.
+ * randomly delayed completions. Each simulated rank keeps one scratch
+ * cache across every case, as a communicator does, and the block a case
+ * takes is filled with garbage first: no algorithm may read scratch it did
+ * not write.
  */
 #include <stdlib.h>
 #include "algos/build.h"
@@ -16,6 +19,17 @@
 #include "sim.h"
 
 static long runs;
+static mlc_scratch_t pools[16]; /* one per simulated rank, kept across cases */
+
+/* The block rank r's next executor will take, filled with garbage. */
+static void soil_scratch(int r, size_t bytes)
+{
+    if (bytes == 0) return;
+    unsigned char *b = mlc_scratch_take(&pools[r], bytes);
+    if (!b) return;
+    for (size_t i = 0; i < bytes; i++) b[i] = (unsigned char)(0xa5 ^ (i * 131));
+    mlc_scratch_give(&pools[r], b);
+}
 
 /* Build, execute and check one case with algorithm a; true when it passed. */
 static bool run_case(const mlc_algo_t *a, const tcase_t *c)
@@ -34,9 +48,11 @@ static bool run_case(const mlc_algo_t *a, const tcase_t *c)
     for (int r = 0; ok && r < p; r++) {
         mlc_sched_t s;
         mlc_status_t st = mlc_algo_build(a, &ranks[r].d, &s);
-        if (st == MLC_SUCCESS)
+        if (st == MLC_SUCCESS) {
+            soil_scratch(r, s.tmp_bytes);
             st = mlc_exec_create(&s, ranks[r].send, ranks[r].recv, c->dtype, c->op,
-                                 ranks[r].avg_count, p, 7, &x[r]);
+                                 ranks[r].avg_count, p, 7, &pools[r], &x[r]);
+        }
         if (st) {
             CHECK(0, "%s/%s %s rank %d: %s: %s", mlc_algos_coll_name(a->coll), a->name, desc, r,
                   mlc_status_name(st), mlc_last_error());
@@ -153,5 +169,6 @@ int main(int argc, char **argv)
         printf("%-32s %6ld runs %s\n", full, runs - runs_before,
                check_failures == before ? "ok" : "FAILED");
     }
+    for (int r = 0; r < 16; r++) mlc_scratch_drain(&pools[r]);
     return check_result("test_algos_run");
 }

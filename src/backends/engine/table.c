@@ -310,7 +310,7 @@ static mlc_status_t start_coll_as(mlc_request_t *req)
     /* Tags carry the call number, which (unlike the sequence number) init
      * and the settings check never restart: no two calls share a tag. */
     st = mlc_exec_create(&s, a->sendbuf, a->recvbuf, a->dtype, a->op, avg_count, req->comm->size, rs->sig.call,
-                         &rs->entry.exec);
+                         &req->comm->scratch, &rs->entry.exec);
     if (st != MLC_SUCCESS) return st;
     pthread_mutex_lock(&ep->lock);
     st = activate(ep, req);

@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * A communicator's scratch memory, kept between calls. An algorithm's
+ * temporary buffer (algos/exec) is taken from here and given back when the
+ * operation ends, so back-to-back large calls reuse one block instead of
+ * asking the allocator each time: above glibc's mmap threshold (32 MiB at
+ * most) every fresh block is new pages, zeroed and faulted in one by one,
+ * which cost as much as the collective itself, and 40 times as much in a
+ * virtual machine whose page faults are slow.
+ *
+ * One block is cached (the last given back, or the larger one); operations
+ * in flight at the same time each get their own. Lock-free: take and give
+ * may run on any thread. The cache holds its block until mlc_scratch_drain
+ * (the communicator's release).
+ */
+#ifndef MLC_BASE_SCRATCH_H
+#define MLC_BASE_SCRATCH_H
+#include <stdatomic.h>
+#include <stddef.h>
+
+typedef struct mlc_scratch {
+    _Atomic(void *) cached; /* a block's header (see scratch.c), or NULL */
+} mlc_scratch_t;
+
+/* At least `bytes` bytes, 64-byte aligned: the cached block when it is free
+ * and large enough, else a new one. NULL when out of memory. pool may be
+ * NULL (no cache: every block is new). */
+void *mlc_scratch_take(mlc_scratch_t *pool, size_t bytes);
+/* Give a block from mlc_scratch_take back (NULL is ignored): cached, or freed
+ * when the cache already holds one at least as large. */
+void mlc_scratch_give(mlc_scratch_t *pool, void *block);
+/* Free the cached block. No take or give may run at the same time. */
+void mlc_scratch_drain(mlc_scratch_t *pool);
+#endif
