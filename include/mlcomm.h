@@ -464,10 +464,11 @@ MLC_API mlc_status_t mlc_comm_abort(mlc_comm_t *comm);
  * fails with MLC_ERR_TIMEOUT (as MLC_TIMEOUT / mlc_config_t.timeout_s at
  * init; 0 = never). Local to this rank and to this communicator (not the one
  * it was split from, nor those split from it later, which copy it). Call it
- * while no operation of the communicator is in flight. On mpi, call it alike
- * on every rank: whether there is a deadline (not 0) decides how MPI's
- * collectives are issued (MPI's blocking calls with none), as MLC_TIMEOUT=0
- * must be alike.
+ * while no operation of the communicator is in flight. On mpi, a
+ * communicator created without a deadline on every rank calls MPI's
+ * blocking collectives, which no deadline can end: there seconds > 0 is
+ * refused with MLC_ERR_UNSUPPORTED (give the timeout at creation); ranks
+ * that differ otherwise still meet (docs/MPI.md).
  */
 MLC_API mlc_status_t mlc_comm_set_timeout(mlc_comm_t *comm, double seconds);
 

@@ -501,6 +501,8 @@ mlc_status_t mlc_comm_set_timeout(mlc_comm_t *comm, double seconds)
     if (!isfinite(seconds) || seconds < 0 || seconds > (double)most)
         return mlc_error(MLC_ERR_INVALID_ARG, "mlc_comm_set_timeout: %g seconds (need 0..%lld; 0 = never)", seconds,
                          most);
+    if (seconds > 0 && comm->timeout_refused)
+        return mlc_error(MLC_ERR_UNSUPPORTED, "mlc_comm_set_timeout(%g): %s", seconds, comm->timeout_refused);
     comm->cfg.timeout_s = seconds;
     return MLC_SUCCESS;
 }

@@ -85,6 +85,7 @@ struct mlc_comm {
     const char *algo_forced[MLC_COLL_COUNT]; /* from env or mlc_comm_set_algo; NULL = auto */
     bool algo_selects[MLC_COLL_COUNT]; /* the backend offers more than native: auto asks the selector */
     bool no_own_algos;     /* the backend cannot run src/algos schedules here: forced ones run as native */
+    const char *timeout_refused; /* set by the backend: why a deadline cannot be set later (NULL: it can) */
     struct mlc_profiler *prof;
     mlc_cost_model_t model;  /* the selector's alpha/beta/gamma, identical on every rank */
     int internal_depth;    /* > 0 while mlcomm runs its own collectives on this communicator */

@@ -9,7 +9,48 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "base/wait.h"
 #include "mpi_impl.h"
+
+/* A request's completion, for the shared wait loop. */
+static int request_step(void *p)
+{
+    MPI_Request *rq = p;
+    int flag = 0;
+    MPI_Test(rq, &flag, MPI_STATUS_IGNORE);
+    return flag ? MLC_WAIT_MOVED : MLC_WAIT_NOTHING;
+}
+
+static int request_done(void *p) { return *(MPI_Request *)p == MPI_REQUEST_NULL; }
+
+/* Whether every rank was created without a deadline (blocking_agreed): a
+ * nonblocking allreduce, which every rank calls whatever its own timeout,
+ * waited for with this rank's deadline (or by MPI_Wait without one). */
+static mlc_status_t agree_blocking(mlc_comm_t *comm, mlc_mpi_comm_t *c)
+{
+    int mine = comm->cfg.timeout_s <= 0, all = 0;
+    MPI_Request rq = MPI_REQUEST_NULL;
+    int rc = MPI_Iallreduce(&mine, &all, 1, MPI_INT, MPI_LAND, c->hidden, &rq);
+    if (rc != MPI_SUCCESS) return mlc_mpi_error(rc, "rank %d: MPI_Iallreduce (agreeing on a deadline)", comm->rank);
+    if (mine) {
+        rc = MPI_Wait(&rq, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS) return mlc_mpi_error(rc, "rank %d: MPI_Wait (agreeing on a deadline)", comm->rank);
+    } else {
+        mlc_wait_t w = {.step = request_step, .done = request_done, .ctx = &rq, .timeout_s = comm->cfg.timeout_s,
+                        .what = "creating a communicator"};
+        if (mlc_wait_run(&w) == MLC_WAIT_TIMEOUT) {
+            c->hidden_in_flight = true; /* MPI cannot cancel a collective */
+            return mlc_core->error(MLC_ERR_TIMEOUT, "rank %d: creating a communicator on mpi: not every rank joined "
+                                   "within %g s (MLC_TIMEOUT)", comm->rank, comm->cfg.timeout_s);
+        }
+    }
+    c->blocking_agreed = all != 0;
+    comm->timeout_refused = c->blocking_agreed ?
+        "this mpi communicator was created without a deadline on every rank (MLC_TIMEOUT=0), so its blocking "
+        "collectives are MPI's blocking ones, which no deadline can end; give it a timeout when it is created "
+        "(MLC_TIMEOUT or mlc_config_t.timeout_s)" : NULL;
+    return MLC_SUCCESS;
+}
 
 static mlc_status_t comm_setup(mlc_comm_t *comm, mlc_mpi_comm_t *c)
 {
@@ -40,6 +81,8 @@ static mlc_status_t comm_setup(mlc_comm_t *comm, mlc_mpi_comm_t *c)
         MLC_DEBUG("rank %d: MPI_TAG_UB %d leaves no room for mlcomm's algorithms; MPI's own collectives run",
                   comm->rank, c->tag_ub);
     }
+    mlc_status_t st = agree_blocking(comm, c);
+    if (st != MLC_SUCCESS) return st;
     comm->impl = c;
     return mlc_mpi_ctrl_start(comm);
 }
@@ -52,7 +95,7 @@ static void comm_release(mlc_mpi_comm_t *c, int in_flight)
     mlc_mpi_progress_leave(c);
     if (!mlc_mpi_finalized()) {
         mlc_mpi_ctrl_stop(c);
-        if (c->hidden != MPI_COMM_NULL) MPI_Comm_free(&c->hidden);
+        if (c->hidden != MPI_COMM_NULL && !c->hidden_in_flight) MPI_Comm_free(&c->hidden);
         if (c->comm != MPI_COMM_NULL && !in_flight) MPI_Comm_free(&c->comm);
     }
     mlc_mpi_handles_free(c);

@@ -126,6 +126,8 @@ typedef struct mlc_mpi_comm {
     mlc_mpi_op_t *head, *tail; /* operations in flight, in start order */
     atomic_int npolled;      /* of them, the ones only our polling advances (algorithms) */
     int left_to_mpi;         /* abandoned operations whose collectives MPI still runs */
+    bool blocking_agreed;    /* no rank had a deadline at creation: blocking collectives may be MPI's blocking ones */
+    bool hidden_in_flight;   /* the creation's agreement was left to MPI on hidden: never free it */
     mlc_mpi_handle_t *free_handles, *all_handles; /* transport handles for algorithms */
     /* the process's progress list (mpi_progress.c) */
     atomic_flag busy;        /* held while head..tail, the ops and handles change */
@@ -252,13 +254,16 @@ void mlc_mpi_pending_peers(const mlc_request_t *req, char *buf, size_t len);
  * a deadline (MLC_TIMEOUT=0); with one, the default 600 s included,
  * everything is nonblocking and waited for with that deadline.
  * A collective's form depends only on what every rank agrees on (MPI matches
- * a blocking collective only with blocking ones); a point-to-point call is
- * also nonblocking while an algorithm's steps wait somewhere in this process
- * for our polling, so that they advance while it waits. */
+ * a blocking collective only with blocking ones): blocking only where no rank
+ * had a deadline when the communicator was created (blocking_agreed, which
+ * also refuses a deadline set later). A point-to-point call is also
+ * nonblocking while an algorithm's steps wait somewhere in this process for
+ * our polling, so that they advance while it waits. */
 static inline bool mlc_mpi_blocking(const mlc_request_t *req)
 {
     if (!req->blocking || req->comm->cfg.timeout_s > 0) return false;
-    return req->coll < MLC_COLL_SEND || atomic_load_explicit(&mlc_mpi_polled_ops, memory_order_relaxed) == 0;
+    if (req->coll < MLC_COLL_SEND) return ((const mlc_mpi_comm_t *)req->comm->impl)->blocking_agreed;
+    return atomic_load_explicit(&mlc_mpi_polled_ops, memory_order_relaxed) == 0;
 }
 
 /* ---- the start entries ------------------------------------------------------------- */
