@@ -28,24 +28,29 @@ static int request_done(void *p) { return *(MPI_Request *)p == MPI_REQUEST_NULL;
  * waited for with this rank's deadline (or by MPI_Wait without one). */
 static mlc_status_t agree_blocking(mlc_comm_t *comm, mlc_mpi_comm_t *c)
 {
-    int mine = comm->cfg.timeout_s <= 0, all = 0;
+    int *vals = malloc(2 * sizeof *vals); /* this rank's flag, every rank's; MPI may hold them past a timeout */
+    if (!vals) return mlc_core->error(MLC_ERR_NO_MEMORY, "rank %d: creating a communicator: out of memory", comm->rank);
+    vals[0] = comm->cfg.timeout_s <= 0;
+    vals[1] = 0;
     MPI_Request rq = MPI_REQUEST_NULL;
-    int rc = MPI_Iallreduce(&mine, &all, 1, MPI_INT, MPI_LAND, c->hidden, &rq);
-    if (rc != MPI_SUCCESS) return mlc_mpi_error(rc, "rank %d: MPI_Iallreduce (agreeing on a deadline)", comm->rank);
-    if (mine) {
+    int rc = MPI_Iallreduce(&vals[0], &vals[1], 1, MPI_INT, MPI_LAND, c->hidden, &rq);
+    if (rc == MPI_SUCCESS && vals[0]) {
         rc = MPI_Wait(&rq, MPI_STATUS_IGNORE);
-        if (rc != MPI_SUCCESS) return mlc_mpi_error(rc, "rank %d: MPI_Wait (agreeing on a deadline)", comm->rank);
-    } else {
+    } else if (rc == MPI_SUCCESS) {
         mlc_wait_t w = {.step = request_step, .done = request_done, .ctx = &rq, .timeout_s = comm->cfg.timeout_s,
                         .what = "creating a communicator"};
         if (mlc_wait_run(&w) == MLC_WAIT_TIMEOUT) {
-            c->hidden_in_flight = true; /* MPI cannot cancel a collective */
+            /* MPI cannot cancel a collective: the request, its buffers and hidden are left to it. */
+            c->hidden_in_flight = true;
             return mlc_core->error(MLC_ERR_TIMEOUT, "rank %d: creating a communicator on mpi: not every rank joined "
                                    "within %g s (MLC_TIMEOUT)", comm->rank, comm->cfg.timeout_s);
         }
     }
-    c->blocking_agreed = all != 0;
-    comm->timeout_refused = c->blocking_agreed ?
+    bool all = vals[1] != 0;
+    free(vals);
+    if (rc != MPI_SUCCESS) return mlc_mpi_error(rc, "rank %d: agreeing on a deadline (MPI_Iallreduce)", comm->rank);
+    c->blocking_agreed = all;
+    comm->timeout_refused = all ?
         "this mpi communicator was created without a deadline on every rank (MLC_TIMEOUT=0), so its blocking "
         "collectives are MPI's blocking ones, which no deadline can end; give it a timeout when it is created "
         "(MLC_TIMEOUT or mlc_config_t.timeout_s)" : NULL;
