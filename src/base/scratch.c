@@ -8,26 +8,11 @@
  * size; the caller's pointer is just past it, so stays 64-byte aligned. */
 #define HEADER 64
 
-static size_t size_of(void *header)
-{
-    return *(size_t *)header;
-}
-
-static void *user_of(void *header)
-{
-    return (unsigned char *)header + HEADER;
-}
-
-static void *header_of(void *block)
-{
-    return (unsigned char *)block - HEADER;
-}
-
 void *mlc_scratch_take(mlc_scratch_t *pool, size_t bytes)
 {
     if (pool) {
-        void *h = atomic_exchange(&pool->cached, NULL);
-        if (h && size_of(h) >= bytes) return user_of(h);
+        unsigned char *h = atomic_exchange(&pool->cached, NULL);
+        if (h && *(size_t *)h >= bytes) return h + HEADER;
         free(h); /* too small for this call: a new block replaces it */
     }
     size_t usable = (bytes + 63) & ~(size_t)63;
@@ -35,28 +20,17 @@ void *mlc_scratch_take(mlc_scratch_t *pool, size_t bytes)
     void *h = NULL;
     if (posix_memalign(&h, 64, HEADER + usable) != 0) return NULL;
     *(size_t *)h = usable;
-    return user_of(h);
+    return (unsigned char *)h + HEADER;
 }
 
 void mlc_scratch_give(mlc_scratch_t *pool, void *block)
 {
     if (!block) return;
-    void *h = header_of(block);
-    if (!pool) {
+    void *h = (unsigned char *)block - HEADER, *none = NULL;
+    /* Once h is in the cache another thread may take and free it: nothing of
+     * h is read after the exchange. */
+    if (!pool || *(size_t *)h > MLC_SCRATCH_KEEP_MAX || !atomic_compare_exchange_strong(&pool->cached, &none, h))
         free(h);
-        return;
-    }
-    /* Keep the larger of this block and the one cached (another operation may
-     * have given one back meanwhile); free the other. */
-    void *old = atomic_exchange(&pool->cached, h);
-    if (!old) return;
-    if (size_of(old) <= size_of(h)) {
-        free(old);
-        return;
-    }
-    void *expected = h;
-    if (atomic_compare_exchange_strong(&pool->cached, &expected, old)) free(h);
-    else free(old); /* a take got h meanwhile (it uses it now); the cache holds something else or nothing */
 }
 
 void mlc_scratch_drain(mlc_scratch_t *pool)

@@ -54,7 +54,7 @@ void mlc_comm_release(mlc_comm_t *comm)
     if (!comm) return;
     mlc_prof_close(comm);
     mlc_comm_free_requests(comm);
-    mlc_scratch_drain(&comm->scratch); /* the backend is gone, and every executor with it */
+    mlc_scratch_drain(&comm->host_scratch); /* the backend is gone, and every executor with it */
     /* Last: a decorator's value may hold the table comm->be points to. */
     for (int k = 0; k < MLC_COMM_KEYS; k++)
         if (comm->layer_values[k] && key_release[k]) key_release[k](comm->layer_values[k]);

@@ -99,7 +99,7 @@ struct mlc_comm {
     int outstanding;       /* requests handed out and not yet released */
     bool freed;            /* mlc_comm_free ran; the object lives until the last request is released */
     void *layer_values[MLC_COMM_KEYS]; /* layers above core: mlc_comm_key_create */
-    mlc_scratch_t scratch; /* algorithms' temporary buffers, kept between calls */
+    mlc_scratch_t host_scratch; /* collectives' temporary host buffers, kept between calls (base/scratch.h) */
 };
 
 /* --- used by backends ---------------------------------------------------- */

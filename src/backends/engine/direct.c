@@ -321,37 +321,6 @@ const char *eng_direct_choose(const mlc_request_t *req)
     }
 }
 
-/* Scratch of large reductions (bounce buffers, and the accumulator when in
- * place: half the payload on 2 ranks). A fresh allocation of that size is a
- * new mmap whose every page faults on first touch, which cost an in-place
- * 128 MiB all-reduce 3.5x its time; so the communicator keeps the last
- * scratch for the next call. The usable area follows a 64-byte header
- * holding its size; the slot is atomic because the progress thread and the
- * caller may finish and start collectives at once. Up to 256 MiB is kept
- * (an in-place all-reduce of 512 MiB on 2 ranks). */
-#define SCRATCH_HEADER 64u
-
-static void *scratch_take(eng_comm_t *ec, size_t bytes)
-{
-    char *base = atomic_exchange(&ec->scratch, NULL);
-    if (base && *(size_t *)base >= bytes) return base + SCRATCH_HEADER;
-    free(base);
-    base = aligned_alloc(64, SCRATCH_HEADER + (bytes + 63) / 64 * 64);
-    if (!base) return NULL;
-    *(size_t *)base = (bytes + 63) / 64 * 64;
-    return base + SCRATCH_HEADER;
-}
-
-#define SCRATCH_KEEP_MAX ((size_t)256 << 20) /* larger scratch is freed, not kept */
-
-static void scratch_give(eng_comm_t *ec, void *tmp)
-{
-    if (!tmp) return;
-    void *base = (char *)tmp - SCRATCH_HEADER, *none = NULL;
-    if (*(size_t *)base > SCRATCH_KEEP_MAX || !atomic_compare_exchange_strong(&ec->scratch, &none, base))
-        free(base);
-}
-
 mlc_status_t eng_direct_start(mlc_request_t *req, const mlc_sig_t *sig, uint64_t hash, eng_direct_t *d)
 {
     eng_comm_t *ec = req->comm->impl;
@@ -388,7 +357,10 @@ mlc_status_t eng_direct_start(mlc_request_t *req, const mlc_sig_t *sig, uint64_t
         if (req->coll == MLC_COLL_ALLREDUCE) slice(req->args.count, req->comm->size, req->comm->rank, &lo, &len);
         size_t acc = len * req->args.esize;
         size_t chunk = CHUNK_BYTES / req->args.esize * req->args.esize;
-        d->tmp = scratch_take(ec, (req->args.inplace ? acc : 0) + SCRATCH_CHUNKS * chunk);
+        /* From the communicator's cache (base/scratch.h): a fresh block of this
+         * size would fault in every page (an in-place 128 MiB all-reduce took
+         * 3.5x as long). */
+        d->tmp = mlc_scratch_take(&req->comm->host_scratch, (req->args.inplace ? acc : 0) + SCRATCH_CHUNKS * chunk);
         if (!d->tmp) return mlc_error(MLC_ERR_NO_MEMORY, "%s: out of memory for %zu bytes of scratch",
                                       mlc_coll_name(req->coll), acc + SCRATCH_CHUNKS * chunk);
     }
@@ -397,14 +369,8 @@ mlc_status_t eng_direct_start(mlc_request_t *req, const mlc_sig_t *sig, uint64_t
 
 void eng_direct_cancel(eng_comm_t *ec, eng_direct_t *d)
 {
-    scratch_give(ec, d->tmp);
+    mlc_scratch_give(&ec->comm->host_scratch, d->tmp);
     d->tmp = NULL;
-}
-
-void eng_direct_comm_free(eng_comm_t *ec)
-{
-    void *base = atomic_exchange(&ec->scratch, NULL);
-    free(base);
 }
 
 /* Reduce element block [off, off+len) (bytes) of every rank's send buffer, in

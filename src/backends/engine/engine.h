@@ -277,7 +277,6 @@ typedef struct eng_comm {
     int *world_of;      /* comm rank -> world rank */
     int *comm_of;       /* world rank -> comm rank or -1 */
     mlc_sig_t done_sig; /* the last collective completed here: names both sides of a late message */
-    _Atomic(void *) scratch; /* the last direct collective's scratch, kept for the next (see direct.c) */
     atomic_int in_flight;    /* its operations in the endpoint's list, until each has completed (table.c) */
 } eng_comm_t;
 
@@ -312,8 +311,6 @@ mlc_status_t eng_direct_start(mlc_request_t *req, const mlc_sig_t *sig, uint64_t
 /* 1 = complete, 0 = waiting, < 0 = error. */
 int eng_direct_progress(mlc_request_t *req, eng_direct_t *d, int *moved);
 void eng_direct_cancel(eng_comm_t *ec, eng_direct_t *d);
-/* Free what the communicator's direct collectives keep between calls. */
-void eng_direct_comm_free(eng_comm_t *ec);
 
 /* Wait on cond for at most 100 ms (waits re-check abort, death and deadlines). */
 static inline void eng_cond_wait_slice(pthread_cond_t *cond, pthread_mutex_t *lock)

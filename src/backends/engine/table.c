@@ -310,7 +310,7 @@ static mlc_status_t start_coll_as(mlc_request_t *req)
     /* Tags carry the call number, which (unlike the sequence number) init
      * and the settings check never restart: no two calls share a tag. */
     st = mlc_exec_create(&s, a->sendbuf, a->recvbuf, a->dtype, a->op, avg_count, req->comm->size, rs->sig.call,
-                         &req->comm->scratch, &rs->entry.exec);
+                         &req->comm->host_scratch, &rs->entry.exec);
     if (st != MLC_SUCCESS) return st;
     pthread_mutex_lock(&ep->lock);
     st = activate(ep, req);
@@ -439,7 +439,6 @@ void eng_be_destroy(mlc_comm_t *comm)
     }
     pthread_mutex_unlock(&ep->lock);
     eng_member_leave(ec);
-    eng_direct_comm_free(ec);
     free(ec->world_of);
     free(ec->comm_of);
     free(ec);

@@ -167,7 +167,7 @@ mlc_status_t mlc_mpi_start_algo(mlc_request_t *req)
         (req->coll == MLC_COLL_ALLREDUCE || req->coll == MLC_COLL_REDUCE || req->coll == MLC_COLL_REDUCE_SCATTER))
         avg_count = a->count;
     st = mlc_core->exec_create(&s, a->sendbuf, a->recvbuf, a->dtype, a->op, avg_count, req->comm->size, req->seq,
-                         &req->comm->scratch, &op->exec);
+                         &req->comm->host_scratch, &op->exec);
     if (st != MLC_SUCCESS) return st;
     op->polled = true;
     return mlc_mpi_op_submit(op);
