@@ -640,6 +640,11 @@ class Comm:
         return _lib.comm_backend(self._live()).decode()
 
     @property
+    def timeout(self):
+        """Seconds without progress before a wait fails (0: never; mlc_comm_timeout)."""
+        return _lib.comm_timeout(self._live())
+
+    @property
     def status(self):
         """None while healthy, else the sticky error's name ("MLC_ERR_TIMEOUT")."""
         st = _lib.comm_status(self._live())
@@ -701,7 +706,8 @@ class Comm:
 
     def set_timeout(self, timeout):
         """This communicator's timeout (seconds or a timedelta; 0 = never):
-        mlc_comm_set_timeout."""
+        mlc_comm_set_timeout. On mpi, a communicator created without a
+        deadline on any rank refuses one (UnsupportedError)."""
         t = timeout.total_seconds() if hasattr(timeout, "total_seconds") else float(timeout)
         check(_lib.comm_set_timeout(self._live(), t))
 

@@ -202,6 +202,7 @@ _sigs = {
     "mlc_comm_abort": (S, [vp]),
     "mlc_comm_set_algo": (S, [vp, c_coll, ctypes.c_char_p]),
     "mlc_comm_set_timeout": (S, [vp, ctypes.c_double]),
+    "mlc_comm_timeout": (ctypes.c_double, [vp]),
     "mlc_comm_get_algo": (S, [vp, c_coll, sz, ctypes.POINTER(ctypes.c_char_p)]),
     "mlc_comm_set_stream": (S, [vp, vp]),
     "mlc_comm_tag_max": (ctypes.c_int, [vp]),

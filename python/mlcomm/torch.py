@@ -27,13 +27,14 @@ import datetime
 import inspect
 import os
 import time
+import warnings
 
 import torch
 import torch.distributed as dist
 
 from . import _lib
 from . import _core
-from ._errors import Error, error
+from ._errors import Error, UnsupportedError, error
 
 __all__ = ["ProcessGroupMlcomm", "BACKEND"]
 
@@ -239,6 +240,12 @@ class ProcessGroupMlcomm(dist.ProcessGroup):
             if timeout is not None:  # new_group's timeout (torch's default: 30 minutes, as gloo's groups)
                 try:
                     comm.set_timeout(_timeout_seconds(timeout))
+                except UnsupportedError as e:
+                    # On mpi, split from a default group without a deadline on
+                    # any rank: its blocking collectives are MPI's, which no
+                    # deadline ends. torch always passes one to new_group.
+                    warnings.warn("mlcomm: this group keeps its parent's lack of a timeout: %s" % e.message,
+                                  RuntimeWarning, stacklevel=2)
                 except Error as e:
                     comm.free()
                     raise _runtime(e) from None

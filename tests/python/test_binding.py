@@ -18,6 +18,7 @@ except ImportError:
     print("SKIP: numpy is not installed (apt-get install python3-numpy)")
     sys.exit(77)
 import concurrent.futures
+import datetime
 import gc
 
 import mlcomm
@@ -347,6 +348,29 @@ def t_split(c):
         none.free()
 
 
+def t_timeout(c):
+    """set_timeout takes seconds or a timedelta, per communicator; on mpi a
+    communicator created without a deadline on every rank refuses one (its
+    blocking collectives are MPI's, which no deadline ends) and still works."""
+    sub = c.split(0)
+    try:
+        sub.set_timeout(datetime.timedelta(seconds=45))
+        expect(sub.timeout == 45 and c.timeout != 45, "timeouts %r / %r" % (sub.timeout, c.timeout))
+        eq(sub.allreduce(np.array([1], np.int64)), np.array([c.size]), "allreduce after set_timeout")
+    finally:
+        sub.free()
+    if c.backend != "mpi":
+        return
+    none = mlcomm.init("mpi", timeout=0)
+    try:
+        raises(mlcomm.UnsupportedError, lambda: none.set_timeout(5), "a deadline on a no-deadline mpi comm",
+               "MLC_TIMEOUT")
+        expect(none.timeout == 0, "the refused timeout was kept: %r" % none.timeout)
+        eq(none.allreduce(np.array([2], np.int64)), np.array([2 * c.size]), "allreduce after the refusal")
+    finally:
+        none.free()
+
+
 def t_tensor(c):
     p, r = c.size, c.rank
     T = mlcomm.tensor
@@ -661,7 +685,7 @@ def t_torch(c):
 
 
 CASES = [t_basics, t_allreduce, t_reduce_bcast, t_allgather, t_reduce_scatter_alltoall, t_gather_scatter,
-         t_p2p, t_group, t_store, t_async, t_userop, t_split, t_create_from, t_mesh, t_exchange, t_torch, t_buffer_safety, t_tensor, t_errors]
+         t_p2p, t_group, t_store, t_async, t_userop, t_split, t_timeout, t_create_from, t_mesh, t_exchange, t_torch, t_buffer_safety, t_tensor, t_errors]
 
 
 def run_rank(comm, only):

@@ -13,33 +13,43 @@
 #include "mpi_impl.h"
 
 /* A request's completion, for the shared wait loop. */
+typedef struct request_wait {
+    MPI_Request rq;
+    int rc; /* MPI_Test's failure, if any */
+} request_wait_t;
+
 static int request_step(void *p)
 {
-    MPI_Request *rq = p;
+    request_wait_t *w = p;
     int flag = 0;
-    MPI_Test(rq, &flag, MPI_STATUS_IGNORE);
+    w->rc = MPI_Test(&w->rq, &flag, MPI_STATUS_IGNORE);
+    if (w->rc != MPI_SUCCESS) return MLC_WAIT_STOP;
     return flag ? MLC_WAIT_MOVED : MLC_WAIT_NOTHING;
 }
 
-static int request_done(void *p) { return *(MPI_Request *)p == MPI_REQUEST_NULL; }
+static int request_done(void *p) { return ((request_wait_t *)p)->rq == MPI_REQUEST_NULL; }
 
 /* Whether every rank was created without a deadline (blocking_agreed): a
  * nonblocking allreduce, which every rank calls whatever its own timeout,
- * waited for with this rank's deadline (or by MPI_Wait without one). */
+ * waited for with this rank's deadline (or by MPI_Wait without one). The
+ * MPI_Comm_dup just before has already met every rank, so the deadline
+ * only fires for a rank that died in between. */
 static mlc_status_t agree_blocking(mlc_comm_t *comm, mlc_mpi_comm_t *c)
 {
     int *vals = malloc(2 * sizeof *vals); /* this rank's flag, every rank's; MPI may hold them past a timeout */
     if (!vals) return mlc_core->error(MLC_ERR_NO_MEMORY, "rank %d: creating a communicator: out of memory", comm->rank);
     vals[0] = comm->cfg.timeout_s <= 0;
     vals[1] = 0;
-    MPI_Request rq = MPI_REQUEST_NULL;
-    int rc = MPI_Iallreduce(&vals[0], &vals[1], 1, MPI_INT, MPI_LAND, c->hidden, &rq);
+    request_wait_t rw = {.rq = MPI_REQUEST_NULL, .rc = MPI_SUCCESS};
+    int rc = MPI_Iallreduce(&vals[0], &vals[1], 1, MPI_INT, MPI_LAND, c->hidden, &rw.rq);
     if (rc == MPI_SUCCESS && vals[0]) {
-        rc = MPI_Wait(&rq, MPI_STATUS_IGNORE);
+        rc = MPI_Wait(&rw.rq, MPI_STATUS_IGNORE);
     } else if (rc == MPI_SUCCESS) {
-        mlc_wait_t w = {.step = request_step, .done = request_done, .ctx = &rq, .timeout_s = comm->cfg.timeout_s,
+        mlc_wait_t w = {.step = request_step, .done = request_done, .ctx = &rw, .timeout_s = comm->cfg.timeout_s,
                         .what = "creating a communicator"};
-        if (mlc_wait_run(&w) == MLC_WAIT_TIMEOUT) {
+        mlc_wait_status_t how = mlc_wait_run(&w);
+        rc = rw.rc;
+        if (how == MLC_WAIT_TIMEOUT) {
             /* MPI cannot cancel a collective: the request, its buffers and hidden are left to it. */
             c->hidden_in_flight = true;
             return mlc_core->error(MLC_ERR_TIMEOUT, "rank %d: creating a communicator on mpi: not every rank joined "
