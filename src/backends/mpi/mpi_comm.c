@@ -29,9 +29,11 @@ static int request_step(void *p)
 
 static int request_done(void *p) { return ((request_wait_t *)p)->rq == MPI_REQUEST_NULL; }
 
-/* Whether every rank was created without a deadline (blocking_agreed): a
- * nonblocking allreduce, which every rank calls whatever its own timeout,
- * waited for with this rank's deadline (or by MPI_Wait without one). The
+/* Whether every rank was created without a deadline (then MPI's blocking
+ * collectives may be used, and a deadline set later is refused: both read
+ * comm->timeout_refused). Found with a nonblocking allreduce, which every
+ * rank calls whatever its own timeout, waited for with this rank's deadline
+ * (or by MPI_Wait without one). The
  * MPI_Comm_dup just before has already met every rank, so the deadline
  * only fires for a rank that died in between. */
 static mlc_status_t agree_blocking(mlc_comm_t *comm, mlc_mpi_comm_t *c)
@@ -59,7 +61,6 @@ static mlc_status_t agree_blocking(mlc_comm_t *comm, mlc_mpi_comm_t *c)
     bool all = vals[1] != 0;
     free(vals);
     if (rc != MPI_SUCCESS) return mlc_mpi_error(rc, "rank %d: agreeing on a deadline (MPI_Iallreduce)", comm->rank);
-    c->blocking_agreed = all;
     comm->timeout_refused = all ?
         "this mpi communicator was created without a deadline on every rank (MLC_TIMEOUT=0), so its blocking "
         "collectives are MPI's blocking ones, which no deadline can end; give it a timeout when it is created "

@@ -126,7 +126,6 @@ typedef struct mlc_mpi_comm {
     mlc_mpi_op_t *head, *tail; /* operations in flight, in start order */
     atomic_int npolled;      /* of them, the ones only our polling advances (algorithms) */
     int left_to_mpi;         /* abandoned operations whose collectives MPI still runs */
-    bool blocking_agreed;    /* no rank had a deadline at creation: blocking collectives may be MPI's blocking ones */
     bool hidden_in_flight;   /* the creation's agreement was left to MPI on hidden: never free it */
     mlc_mpi_handle_t *free_handles, *all_handles; /* transport handles for algorithms */
     /* the process's progress list (mpi_progress.c) */
@@ -255,14 +254,15 @@ void mlc_mpi_pending_peers(const mlc_request_t *req, char *buf, size_t len);
  * everything is nonblocking and waited for with that deadline.
  * A collective's form depends only on what every rank agrees on (MPI matches
  * a blocking collective only with blocking ones): blocking only where no rank
- * had a deadline when the communicator was created (blocking_agreed, which
- * also refuses a deadline set later). A point-to-point call is also
+ * had a deadline when the communicator was created, which is also why such a
+ * communicator refuses a deadline set later (comm->timeout_refused, set by
+ * mpi_comm.c's agree_blocking). A point-to-point call is also
  * nonblocking while an algorithm's steps wait somewhere in this process for
  * our polling, so that they advance while it waits. */
 static inline bool mlc_mpi_blocking(const mlc_request_t *req)
 {
     if (!req->blocking || req->comm->cfg.timeout_s > 0) return false;
-    if (req->coll < MLC_COLL_SEND) return ((const mlc_mpi_comm_t *)req->comm->impl)->blocking_agreed;
+    if (req->coll < MLC_COLL_SEND) return req->comm->timeout_refused != NULL;
     return atomic_load_explicit(&mlc_mpi_polled_ops, memory_order_relaxed) == 0;
 }
 
