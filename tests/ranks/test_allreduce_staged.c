@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * Allreduces of 16 MiB and more: between processes on shm they run through
- * the ranks' stages, chunk by chunk (docs/ENGINE.md). Sizes whose slices end
+ * Allreduces of 16 MiB and more, and (with MLC_STAGES=on, or where single
+ * copy is missing or slow) every allreduce too large for the slots: between
+ * processes on shm they run through the ranks' stages, chunk by chunk
+ * (docs/ENGINE.md). Sizes whose slices end
  * mid-chunk, element sizes of 1, 2, 4 and 8 bytes, AVG, in place and out of
  * place, and calls in a row with a small allreduce and a staged broadcast
  * between them (they share the stages); every result checked against a
@@ -75,6 +77,10 @@ static int body(mlc_comm_t *comm)
         {MLC_INT8, MLC_MAX, 16 * MIB + 5, 1},
         {MLC_FLOAT16, MLC_MIN, 8 * MIB + 1, 0},
         {MLC_BFLOAT16, MLC_SUM, 12 * MIB + 4097, 1}, /* 24 MiB */
+        {MLC_FLOAT32, MLC_SUM, 2049, 0},             /* just past the slots: one short step */
+        {MLC_INT32, MLC_MAX, 300001, 1},
+        {MLC_FLOAT64, MLC_AVG, MIB / 8 + 3, 0},      /* 1 MiB */
+        {MLC_FLOAT16, MLC_SUM, 3 * MIB / 2 + 1, 1},
     };
     uint32_t seed = 41;
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {

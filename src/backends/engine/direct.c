@@ -18,7 +18,8 @@
  *  root's stage (staged broadcast, below): there two copies that run at
  *  once beat one process_vm_readv, which pins every page it reads. So does
  *  an allreduce between processes from 16 MiB (staged allreduce, below),
- *  which needs no single copy at all.
+ *  which needs no single copy at all; and where single copy is slow or
+ *  missing, every large allreduce and allgather (stages_eager).
  *
  * Each rank publishes its call's signature with `pub`; a rank compares the
  * signature of every peer it is about to read before it reads, so calls with
@@ -300,6 +301,7 @@ static bool quick_fits(const mlc_request_t *req)
 }
 
 static bool stages_allreduce(const mlc_request_t *req);
+static bool stages_allgather(const mlc_request_t *req);
 
 const char eng_direct_name[] = "direct";
 
@@ -314,8 +316,8 @@ const char *eng_direct_choose(const mlc_request_t *req)
     case MLC_COLL_REDUCE: return small ? eng_direct_name : NULL;
     case MLC_COLL_ALLREDUCE: /* staged, it needs no single copy */
         return small || ec->cma_all || stages_allreduce(req) ? eng_direct_name : NULL;
+    case MLC_COLL_ALLGATHER: return small || ec->cma_all || stages_allgather(req) ? eng_direct_name : NULL;
     case MLC_COLL_BROADCAST:
-    case MLC_COLL_ALLGATHER:
     case MLC_COLL_REDUCE_SCATTER: return small || ec->cma_all ? eng_direct_name : NULL;
     default: return NULL;
     }
@@ -331,14 +333,15 @@ mlc_status_t eng_direct_start(mlc_request_t *req, const mlc_sig_t *sig, uint64_t
     size_t n = payload_bytes(req);
     bool small = n <= ENG_SLOT_DATA;
     bool ok = req->coll == MLC_COLL_BARRIER || small || (ec->cma_all && req->coll != MLC_COLL_REDUCE) ||
-              (req->coll == MLC_COLL_ALLREDUCE && stages_allreduce(req));
+              (req->coll == MLC_COLL_ALLREDUCE && stages_allreduce(req)) ||
+              (req->coll == MLC_COLL_ALLGATHER && stages_allgather(req));
     if (!ok || (req->coll != MLC_COLL_BARRIER && req->coll != MLC_COLL_REDUCE &&
                 req->coll != MLC_COLL_ALLREDUCE && req->coll != MLC_COLL_BROADCAST &&
                 req->coll != MLC_COLL_ALLGATHER && req->coll != MLC_COLL_REDUCE_SCATTER))
         return mlc_error(MLC_ERR_UNSUPPORTED, "%s of %zu bytes: algorithm 'direct' needs single-copy access "
-                         "between every pair of ranks (see MLC_CMA) or a payload of at most %d bytes (an "
-                         "allreduce: or of %zu bytes and more, staged, on a communicator with stages)",
-                         mlc_coll_name(req->coll), n, ENG_SLOT_DATA, ENG_STAGE_ALLREDUCE_MIN);
+                         "between every pair of ranks (see MLC_CMA) or a payload of at most %d bytes (or, "
+                         "an allreduce or allgather, a communicator with stages: see MLC_STAGES)",
+                         mlc_coll_name(req->coll), n, ENG_SLOT_DATA);
     memset(d, 0, sizeof *d);
     d->sig = sig;
     d->sig_hash = hash;
@@ -727,6 +730,21 @@ static bool stages_usable(const eng_comm_t *ec)
     }
 }
 
+/* Whether every allreduce and allgather too large for the slots goes through
+ * the stages: MLC_STAGES=on, or single copy is missing or slow on this host
+ * (the segment creator's probe, shm/cma_probe.c: 2 ranks on an AMD EPYC
+ * guest where a 1 MiB single copy takes 2-3 memcpys, staged against single
+ * copy, medians of 3 interleaved rounds: allreduce 32 KiB 6.3 against 15.0
+ * us, 2 MiB 283 against 461, 8 MiB 1316 against 2023; allgather 32 KiB 3.6
+ * against 6.5, 2 MiB 91 against 97, 128 MiB 15.0 against 20.6 ms). Where a
+ * single copy costs about one memcpy, it does less work than staging below
+ * ENG_STAGE_ALLREDUCE_MIN (one copy of each byte between processes, not
+ * two), and allgathers keep it. The same on every rank. */
+static bool stages_eager(const eng_comm_t *ec)
+{
+    return ec->comm->cfg.stages == MLC_STAGES_ON || !ec->cma_all || ec->ep->cma_slow;
+}
+
 /* Whether the root of this large broadcast streams it through its stage: in
  * place only (out of place the root would copy twice, and a single-copy read
  * of its send buffer beside its own copy to the receive buffer is faster). */
@@ -858,8 +876,8 @@ static size_t ar_chunk(const mlc_request_t *req)
 static bool stages_allreduce(const mlc_request_t *req)
 {
     const eng_comm_t *ec = req->comm->impl;
-    return stages_usable(ec) && req->comm->size > 1 && req->args.count * req->args.esize >= ENG_STAGE_ALLREDUCE_MIN &&
-           ar_chunk(req) > 0;
+    return stages_usable(ec) && req->comm->size > 1 && ar_chunk(req) > 0 &&
+           (req->args.count * req->args.esize >= ENG_STAGE_ALLREDUCE_MIN || stages_eager(ec));
 }
 
 /* Rank `owner`'s stage place for step k and slice q (q = owner: its result). */
@@ -965,6 +983,89 @@ static bool stage_allreduce_waits_for(const eng_comm_t *ec, const eng_direct_t *
     }
 }
 
+/* ---- staged allgather (large, between processes) ---------------------------- */
+
+/* Every rank is the root of its own block: it copies chunk c of its block
+ * into its stage (and, out of place, on into its receive buffer) while the
+ * others copy the chunks before it out; as with the broadcast, a stage
+ * place is reused once every reader counted past it (staged / unstaged
+ * words). Staging runs ahead of copying out by up to ENG_STAGE_DEPTH chunks,
+ * so a rank does not wait for a slow reader at every chunk. The single-copy
+ * path reads each peer's block through the kernel, which pins every page;
+ * here the chunks cross between caches, and nothing needs CMA. */
+static bool stages_allgather(const mlc_request_t *req)
+{
+    const eng_comm_t *ec = req->comm->impl;
+    return stages_usable(ec) && stages_eager(ec) && req->comm->size > 1;
+}
+
+/* Copy out chunk c of every peer's block, once every peer has staged it. */
+static bool gather_out(mlc_request_t *req, eng_direct_t *d, size_t n, uint64_t c, bool stream)
+{
+    eng_comm_t *ec = req->comm->impl;
+    const mlc_args_t *a = &req->args;
+    int p = req->comm->size, me = req->comm->rank;
+    if (!ar_others_reached(ec, AR_STAGED, d->v, (int64_t)c + 1)) return false;
+    size_t len = stage_len(n, c), off = (size_t)c * ENG_STAGE_CHUNK;
+    for (int i = 1; i < p; i++) { /* from the next rank on: the ranks do not all read one stage at once */
+        int q = (me + i) % p;
+        char *dst = (char *)a->recvbuf + (size_t)q * n + off;
+        if (stream)
+            mlc_copy_stream(dst, stage_line(ec, q, c), len);
+        else
+            memcpy(dst, stage_line(ec, q, c), len);
+    }
+    return true;
+}
+
+static int stage_allgather(mlc_request_t *req, eng_direct_t *d)
+{
+    eng_comm_t *ec = req->comm->impl;
+    const mlc_args_t *a = &req->args;
+    int me = req->comm->rank;
+    size_t n = a->count * a->esize, chunks = stage_chunks(req);
+    const char *own = a->inplace ? (const char *)a->recvbuf + (size_t)me * n : a->sendbuf;
+    char *own_out = (char *)a->recvbuf + (size_t)me * n;
+    bool stream = streams(ec, n);
+    for (;;) {
+        bool moved = false;
+        while (d->chunk < chunks && stage_free(ec, d, d->chunk, me)) {
+            size_t len = stage_len(n, d->chunk), off = (size_t)d->chunk * ENG_STAGE_CHUNK;
+            char *line = stage_line(ec, me, d->chunk);
+            memcpy(line, own + off, len);
+            if (!a->inplace) { /* from the stage: it is in this core's cache now */
+                if (stream)
+                    mlc_copy_stream(own_out + off, line, len);
+                else
+                    memcpy(own_out + off, line, len);
+            }
+            d->chunk++;
+            ar_publish(ec, AR_STAGED, d->v, d->chunk);
+            moved = true;
+        }
+        if (d->out < chunks && gather_out(req, d, n, d->out, stream)) {
+            d->out++;
+            ar_publish(ec, AR_UNSTAGED, d->v, d->out);
+            moved = true;
+        }
+        if (d->out == chunks && d->chunk == chunks) break;
+        if (!moved) return 0;
+    }
+    /* Peers read only this rank's stage, which the next op reuses once every
+     * rank is done with this one (prev_done): nothing to wait for here. */
+    raise_flag(ec, F_DONE2, d->v);
+    return 1;
+}
+
+/* Which part of the staged allgather waits for rank r. */
+static bool stage_allgather_waits_for(const mlc_request_t *req, const eng_direct_t *d, int r)
+{
+    const eng_comm_t *ec = req->comm->impl;
+    size_t chunks = stage_chunks(req);
+    return (d->chunk < chunks && stage_reader_behind(ec, d, d->chunk, r)) ||
+           (d->out < chunks && progress_of(&slot_of(ec, r)->staged, d->v) < d->out + 1);
+}
+
 static int large_progress(mlc_request_t *req, eng_direct_t *d)
 {
     eng_comm_t *ec = req->comm->impl;
@@ -1016,6 +1117,10 @@ static int large_progress(mlc_request_t *req, eng_direct_t *d)
         }
         if ((k = all_published(ec, d)) != 1) return k;
         if (check_all(ec, d) != MLC_SUCCESS) return MLC_ERR_MISMATCH;
+        if (req->coll == MLC_COLL_ALLGATHER && stages_allgather(req)) {
+            d->stage = 8;
+            return stage_allgather(req, d);
+        }
         if (req->coll == MLC_COLL_ALLGATHER) {
             for (int r = 0; r < p; r++) {
                 char *dst = (char *)a->recvbuf + (size_t)r * n;
@@ -1085,6 +1190,7 @@ static int large_progress(mlc_request_t *req, eng_direct_t *d)
     case 5: return stage_in(req, d);
     case 6: return stage_out(req, d);
     case 7: return stage_allreduce(req, d);
+    case 8: return stage_allgather(req, d);
     }
     return 0;
 }
@@ -1092,8 +1198,8 @@ static int large_progress(mlc_request_t *req, eng_direct_t *d)
 int eng_direct_progress(mlc_request_t *req, eng_direct_t *d, int *moved)
 {
     int stage = d->stage;
-    /* Staged broadcasts and allreduces move chunk by chunk, part by part, within one stage. */
-    uint64_t chunk = d->chunk;
+    /* Staged operations move chunk by chunk, part by part, within one stage. */
+    uint64_t chunk = d->chunk, out = d->out;
     int part = d->part;
     bool small = payload_bytes(req) <= ENG_SLOT_DATA && req->coll != MLC_COLL_BARRIER;
     int rc;
@@ -1101,7 +1207,7 @@ int eng_direct_progress(mlc_request_t *req, eng_direct_t *d, int *moved)
         rc = quick_progress(req, d);
     else
         rc = small ? small_progress(req, d) : large_progress(req, d);
-    if (rc != 0 || d->stage != stage || d->chunk != chunk || d->part != part) *moved = 1;
+    if (rc != 0 || d->stage != stage || d->chunk != chunk || d->out != out || d->part != part) *moved = 1;
     if (rc != 0) eng_direct_cancel(req->comm->impl, d);
     return rc;
 }
@@ -1128,6 +1234,7 @@ bool eng_direct_waits_for(const mlc_request_t *req, const eng_direct_t *d, int r
     case 6: /* staged broadcast reader: the root's next chunk */
         return r == a->root && progress_of(&slot_of(ec, r)->staged, v) < d->chunk + 1;
     case 7: return stage_allreduce_waits_for(ec, d, r);
+    case 8: return stage_allgather_waits_for(req, d, r);
     default: return !flag_at_least(ec, r, F_DONE2, v); /* stage 4: the readers' done2 */
     }
 }

@@ -71,6 +71,10 @@ typedef struct eng_seg {
     /* More ranks than the creator's online cores: decided once, here, so
      * that every rank sees the same (it chooses protocols, see direct.c). */
     uint32_t oversubscribed;
+    /* A single-copy read costs several memcpys on this host (the creator's
+     * probe, shm/cma_probe.c): large allreduces and allgathers go through
+     * the stages at every size (direct.c). Decided once, here, likewise. */
+    uint32_t cma_slow;
     atomic_uint nattached;
     atomic_uint nreleased;
     atomic_uint_fast64_t failed[ENG_FAIL_WORDS]; /* (pair + 1) << 32 | -status << 24 | origin world rank */
@@ -228,6 +232,7 @@ struct eng_ep {
     int wrank, wsize;
     bool threads;          /* ranks are threads of this process (memcpy rendezvous) */
     bool oversubscribed;   /* more ranks on this host than cores: yield while waiting */
+    bool cma_slow;         /* single copy costs several memcpys here (eng_seg_t) */
     size_t stream_min;     /* MLC_STREAM_MIN: larger local results are streamed (0 = never) */
     bool light_fences;     /* every rank registered for membarrier: wakers need no fence (endpoint.c) */
     bool cma;              /* shm: single-copy allowed by config */
@@ -303,7 +308,8 @@ typedef struct eng_direct {
     bool quick;        /* the quick path: payload and flag in one announcement line per rank */
     bool after_quick;  /* op v - 1 took the quick path */
     int peer;          /* next peer to visit */
-    uint64_t chunk;    /* staged broadcast: next chunk to copy; staged allreduce: next step */
+    uint64_t chunk;    /* staged broadcast / allgather: next chunk to copy in (root: its own); staged allreduce: next step */
+    uint64_t out;      /* staged allgather: next chunk to copy out of every peer's stage */
     int part;          /* staged allreduce: the part of that step to do next */
     void *tmp;         /* in-place accumulation / bounce buffers */
 } eng_direct_t;
@@ -328,7 +334,7 @@ static inline void eng_cond_wait_slice(pthread_cond_t *cond, pthread_mutex_t *lo
 /* --- segment layout ------------------------------------------------------ */
 /* stages: broadcast stages (process segments; threads copy directly). */
 size_t eng_seg_size(int nranks, bool stages, size_t *ring_bytes);
-void eng_seg_format(eng_seg_t *seg, int nranks, bool stages, size_t ring_bytes, size_t total);
+void eng_seg_format(eng_seg_t *seg, int nranks, bool stages, bool cma_slow, size_t ring_bytes, size_t total);
 static inline eng_ctl_t *eng_ctl(eng_ep_t *ep, int r)
 {
     return (eng_ctl_t *)(ep->base + ep->seg->ctl_off) + r;

@@ -54,13 +54,14 @@ size_t eng_seg_size(int n, bool stages, size_t *ring_bytes)
     return off;
 }
 
-void eng_seg_format(eng_seg_t *seg, int n, bool stages, size_t r, size_t total)
+void eng_seg_format(eng_seg_t *seg, int n, bool stages, bool cma_slow, size_t r, size_t total)
 {
     memset(seg, 0, sizeof *seg);
     seg->nranks = (uint32_t)n;
     seg->ring_bytes = r;
     seg->total_bytes = total;
     seg->oversubscribed = n > sysconf(_SC_NPROCESSORS_ONLN);
+    seg->cma_slow = cma_slow;
     size_t off = ALIGN_UP(sizeof(eng_seg_t), 4096);
     seg->ctl_off = off;
     off += ALIGN_UP(sizeof(eng_ctl_t) * (size_t)n, 4096);

@@ -35,7 +35,7 @@ static eng_seg_t *heap_seg_create(int n)
     if (ring < ((size_t)64 << 10)) madvise(p, total, MADV_NOHUGEPAGE);
 #endif
     eng_seg_t *seg = p;
-    eng_seg_format(seg, n, false, ring, total);
+    eng_seg_format(seg, n, false, false, ring, total);
     return seg;
 }
 
