@@ -292,9 +292,13 @@ int mlc_exec_waits_for(const mlc_exec_t *x, int peer)
 void mlc_exec_destroy(mlc_exec_t *x, const mlc_transport_t *t, void *tp)
 {
     if (!x) return;
+    bool released = true;
     for (size_t i = 0; i < x->s.nsteps; i++)
-        if (x->handles[i] && t && t->cancel) t->cancel(tp, x->handles[i]);
-    mlc_scratch_give(x->scratch, x->tmp);
+        if (x->handles[i] && t && t->cancel && !t->cancel(tp, x->handles[i])) released = false;
+    /* A send left running may still read the scratch: it is neither cached for
+     * the next call nor freed, but left to the transport (as MPI is left a
+     * failed operation's buffers, docs/MPI.md). Only after a failure. */
+    if (released) mlc_scratch_give(x->scratch, x->tmp);
     mlc_sched_free(&x->s);
     free(x);
 }

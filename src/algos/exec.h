@@ -21,8 +21,10 @@ typedef struct mlc_transport {
     /* 1 when complete (handle released), 0 while pending, negative mlc_status_t on error
      * (handle released, message set with mlc_error). */
     int (*test)(void *tp, void *handle);
-    /* Abandon a pending operation (its buffer is no longer touched). */
-    void (*cancel)(void *tp, void *handle);
+    /* Abandon a pending operation (handle released): true when its buffer is
+     * no longer touched; false when the transport had to leave it running
+     * (a send MPI cannot cancel), so its buffer may still be read. */
+    bool (*cancel)(void *tp, void *handle);
 } mlc_transport_t;
 
 typedef struct mlc_exec mlc_exec_t;

@@ -54,7 +54,7 @@
     X(op_name, mlc_op_name)                          \
     X(status_name, mlc_status_name)
 
-#define MLC_MPI_ABI 5u
+#define MLC_MPI_ABI 6u
 
 typedef struct mlc_mpi_core {
     uint32_t abi;  /* MLC_MPI_ABI */

@@ -245,9 +245,10 @@ static int sim_test(void *tp, void *handle)
     return st;
 }
 
-static void sim_cancel(void *tp, void *handle)
+static bool sim_cancel(void *tp, void *handle)
 {
     sim_release(((sim_rank_t *)tp)->w, handle);
+    return true;
 }
 
 const mlc_transport_t sim_transport = {sim_isend, sim_irecv, sim_test, sim_cancel};

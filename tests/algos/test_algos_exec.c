@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include "algos/build.h"
 #include "algos/exec.h"
+#include "base/scratch.h"
 #include "cases.h"
 #include "check.h"
 #include "sim.h"
@@ -310,6 +311,42 @@ static void test_pending(void)
     sim_destroy(w);
 }
 
+/* A transport that cannot take back a send it started (MPI with a send it
+ * cannot cancel) leaves it running: its buffer may still be read, so the
+ * executor must not give that scratch back to the cache for the next call. */
+static bool leave_running(void *tp, void *handle)
+{
+    sim_transport.cancel(tp, handle);
+    return false;
+}
+
+static void test_left_running(void)
+{
+    for (int leaves = 0; leaves < 2; leaves++) {
+        mlc_transport_t t = sim_transport;
+        if (leaves) t.cancel = leave_running;
+        mlc_scratch_t cache = {0};
+        mlc_sched_t s;
+        mlc_sched_init(&s);
+        CHECK_OK(mlc_sched_add(&s, MLC_STEP_SEND, 0, 1, MLC_BUF_TMP, 0, MLC_BUF_TMP, 0, 64, 0));
+        s.tmp_bytes = 64;
+        mlc_exec_t *x;
+        CHECK_OK(mlc_exec_create(&s, NULL, NULL, MLC_INT32, MLC_SUM, 0, 2, 0, &cache, &x));
+        sim_world_t *w = sim_create(2, (sim_opts_t){.rendezvous = true});
+        int progressed = 0;
+        CHECK(mlc_exec_progress(x, &t, sim_tp(w, 0), &progressed) == 0 && progressed,
+              "a send nobody receives completed");
+        mlc_exec_destroy(x, &t, sim_tp(w, 0)); /* abandoned, as after a failure */
+        void *cached = atomic_load(&cache.cached);
+        if (leaves)
+            CHECK(cached == NULL, "the scratch of a send left running went back to the cache");
+        else
+            CHECK(cached != NULL, "the scratch of a cancelled send was not kept for the next call");
+        mlc_scratch_drain(&cache);
+        sim_destroy(w);
+    }
+}
+
 int main(void)
 {
     CHECK_OK(tcase_init());
@@ -322,5 +359,6 @@ int main(void)
     test_avg();
     test_failures();
     test_pending();
+    test_left_running();
     return check_result("test_algos_exec");
 }

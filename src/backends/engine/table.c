@@ -65,10 +65,13 @@ static int t_test(void *tp, void *h)
     return st == MLC_SUCCESS ? 1 : st;
 }
 
-static void t_cancel(void *tp, void *h)
+/* The engine's cancel is final: a cancelled op never touches its buffer again
+ * (a peer reading it by single copy meanwhile gets EFAULT at worst). */
+static bool t_cancel(void *tp, void *h)
 {
     eng_comm_t *ec = ((eng_req_t *)tp)->entry.ec;
     eng_op_cancel(ec->ep, h);
+    return true;
 }
 
 static const mlc_transport_t eng_transport = {t_isend, t_irecv, t_test, t_cancel};

@@ -126,14 +126,14 @@ static int tp_test(void *tp, void *handle)
 
 /* A receive is cancelled; a send MPI cannot cancel is left to MPI (the
  * communicator has failed: its buffers may still be read, docs/MPI.md). */
-static void tp_cancel(void *tp, void *handle)
+static bool tp_cancel(void *tp, void *handle)
 {
     mlc_mpi_op_t *op = tp;
     mlc_mpi_handle_t *h = handle;
-    if (!mlc_mpi_finalized() && h->r != MPI_REQUEST_NULL) {
-        mlc_mpi_drop_request(&h->r);
-    }
+    bool released = true;
+    if (!mlc_mpi_finalized() && h->r != MPI_REQUEST_NULL) released = mlc_mpi_drop_request(&h->r);
     handle_put(op->req->comm->impl, h);
+    return released;
 }
 
 static const mlc_transport_t mpi_transport = {tp_isend, tp_irecv, tp_test, tp_cancel};
