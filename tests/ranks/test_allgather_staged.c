@@ -11,8 +11,8 @@
  *  - a small allreduce, a barrier and a staged broadcast between them (the
  *    next staged allgather follows an op that took another path; the
  *    broadcast shares the stages);
- *  - one rank enters late, so the others fill their stages and must wait for
- *    it before they reuse a chunk;
+ *  - one rank enters late (the others wait for it before they stage
+ *    anything: a rank stages once every rank has published the call);
  *  - a second communicator (ranks reversed) between calls of the first.
  * With MLC_CMA=0 (the ctest variant "nocma") shm has no single copy: the
  * engine's own allgather must still take these sizes, so the selector must

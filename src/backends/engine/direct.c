@@ -1083,6 +1083,12 @@ static int large_progress(mlc_request_t *req, eng_direct_t *d)
         mine->saddr = (uint64_t)(uintptr_t)a->sendbuf;
         mine->raddr = (uint64_t)(uintptr_t)a->recvbuf;
         mine->via_stage = req->coll == MLC_COLL_BROADCAST && me == a->root && stages_bcast(req);
+        /* A progress word tells ops apart by 24 bits of v only: one left from
+         * op v - k * 2^24 (no staged op between) would read as op v's. Peers
+         * read these words only after this op's pub. */
+        atomic_store_explicit(&mine->staged, progress_word(v, 0), memory_order_relaxed);
+        atomic_store_explicit(&mine->unstaged, progress_word(v, 0), memory_order_relaxed);
+        atomic_store_explicit(&mine->reduced, progress_word(v, 0), memory_order_relaxed);
         publish_sig(ec, d);
         raise_flag(ec, F_PUB, v);
         d->stage = 1;

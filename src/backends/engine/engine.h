@@ -146,9 +146,10 @@ typedef struct eng_slot {
     eng_quick_t quick[ENG_QUICK_DEPTH];   /* op v announced in quick[v % ENG_QUICK_DEPTH] */
     mlc_sig_t quick_sig[ENG_QUICK_DEPTH]; /* ... and its whole signature, read only to word a mismatch */
     /* Chunk counts of op v, as progress words (direct.c: v's low 24 bits,
-     * then the count): a staged broadcast's chunks copied in (root) / out
-     * (reader) so far, and the chunks of this rank's allreduce slice in its
-     * receive buffer; each in a line of its own, one writer each. */
+     * then the count): a staged broadcast's or allgather's chunks copied in
+     * (its own block) / out (the others') so far, and the chunks of this
+     * rank's allreduce slice in its receive buffer; each in a line of its
+     * own, one writer each. */
     _Alignas(ENG_LINE) atomic_uint_fast64_t staged;
     _Alignas(ENG_LINE) atomic_uint_fast64_t unstaged;
     _Alignas(ENG_LINE) atomic_uint_fast64_t reduced;

@@ -59,7 +59,9 @@ static void shm_release(eng_ep_t *ep)
     free(d);
 }
 
-static mlc_status_t create_segment(const char *name, int n, size_t *map_bytes, eng_seg_t **out)
+/* probe_cma: measure single copy against memcpy (cma_probe.h); only where it
+ * can choose a protocol: single copy allowed, MLC_STAGES=auto, 2+ ranks. */
+static mlc_status_t create_segment(const char *name, int n, bool probe_cma, size_t *map_bytes, eng_seg_t **out)
 {
     size_t ring, total = eng_seg_size(n, true, &ring);
     int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
@@ -78,10 +80,16 @@ static mlc_status_t create_segment(const char *name, int n, size_t *map_bytes, e
         shm_unlink(name);
         return mlc_error(MLC_ERR_SYSTEM, "shm: cannot map %s (%zu bytes): %s", name, total, strerror(errno));
     }
-    double cma_cost = shm_cma_cost();
-    bool cma_slow = cma_cost >= SHM_CMA_SLOW_RATIO;
-    MLC_INFO("shm: a single-copy read of 1 MiB takes %.2f memcpys here%s", cma_cost,
-                  cma_slow ? ": large allreduces and allgathers go through the stages" : "");
+    bool cma_slow = false;
+    if (probe_cma) {
+        double cost = shm_cma_cost();
+        cma_slow = cost >= SHM_CMA_SLOW_RATIO;
+        if (cost > 0)
+            MLC_INFO("shm: a single-copy read of 1 MiB takes %.2f memcpys here: single copy counts as %s (slow "
+                     "from %.2f)", cost, cma_slow ? "slow" : "fast", SHM_CMA_SLOW_RATIO);
+        else
+            MLC_INFO("shm: process_vm_readv failed in the speed probe: single copy counts as fast");
+    }
     eng_seg_format(p, n, true, cma_slow, ring, total);
     *map_bytes = total;
     *out = p;
@@ -295,7 +303,8 @@ static mlc_status_t shm_init(mlc_comm_t *comm, const mlc_boot_t *boot)
     if (st != MLC_SUCCESS) goto fail;
     shm_fault_point(me, "rendezvous");
     if (me == 0) {
-        st = create_segment(rv.seg_name, n, &map_bytes, &seg);
+        st = create_segment(rv.seg_name, n, n > 1 && comm->cfg.cma && comm->cfg.stages == MLC_STAGES_AUTO, &map_bytes,
+                            &seg);
         if (st == MLC_SUCCESS) shm_rdv_publish(&rv);
     } else {
         st = shm_rdv_wait_ready(&rv, timeout);
