@@ -732,14 +732,13 @@ static bool stages_usable(const eng_comm_t *ec)
 
 /* Whether every allreduce and allgather too large for the slots goes through
  * the stages: MLC_STAGES=on, or single copy is missing or slow on this host
- * (the segment creator's probe, shm/cma_probe.c: 2 ranks on an AMD EPYC
- * guest where a 1 MiB single copy takes 2-3 memcpys, staged against single
- * copy, medians of 3 interleaved rounds: allreduce 32 KiB 6.3 against 15.0
- * us, 2 MiB 283 against 461, 8 MiB 1316 against 2023; allgather 32 KiB 3.6
- * against 6.5, 2 MiB 91 against 97, 128 MiB 15.0 against 20.6 ms). Where a
- * single copy costs about one memcpy, it does less work than staging below
- * ENG_STAGE_ALLREDUCE_MIN (one copy of each byte between processes, not
- * two), and allgathers keep it. The same on every rank. */
+ * (the segment creator's probe, shm/cma_probe.c; figures in docs/ENGINE.md,
+ * eager stages: on an AMD EPYC guest where a 1 MiB single copy takes 2-3.5
+ * memcpys, a 2 MiB allreduce took 264 us staged against 383 by single
+ * copy). Where a single copy costs about one memcpy, it does less work than
+ * staging below ENG_STAGE_ALLREDUCE_MIN (each byte crosses between
+ * processes in one copy, not two), and allgathers keep it. The same on
+ * every rank. */
 static bool stages_eager(const eng_comm_t *ec)
 {
     return ec->comm->cfg.stages == MLC_STAGES_ON || !ec->cma_all || ec->ep->cma_slow;
