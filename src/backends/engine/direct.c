@@ -70,13 +70,20 @@ static bool streams(const eng_comm_t *ec, size_t bytes)
     return ec->ep->stream_min && bytes >= ec->ep->stream_min;
 }
 
-/* Copy a result no peer reads: streamed past the caches when it is large. */
-static void copy_result(const eng_comm_t *ec, void *dst, const void *src, size_t n)
+/* Copy with streaming stores or plain ones. A staged operation decides once
+ * for the whole result (streams()) and copies it chunk by chunk. */
+static void copy_streamed_if(bool stream, void *dst, const void *src, size_t n)
 {
-    if (streams(ec, n))
+    if (stream)
         mlc_copy_stream(dst, src, n);
     else
         memcpy(dst, src, n);
+}
+
+/* Copy a result no peer reads: streamed past the caches when it is large. */
+static void copy_result(const eng_comm_t *ec, void *dst, const void *src, size_t n)
+{
+    copy_streamed_if(streams(ec, n), dst, src, n);
 }
 
 enum { F_PUB, F_DONE1, F_READY, F_DONE2 };
@@ -941,10 +948,7 @@ static int stage_allreduce(mlc_request_t *req, eng_direct_t *d)
                 for (int r = 2; r < p; r++)
                     mlc_reduce_apply3(res, r == me ? own : ar_place(ec, r, k, me, chunk), res, n, a->dtype, a->op);
                 if (a->op == MLC_AVG) mlc_reduce_divide(res, n, a->dtype, p);
-                if (stream)
-                    mlc_copy_stream((char *)a->recvbuf + off * es, res, n * es);
-                else
-                    memcpy((char *)a->recvbuf + off * es, res, n * es);
+                copy_streamed_if(stream, (char *)a->recvbuf + off * es, res, n * es);
             }
             ar_publish(ec, AR_REDUCED, v, k + 1);
             d->part = 2;
@@ -953,10 +957,7 @@ static int stage_allreduce(mlc_request_t *req, eng_direct_t *d)
             if (!ar_others_reached(ec, AR_REDUCED, v, (int64_t)k + 1)) return 0;
             for (int q = 0; q < p; q++) {
                 if (q == me || (n = ar_piece(req, q, k, chunk, &off)) == 0) continue;
-                if (stream)
-                    mlc_copy_stream((char *)a->recvbuf + off * es, ar_place(ec, q, k, q, chunk), n * es);
-                else
-                    memcpy((char *)a->recvbuf + off * es, ar_place(ec, q, k, q, chunk), n * es);
+                copy_streamed_if(stream, (char *)a->recvbuf + off * es, ar_place(ec, q, k, q, chunk), n * es);
             }
             ar_publish(ec, AR_UNSTAGED, v, k + 1);
             d->chunk = k + 1;
@@ -1008,11 +1009,7 @@ static bool gather_out(mlc_request_t *req, eng_direct_t *d, size_t n, uint64_t c
     size_t len = stage_len(n, c), off = (size_t)c * ENG_STAGE_CHUNK;
     for (int i = 1; i < p; i++) { /* from the next rank on: the ranks do not all read one stage at once */
         int q = (me + i) % p;
-        char *dst = (char *)a->recvbuf + (size_t)q * n + off;
-        if (stream)
-            mlc_copy_stream(dst, stage_line(ec, q, c), len);
-        else
-            memcpy(dst, stage_line(ec, q, c), len);
+        copy_streamed_if(stream, (char *)a->recvbuf + (size_t)q * n + off, stage_line(ec, q, c), len);
     }
     return true;
 }
@@ -1032,12 +1029,8 @@ static int stage_allgather(mlc_request_t *req, eng_direct_t *d)
             size_t len = stage_len(n, d->chunk), off = (size_t)d->chunk * ENG_STAGE_CHUNK;
             char *line = stage_line(ec, me, d->chunk);
             memcpy(line, own + off, len);
-            if (!a->inplace) { /* from the stage: it is in this core's cache now */
-                if (stream)
-                    mlc_copy_stream(own_out + off, line, len);
-                else
-                    memcpy(own_out + off, line, len);
-            }
+            if (!a->inplace) /* from the stage: it is in this core's cache now */
+                copy_streamed_if(stream, own_out + off, line, len);
             d->chunk++;
             ar_publish(ec, AR_STAGED, d->v, d->chunk);
             moved = true;
