@@ -309,9 +309,10 @@ typedef struct eng_direct {
     bool quick;        /* the quick path: payload and flag in one announcement line per rank */
     bool after_quick;  /* op v - 1 took the quick path */
     int peer;          /* next peer to visit */
-    uint64_t chunk;    /* staged broadcast / allgather: next chunk to copy in (root: its own); staged allreduce: next step */
-    uint64_t out;      /* staged allgather: next chunk to copy out of every peer's stage */
-    int part;          /* staged allreduce: the part of that step to do next */
+    uint64_t chunk;    /* staged broadcast / allgather / two-rank allreduce: next chunk to copy in (root: its
+                          own); staged allreduce of more ranks: next step */
+    uint64_t out;      /* staged allgather / two-rank allreduce: next chunk to copy out of (reduce from) every stage */
+    int part;          /* staged allreduce of more ranks: the part of that step to do next */
     void *tmp;         /* in-place accumulation / bounce buffers */
 } eng_direct_t;
 mlc_status_t eng_direct_start(mlc_request_t *req, const mlc_sig_t *sig, uint64_t hash, eng_direct_t *d);
