@@ -107,14 +107,6 @@ uint64_t mlc_test_hash(const void *buf, size_t bytes)
     return h;
 }
 
-uint64_t mlc_test_mix(uint64_t x)
-{
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
 /* The pattern is generated a 64-bit word at a time (fast for large buffers). */
 static uint64_t pattern_word(uint64_t seed, size_t word)
 {

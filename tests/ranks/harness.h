@@ -60,8 +60,15 @@ int mlc_test_any_failed(mlc_comm_t *comm, int failed);
 
 /* 64-bit FNV-1a of a buffer. */
 uint64_t mlc_test_hash(const void *buf, size_t bytes);
-/* splitmix64 finalizer: a well-mixed function of x. */
-uint64_t mlc_test_mix(uint64_t x);
+/* splitmix64 finalizer: a well-mixed function of x. Inline: the test-data
+ * generators call it per element, and they dominate the large tests. */
+static inline uint64_t mlc_test_mix(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
 /* Fill / check a deterministic byte pattern that depends on seed and the
  * byte offset. check returns the first differing offset, or SIZE_MAX. */
 void mlc_test_pattern_fill(void *buf, size_t bytes, uint64_t seed);
