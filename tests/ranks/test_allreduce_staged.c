@@ -9,9 +9,11 @@
  * between them (they share the stages); every result checked against a
  * local reference, bitwise identical on every rank, no byte written past a
  * buffer and no send buffer changed. Non-commutative user ops at these
- * sizes are in test_userop; here one more, on 12-byte records, whose
- * elements a chunk of 64 KiB would split.
+ * sizes are in test_userop; here one more, on records of 12 bytes (which
+ * a chunk of 64 KiB would split) and of 40008 (one to a chunk).
  */
+#include <stdbool.h>
+#include <string.h>
 #include "harness.h"
 #include "testdata.h"
 
@@ -51,8 +53,8 @@ static int check_case(mlc_comm_t *comm, const staged_case_t *c, uint32_t seed)
     return 0;
 }
 
-/* A 12-byte record {a, b, n}: (a, b) composes x -> a*x + b mod 2^32 in the
- * order applied (not commutative), n sums. */
+/* A 12-byte lane {a, b, n}: (a, b) composes x -> a*x + b mod 2^32 in the
+ * order applied (not commutative), n sums. A record is one or more lanes. */
 typedef struct rec12 {
     uint32_t a, b, n;
 } rec12_t;
@@ -62,11 +64,11 @@ static mlc_op_t op_rec12;
 /* inout = in (op) inout: first in's map, then inout's. */
 static void rec12_fn(const void *in, void *inout, size_t count, mlc_dtype_t dt, void *ctx)
 {
-    (void)dt;
     (void)ctx;
     const rec12_t *x = in;
     rec12_t *y = inout;
-    for (size_t i = 0; i < count; i++)
+    size_t lanes = count * (mlc_dtype_size(dt) / sizeof(rec12_t));
+    for (size_t i = 0; i < lanes; i++)
         y[i] = (rec12_t){x[i].a * y[i].a, x[i].b * y[i].a + y[i].b, x[i].n + y[i].n};
 }
 
@@ -76,12 +78,13 @@ static rec12_t rec12_of(int r, size_t i)
     return (rec12_t){h | 1u, h >> 7, (uint32_t)r * 1000u + (uint32_t)(i % 997)};
 }
 
-static int check_records(mlc_comm_t *comm, size_t count, int inplace)
+/* count records of rec_bytes (a multiple of 12). */
+static int check_records(mlc_comm_t *comm, size_t rec_bytes, size_t count, int inplace)
 {
     int p = mlc_comm_size(comm), r = mlc_comm_rank(comm);
-    size_t bytes = count * sizeof(rec12_t);
+    size_t bytes = count * rec_bytes, lanes = bytes / sizeof(rec12_t);
     rec12_t *send = mlc_test_alloc(bytes), *recv = mlc_test_alloc(bytes), *want = mlc_test_alloc(bytes);
-    for (size_t i = 0; i < count; i++) {
+    for (size_t i = 0; i < lanes; i++) {
         send[i] = rec12_of(r, i);
         want[i] = rec12_of(0, i);
         for (int q = 1; q < p; q++) { /* want = want (op) rank q's, in rank order */
@@ -90,10 +93,19 @@ static int check_records(mlc_comm_t *comm, size_t count, int inplace)
             want[i] = next;
         }
     }
+    mlc_dtype_t dt = MLC_RECORD((int32_t)rec_bytes);
     rec12_t *out = inplace ? send : recv;
-    CHECK_OK(mlc_allreduce(send, out, count, MLC_RECORD(12), op_rec12, comm, NULL));
-    CHECK_MEM(out, want, bytes, sizeof(rec12_t), "allreduce of %zu 12-byte records %s", count,
+    CHECK_OK(mlc_allreduce(send, out, count, dt, op_rec12, comm, NULL));
+    CHECK_MEM(out, want, bytes, rec_bytes, "allreduce of %zu %zu-byte records %s", count, rec_bytes,
               inplace ? "in place" : "out of place");
+    if (!inplace) {
+        bool same = true;
+        for (size_t i = 0; i < lanes && same; i++) {
+            rec12_t x = rec12_of(r, i);
+            same = memcmp(&send[i], &x, sizeof x) == 0;
+        }
+        CHECK(same, "sendbuf changed by an allreduce of %zu %zu-byte records", count, rec_bytes);
+    }
     CHECK(mlc_test_guard_ok(send, bytes) && mlc_test_guard_ok(recv, bytes), "write past a buffer");
     mlc_test_free(send);
     mlc_test_free(recv);
@@ -138,8 +150,10 @@ static int body(mlc_comm_t *comm)
         CHECK_RUN(check_case(comm, &cases[i], seed++));
         CHECK_RUN(interleave(comm));
     }
-    CHECK_RUN(check_records(comm, 100003, 0)); /* 1.2 MB */
-    CHECK_RUN(check_records(comm, 100003, 1));
+    CHECK_RUN(check_records(comm, 12, 100003, 0)); /* 1.2 MB */
+    CHECK_RUN(check_records(comm, 12, 100003, 1));
+    CHECK_RUN(check_records(comm, 40008, 5, 0)); /* past the slots, one record to a chunk */
+    CHECK_RUN(check_records(comm, 40008, 5, 1));
     CHECK(!mlc_test_any_failed(comm, 0), "another rank failed");
     return 0;
 }

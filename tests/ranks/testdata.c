@@ -34,7 +34,11 @@ static const uint64_t *rank_keys(uint32_t seed, int p, uint64_t *keys)
     return keys;
 }
 
-static uint64_t key_of(const uint64_t *keys, uint32_t seed, int r) { return keys ? keys[r] : rank_key(seed, r); }
+/* Rank r's key: from keys (those of ranks 0..p-1) when it holds it. */
+static uint64_t key_of(const uint64_t *keys, int p, uint32_t seed, int r)
+{
+    return keys && r >= 0 && r < p ? keys[r] : rank_key(seed, r);
+}
 
 /* Full-range integers for MIN/MAX, truncated to the dtype's width. */
 static int64_t signed_of_width(mlc_dtype_t dt, uint64_t h)
@@ -59,11 +63,11 @@ static uint64_t unsigned_of_width(mlc_dtype_t dt, uint64_t h)
  * sum / p is exact whichever way the library divides. */
 static double float_avg_value(int p, int r, size_t i, uint32_t seed, const uint64_t *keys)
 {
-    if (r < p - 1) return (double)((int)(hash_at(key_of(keys, seed, r), i) % 17) - 8);
+    if (r < p - 1) return (double)((int)(hash_at(key_of(keys, p, seed, r), i) % 17) - 8);
     long long sum = 0;
-    for (int q = 0; q < p - 1; q++) sum += (int)(hash_at(key_of(keys, seed, q), i) % 17) - 8;
+    for (int q = 0; q < p - 1; q++) sum += (int)(hash_at(key_of(keys, p, seed, q), i) % 17) - 8;
     long long fix = ((-sum) % p + p) % p;
-    long long m = (long long)(hash_at(key_of(keys, seed, r), i) % 5) - 2;
+    long long m = (long long)(hash_at(key_of(keys, p, seed, r), i) % 5) - 2;
     return (double)(fix + (long long)p * m);
 }
 
@@ -73,7 +77,7 @@ static mlc_tv_t value_keyed(mlc_dtype_t dt, mlc_op_t op, int p, int r, size_t i,
     static const int64_t prod_signed[8] = {1, -1, 2, -2, 1, -1, 0, 1};
     static const uint64_t prod_unsigned[8] = {1, 2, 3, 0, 1, 2, 1, 1};
     static const double prod_float[8] = {1, -1, 2, -2, 0.5, -0.5, 1, 0};
-    uint64_t h = hash_at(key_of(keys, seed, r), i);
+    uint64_t h = hash_at(key_of(keys, p, seed, r), i);
     mlc_tv_t v = {0, 0, 0.0};
     switch (lane_of(dt)) {
     case LANE_SIGNED:

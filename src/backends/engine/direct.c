@@ -999,7 +999,7 @@ static bool stage_allreduce_waits_for(const eng_comm_t *ec, const eng_direct_t *
  * whole send buffer, and instead of copying chunk c out of both stages a
  * rank reduces them (rank 0's, then rank 1's) into its receive buffer.
  * Each rank then reads as many bytes from the other's stage and writes as
- * many to its own as the staged reduce-scatter and allgather below make it
+ * many to its own as the staged reduce-scatter and allgather above make it
  * do, but it waits for its peer once per chunk instead of twice and never
  * copies a reduced chunk a second time: 15-25% faster from 64 KiB to
  * 128 MiB (docs/ENGINE.md). With more ranks every rank would read every
