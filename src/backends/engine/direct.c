@@ -742,7 +742,8 @@ static bool stages_usable(const eng_comm_t *ec)
  * (the segment creator's probe, shm/cma_probe.c; figures in docs/ENGINE.md,
  * eager stages: on an AMD EPYC guest where a 1 MiB single copy takes 2-3.5
  * memcpys, a 2 MiB allreduce of two ranks took 264 us staged, by the
- * reduce-scatter steps, against 383 by single copy; 241 on their own path). Where a single copy costs about one memcpy, it does less work than
+ * reduce-scatter steps, against 383 by single copy; 241 on their own
+ * path). Where a single copy costs about one memcpy, it does less work than
  * staging below ENG_STAGE_ALLREDUCE_MIN (each byte crosses between
  * processes in one copy, not two), and allgathers keep it. The same on
  * every rank. */
@@ -772,12 +773,15 @@ static char *stage_line(const eng_comm_t *ec, int r, uint64_t chunk)
     return ec->stages + (size_t)ec->world_of[r] * ENG_STAGE_BYTES + (size_t)(chunk % ENG_STAGE_DEPTH) * ENG_STAGE_CHUNK;
 }
 
-/* Bytes of chunk c of an n-byte broadcast. */
-static size_t stage_len(size_t n, uint64_t c)
+/* Bytes of chunk c of n bytes cut into chunks of `chunk`. */
+static size_t chunk_len(size_t n, size_t chunk, uint64_t c)
 {
-    size_t off = (size_t)c * ENG_STAGE_CHUNK;
-    return n - off < ENG_STAGE_CHUNK ? n - off : ENG_STAGE_CHUNK;
+    size_t off = (size_t)c * chunk;
+    return n - off < chunk ? n - off : chunk;
 }
+
+/* Bytes of chunk c of an n-byte broadcast. */
+static size_t stage_len(size_t n, uint64_t c) { return chunk_len(n, ENG_STAGE_CHUNK, c); }
 
 /* Whether reader r has yet to copy out the chunk that chunk `c` reuses (the
  * previous op's readers finished before this op began: prev_done). */
@@ -1050,7 +1054,7 @@ static bool reduce_out(mlc_request_t *req, eng_direct_t *d, size_t n, uint64_t c
     const mlc_args_t *a = &req->args;
     int p = req->comm->size;
     if (c >= d->chunk || !ar_others_reached(ec, AR_STAGED, d->v, (int64_t)c + 1)) return false;
-    size_t chunk = own_chunk(req), off = (size_t)c * chunk, cnt = (n - off < chunk ? n - off : chunk) / a->esize;
+    size_t chunk = own_chunk(req), off = (size_t)c * chunk, cnt = chunk_len(n, chunk, c) / a->esize;
     char *out = (char *)a->recvbuf + off;
     mlc_reduce_apply3(stage_line(ec, 0, c), stage_line(ec, 1, c), out, cnt, a->dtype, a->op);
     for (int r = 2; r < p; r++) mlc_reduce_apply3(out, stage_line(ec, r, c), out, cnt, a->dtype, a->op);
@@ -1073,7 +1077,7 @@ static int stage_allgather(mlc_request_t *req, eng_direct_t *d)
         /* A reduction reads its own stage too: it reuses a place only once it reduced that chunk. */
         while (d->chunk < chunks && (!reduces || d->chunk < d->out + ENG_STAGE_DEPTH) &&
                stage_free(ec, d, d->chunk, me)) {
-            size_t off = (size_t)d->chunk * chunk, len = n - off < chunk ? n - off : chunk;
+            size_t off = (size_t)d->chunk * chunk, len = chunk_len(n, chunk, d->chunk);
             char *line = stage_line(ec, me, d->chunk);
             memcpy(line, own + off, len);
             if (!a->inplace && !reduces) /* from the stage: it is in this core's cache now */
