@@ -16,28 +16,31 @@ lane_t lane_of(mlc_dtype_t dt)
     }
 }
 
-/* Element i's hash is mix(key ^ i), with one key per (seed, rank): the fill
- * loops compute the keys once, not per element. */
+/* Rank r's element i hashes to mix(key(seed, r) ^ i). A fill computes the
+ * keys of the first ranks once, not per element; the others on the way. */
+#define KEPT_KEYS 64
+typedef struct rank_keys {
+    uint32_t seed;
+    int kept; /* key[0..kept-1] */
+    uint64_t key[KEPT_KEYS];
+} rank_keys_t;
+
 static uint64_t rank_key(uint32_t seed, int r)
 {
     return mlc_test_mix(((uint64_t)seed << 20) ^ (uint64_t)(uint32_t)r);
 }
 
-static uint64_t hash_at(uint64_t key, size_t i) { return mlc_test_mix(key ^ (uint64_t)i); }
-
-/* The keys of ranks 0..p-1 (keys[p], p <= MAX_KEYED; else NULL: computed per call). */
-#define MAX_KEYED 64
-static const uint64_t *rank_keys(uint32_t seed, int p, uint64_t *keys)
+static void keys_init(rank_keys_t *k, uint32_t seed, int p)
 {
-    if (p > MAX_KEYED) return NULL;
-    for (int r = 0; r < p; r++) keys[r] = rank_key(seed, r);
-    return keys;
+    k->seed = seed;
+    k->kept = p < KEPT_KEYS ? p : KEPT_KEYS;
+    for (int r = 0; r < k->kept; r++) k->key[r] = rank_key(seed, r);
 }
 
-/* Rank r's key: from keys (those of ranks 0..p-1) when it holds it. */
-static uint64_t key_of(const uint64_t *keys, int p, uint32_t seed, int r)
+static uint64_t hash_at(const rank_keys_t *k, int r, size_t i)
 {
-    return keys && r >= 0 && r < p ? keys[r] : rank_key(seed, r);
+    uint64_t key = r >= 0 && r < k->kept ? k->key[r] : rank_key(k->seed, r);
+    return mlc_test_mix(key ^ (uint64_t)i);
 }
 
 /* Full-range integers for MIN/MAX, truncated to the dtype's width. */
@@ -61,23 +64,23 @@ static uint64_t unsigned_of_width(mlc_dtype_t dt, uint64_t h)
 
 /* Float MLC_AVG: the last rank's value makes the sum a multiple of p, so
  * sum / p is exact whichever way the library divides. */
-static double float_avg_value(int p, int r, size_t i, uint32_t seed, const uint64_t *keys)
+static double float_avg_value(int p, int r, size_t i, const rank_keys_t *k)
 {
-    if (r < p - 1) return (double)((int)(hash_at(key_of(keys, p, seed, r), i) % 17) - 8);
+    if (r < p - 1) return (double)((int)(hash_at(k, r, i) % 17) - 8);
     long long sum = 0;
-    for (int q = 0; q < p - 1; q++) sum += (int)(hash_at(key_of(keys, p, seed, q), i) % 17) - 8;
+    for (int q = 0; q < p - 1; q++) sum += (int)(hash_at(k, q, i) % 17) - 8;
     long long fix = ((-sum) % p + p) % p;
-    long long m = (long long)(hash_at(key_of(keys, p, seed, r), i) % 5) - 2;
+    long long m = (long long)(hash_at(k, r, i) % 5) - 2;
     return (double)(fix + (long long)p * m);
 }
 
-static mlc_tv_t value_keyed(mlc_dtype_t dt, mlc_op_t op, int p, int r, size_t i, uint32_t seed,
-                            const uint64_t *keys)
+/* Rank r's contribution at element i. */
+static mlc_tv_t value(mlc_dtype_t dt, mlc_op_t op, int p, int r, size_t i, const rank_keys_t *k)
 {
     static const int64_t prod_signed[8] = {1, -1, 2, -2, 1, -1, 0, 1};
     static const uint64_t prod_unsigned[8] = {1, 2, 3, 0, 1, 2, 1, 1};
     static const double prod_float[8] = {1, -1, 2, -2, 0.5, -0.5, 1, 0};
-    uint64_t h = hash_at(key_of(keys, p, seed, r), i);
+    uint64_t h = hash_at(k, r, i);
     mlc_tv_t v = {0, 0, 0.0};
     switch (lane_of(dt)) {
     case LANE_SIGNED:
@@ -93,16 +96,11 @@ static mlc_tv_t value_keyed(mlc_dtype_t dt, mlc_op_t op, int p, int r, size_t i,
     case LANE_FLOAT:
         if (op == MLC_PROD) v.f = prod_float[h % 8];
         else if (op == MLC_MAX || op == MLC_MIN) v.f = ((int)(h % 257) - 128) * 0.5;
-        else if (op == MLC_AVG) v.f = float_avg_value(p, r, i, seed, keys);
+        else if (op == MLC_AVG) v.f = float_avg_value(p, r, i, k);
         else v.f = (double)((int)(h % 17) - 8) + (((h >> 8) & 1) ? 0.5 : 0.0);
         break;
     }
     return v;
-}
-
-mlc_tv_t mlc_tv_value(mlc_dtype_t dt, mlc_op_t op, int p, int r, size_t i, uint32_t seed)
-{
-    return value_keyed(dt, op, p, r, i, seed, NULL);
 }
 
 static mlc_tv_t combine(mlc_dtype_t dt, mlc_op_t op, mlc_tv_t a, mlc_tv_t b)
@@ -131,21 +129,17 @@ static mlc_tv_t combine(mlc_dtype_t dt, mlc_op_t op, mlc_tv_t a, mlc_tv_t b)
     return v;
 }
 
-static mlc_tv_t expected_keyed(mlc_dtype_t dt, mlc_op_t op, int p, size_t i, uint32_t seed, const uint64_t *keys)
+/* The exact result at element i of reducing all p contributions with op. */
+static mlc_tv_t expected(mlc_dtype_t dt, mlc_op_t op, int p, size_t i, const rank_keys_t *k)
 {
-    mlc_tv_t acc = value_keyed(dt, op, p, 0, i, seed, keys);
-    for (int r = 1; r < p; r++) acc = combine(dt, op, acc, value_keyed(dt, op, p, r, i, seed, keys));
+    mlc_tv_t acc = value(dt, op, p, 0, i, k);
+    for (int r = 1; r < p; r++) acc = combine(dt, op, acc, value(dt, op, p, r, i, k));
     if (op == MLC_AVG) {
         acc.i /= p; /* C division truncates toward zero, as MLC_AVG does */
         acc.u /= (uint64_t)p;
         acc.f /= p;
     }
     return acc;
-}
-
-mlc_tv_t mlc_tv_expected(mlc_dtype_t dt, mlc_op_t op, int p, size_t i, uint32_t seed)
-{
-    return expected_keyed(dt, op, p, i, seed, NULL);
 }
 
 uint16_t mlc_tv_to_half(float f)
@@ -198,15 +192,15 @@ void mlc_tv_store(mlc_dtype_t dt, void *buf, size_t i, mlc_tv_t v)
 void mlc_tv_fill(mlc_dtype_t dt, mlc_op_t op, int p, int r, uint32_t seed, void *buf,
                  size_t first, size_t count)
 {
-    uint64_t keys[MAX_KEYED];
-    const uint64_t *kp = rank_keys(seed, p, keys);
-    for (size_t k = 0; k < count; k++) mlc_tv_store(dt, buf, k, value_keyed(dt, op, p, r, first + k, seed, kp));
+    rank_keys_t keys;
+    keys_init(&keys, seed, p);
+    for (size_t k = 0; k < count; k++) mlc_tv_store(dt, buf, k, value(dt, op, p, r, first + k, &keys));
 }
 
 void mlc_tv_fill_expected(mlc_dtype_t dt, mlc_op_t op, int p, uint32_t seed, void *buf,
                           size_t first, size_t count)
 {
-    uint64_t keys[MAX_KEYED];
-    const uint64_t *kp = rank_keys(seed, p, keys);
-    for (size_t k = 0; k < count; k++) mlc_tv_store(dt, buf, k, expected_keyed(dt, op, p, first + k, seed, kp));
+    rank_keys_t keys;
+    keys_init(&keys, seed, p);
+    for (size_t k = 0; k < count; k++) mlc_tv_store(dt, buf, k, expected(dt, op, p, first + k, &keys));
 }

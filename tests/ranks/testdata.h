@@ -31,14 +31,11 @@ typedef struct mlc_tv {
     double f;   /* floating point */
 } mlc_tv_t;
 
-/* Rank r's contribution at element i. */
-mlc_tv_t mlc_tv_value(mlc_dtype_t dt, mlc_op_t op, int p, int r, size_t i, uint32_t seed);
-/* The exact result at element i of reducing all p contributions with op. */
-mlc_tv_t mlc_tv_expected(mlc_dtype_t dt, mlc_op_t op, int p, size_t i, uint32_t seed);
 /* Store v as element i of buf (in dt's representation). */
 void mlc_tv_store(mlc_dtype_t dt, void *buf, size_t i, mlc_tv_t v);
 
-/* Fill count elements starting at global index first. */
+/* Fill count elements starting at global index first: rank r's contribution,
+ * or the exact result of reducing all p contributions with op. */
 void mlc_tv_fill(mlc_dtype_t dt, mlc_op_t op, int p, int r, uint32_t seed, void *buf,
                  size_t first, size_t count);
 void mlc_tv_fill_expected(mlc_dtype_t dt, mlc_op_t op, int p, uint32_t seed, void *buf,

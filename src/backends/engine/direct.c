@@ -762,10 +762,17 @@ static bool stages_bcast(const mlc_request_t *req)
            req->args.count * req->args.esize >= ENG_STAGE_MIN;
 }
 
+/* Bytes of a chunk of a staged broadcast, allgather or two-rank allreduce:
+ * a reduction takes whole elements (a record may be up to 65535 bytes). */
+static size_t stage_chunk(const mlc_request_t *req)
+{
+    return req->coll == MLC_COLL_ALLREDUCE ? ENG_STAGE_CHUNK / req->args.esize * req->args.esize : ENG_STAGE_CHUNK;
+}
+
 static size_t stage_chunks(const mlc_request_t *req)
 {
-    size_t n = req->args.count * req->args.esize;
-    return (n + ENG_STAGE_CHUNK - 1) / ENG_STAGE_CHUNK;
+    size_t n = req->args.count * req->args.esize, chunk = stage_chunk(req);
+    return (n + chunk - 1) / chunk;
 }
 
 static char *stage_line(const eng_comm_t *ec, int r, uint64_t chunk)
@@ -1015,19 +1022,6 @@ static bool stages_allgather(const mlc_request_t *req)
     return stages_usable(ec) && stages_eager(ec) && req->comm->size > 1;
 }
 
-/* Bytes of a chunk of this staged allgather or allreduce: a reduction
- * takes whole elements (a record may be up to 65535 bytes). */
-static size_t own_chunk(const mlc_request_t *req)
-{
-    return req->coll == MLC_COLL_ALLREDUCE ? ENG_STAGE_CHUNK / req->args.esize * req->args.esize : ENG_STAGE_CHUNK;
-}
-
-static size_t own_chunks(const mlc_request_t *req)
-{
-    size_t n = req->args.count * req->args.esize, chunk = own_chunk(req);
-    return (n + chunk - 1) / chunk;
-}
-
 /* Copy out chunk c of every peer's block, once every peer has staged it. */
 static bool gather_out(mlc_request_t *req, eng_direct_t *d, size_t n, uint64_t c, bool stream)
 {
@@ -1054,7 +1048,7 @@ static bool reduce_out(mlc_request_t *req, eng_direct_t *d, size_t n, uint64_t c
     const mlc_args_t *a = &req->args;
     int p = req->comm->size;
     if (c >= d->chunk || !ar_others_reached(ec, AR_STAGED, d->v, (int64_t)c + 1)) return false;
-    size_t chunk = own_chunk(req), off = (size_t)c * chunk, cnt = chunk_len(n, chunk, c) / a->esize;
+    size_t chunk = stage_chunk(req), off = (size_t)c * chunk, cnt = chunk_len(n, chunk, c) / a->esize;
     char *out = (char *)a->recvbuf + off;
     mlc_reduce_apply3(stage_line(ec, 0, c), stage_line(ec, 1, c), out, cnt, a->dtype, a->op);
     for (int r = 2; r < p; r++) mlc_reduce_apply3(out, stage_line(ec, r, c), out, cnt, a->dtype, a->op);
@@ -1068,7 +1062,7 @@ static int stage_allgather(mlc_request_t *req, eng_direct_t *d)
     const mlc_args_t *a = &req->args;
     int me = req->comm->rank;
     bool reduces = req->coll == MLC_COLL_ALLREDUCE;
-    size_t n = a->count * a->esize, chunk = own_chunk(req), chunks = own_chunks(req);
+    size_t n = a->count * a->esize, chunk = stage_chunk(req), chunks = stage_chunks(req);
     const char *own = a->inplace ? (const char *)a->recvbuf + (reduces ? 0 : (size_t)me * n) : a->sendbuf;
     char *own_out = (char *)a->recvbuf + (size_t)me * n;
     bool stream = streams(ec, n);
@@ -1104,7 +1098,7 @@ static int stage_allgather(mlc_request_t *req, eng_direct_t *d)
 static bool stage_allgather_waits_for(const mlc_request_t *req, const eng_direct_t *d, int r)
 {
     const eng_comm_t *ec = req->comm->impl;
-    size_t chunks = own_chunks(req);
+    size_t chunks = stage_chunks(req);
     return (d->chunk < chunks && stage_reader_behind(ec, d, d->chunk, r)) ||
            (d->out < chunks && progress_of(&slot_of(ec, r)->staged, d->v) < d->out + 1);
 }
@@ -1194,13 +1188,9 @@ static int large_progress(mlc_request_t *req, eng_direct_t *d)
             d->stage = 4;
             return all_at_least(ec, F_DONE2, v) ? 1 : 0;
         }
-        if (stages_allreduce(req) && p == 2) {
-            d->stage = 8;
-            return stage_allgather(req, d);
-        }
-        if (stages_allreduce(req)) {
-            d->stage = 7;
-            return stage_allreduce(req, d);
+        if (stages_allreduce(req)) { /* two ranks: on the staged allgather's path */
+            d->stage = p == 2 ? 8 : 7;
+            return p == 2 ? stage_allgather(req, d) : stage_allreduce(req, d);
         }
         { /* allreduce phase 1: my slice of the result */
             size_t lo, len;
