@@ -23,7 +23,10 @@
  *     comparison (vs-mpi.sh --overhead) runs both sides at the same level;
  *   - the calls go to MPI_COMM_WORLD, or with -D to a duplicate of it, as a
  *     library such as mlcomm uses (under Open MPI 4.1 creating any
- *     communicator leaves libnbc's progress hook on every later call).
+ *     communicator leaves libnbc's progress hook on every later call);
+ *   - buffers come from posix_memalign, or with -A from MPI_Alloc_mem, the
+ *     MPI's own allocator for communication memory (compared with
+ *     mlcomm-bench -M shared, mlc_mem_alloc).
  *
  * Output (rank 0), one line per size, '#' lines are comments:
  *   COLL SIZE COUNT ITERS TIME_US ALGBW_GBPS BUSBW_GBPS [P50_US P99_US]
@@ -32,7 +35,7 @@
  *   bench/percentile.h; a segment of fewer than 100 calls per size starts
  *   with a '#' line saying that its p99 is the slowest call)
  *
- * Usage: mpi-bench [-c COLL[,COLL...]] [-w WARMUP] [-S SEED] [-t LEVEL] [-D] SEGMENT...
+ * Usage: mpi-bench [-c COLL[,COLL...]] [-w WARMUP] [-S SEED] [-t LEVEL] [-D] [-P] [-A] SEGMENT...
  *        SEGMENT = MIN:MAX:FACTOR:ITERS (sizes take K/M/G suffixes)
  */
 #define _GNU_SOURCE
@@ -54,7 +57,25 @@ typedef struct bench {
     size_t buf_elems;
     unsigned long long seed;
     int percentiles; /* -P: time every call alone too; print the slowest rank's p50 and p99 */
+    int mpi_alloc;   /* -A: buffers from MPI_Alloc_mem */
 } bench_t;
+
+/* Page-aligned (as mlcomm-bench's: alignment moves large-message times by a
+ * few percent), or the MPI's own (-A). NULL when out of memory. */
+static void *take_buffer(const bench_t *b, size_t bytes)
+{
+    void *p = NULL;
+    if (b->mpi_alloc) return MPI_Alloc_mem((MPI_Aint)bytes, MPI_INFO_NULL, &p) == MPI_SUCCESS ? p : NULL;
+    return posix_memalign(&p, 4096, bytes) == 0 ? p : NULL;
+}
+
+static void give_buffer(const bench_t *b, void *p)
+{
+    if (b->mpi_alloc)
+        MPI_Free_mem(p);
+    else
+        free(p);
+}
 
 static int run(coll_t c, const float *send, float *recv, const geom_t *g)
 {
@@ -128,12 +149,9 @@ static int run_segment(bench_t *b, coll_t c, const segment_t *s, long warmup)
     geom_t big = geometry(c, last, b->p);
     size_t elems = big.size_bytes / sizeof(float);
     b->buf_elems = elems > 16 ? elems : 16;
-    /* page-aligned, as mlcomm-bench's (alignment moves large-message times by a few percent) */
-    void *sp = NULL, *rp = NULL;
-    int bad = posix_memalign(&sp, 4096, b->buf_elems * sizeof(float)) != 0 ||
-              posix_memalign(&rp, 4096, b->buf_elems * sizeof(float)) != 0;
-    b->send = sp;
-    b->recv = rp;
+    b->send = take_buffer(b, b->buf_elems * sizeof(float));
+    b->recv = take_buffer(b, b->buf_elems * sizeof(float));
+    int bad = !b->send || !b->recv;
     int rc = MPI_SUCCESS;
     if (bad) {
         fprintf(stderr, "mpi-bench: rank %d: cannot allocate 2 x %zu bytes\n", b->rank,
@@ -160,8 +178,8 @@ static int run_segment(bench_t *b, coll_t c, const segment_t *s, long warmup)
         if (s->factor <= 1 || bytes > s->max / s->factor) break;
         bytes *= s->factor;
     }
-    free(b->send);
-    free(b->recv);
+    give_buffer(b, b->send);
+    give_buffer(b, b->recv);
     b->send = b->recv = NULL;
     return rc;
 }
@@ -197,11 +215,12 @@ static const char *level_name(int level)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: mpi-bench [-c COLL[,COLL...]] [-w WARMUP] [-S SEED] [-t LEVEL] [-D] [-P] MIN:MAX:FACTOR:ITERS...\n"
+    fprintf(stderr, "usage: mpi-bench [-c COLL[,COLL...]] [-w WARMUP] [-S SEED] [-t LEVEL] [-D] [-P] [-A] MIN:MAX:FACTOR:ITERS...\n"
                     "collectives: allreduce allgather reduce_scatter broadcast alltoall (default all)\n"
                     "LEVEL: MPI_Init_thread at single|funneled|serialized|multiple (default: MPI_Init)\n"
                     "-D: call on a duplicate of MPI_COMM_WORLD (default: MPI_COMM_WORLD itself)\n"
-                    "-P: also time every call alone: two more columns, the slowest rank's p50 and p99 (us)\n");
+                    "-P: also time every call alone: two more columns, the slowest rank's p50 and p99 (us)\n"
+                    "-A: buffers from MPI_Alloc_mem (default: posix_memalign)\n");
 }
 
 /* "cpus 0-1" style list of this process's affinity, for the header. */
@@ -225,7 +244,7 @@ int main(int argc, char **argv)
     long warmup = 5;
     unsigned long long seed = 1;
     int level = -1; /* -1: MPI_Init */
-    int dup = 0, percentiles = 0;
+    int dup = 0, percentiles = 0, mpi_alloc = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-c") == 0 && i + 1 < argc) {
             if (parse_colls(argv[++i], selected, "mpi-bench") != 0) return 2;
@@ -237,6 +256,8 @@ int main(int argc, char **argv)
             dup = 1;
         } else if (strcmp(argv[i], "-P") == 0) {
             percentiles = 1;
+        } else if (strcmp(argv[i], "-A") == 0) {
+            mpi_alloc = 1;
         } else if (strcmp(argv[i], "-t") == 0 && i + 1 < argc) {
             if (parse_level(argv[++i], &level) != 0) return 2;
         } else if (nsegs < MAX_SEGMENTS && parse_segment(argv[i], &segs[nsegs]) == 0) {
@@ -267,7 +288,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "mpi-bench: MPI_Comm_dup failed\n");
         MPI_Abort(MPI_COMM_WORLD, 3);
     }
-    bench_t b = {.seed = seed, .percentiles = percentiles};
+    bench_t b = {.seed = seed, .percentiles = percentiles, .mpi_alloc = mpi_alloc};
     MPI_Comm_rank(MPI_COMM_WORLD, &b.rank);
     MPI_Comm_size(MPI_COMM_WORLD, &b.p);
     char aff[256];
@@ -278,9 +299,9 @@ int main(int argc, char **argv)
         MPI_Get_library_version(version, &len);
         char *nl = strchr(version, '\n');
         if (nl) *nl = '\0';
-        printf("# mpi-bench: %s; %d ranks; seed %llu; rank 0 on cpus %s; thread level %s (%s); %s\n", version,
-               b.p, seed, aff, level_name(provided), level < 0 ? "MPI_Init" : "MPI_Init_thread",
-               dup ? "a duplicate of MPI_COMM_WORLD" : "MPI_COMM_WORLD");
+        printf("# mpi-bench: %s; %d ranks; seed %llu; rank 0 on cpus %s; thread level %s (%s); %s; buffers of %s\n",
+               version, b.p, seed, aff, level_name(provided), level < 0 ? "MPI_Init" : "MPI_Init_thread",
+               dup ? "a duplicate of MPI_COMM_WORLD" : "MPI_COMM_WORLD", mpi_alloc ? "MPI_Alloc_mem" : "posix_memalign");
         fflush(stdout);
     }
     int rc = MPI_SUCCESS;

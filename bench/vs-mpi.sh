@@ -43,6 +43,7 @@ MIN_ITERS=3
 MAX_ITERS=""
 WARMUP=2
 BIND=core
+MEMORY=host
 BUILD_DIR=""
 OUT_DIR=""
 DO_BUILD=1
@@ -78,6 +79,9 @@ usage: bench/vs-mpi.sh [options]
   --time-per-size S     seconds each size's timed loop aims at (iterations are
                         calibrated once, clamped to [$MIN_ITERS, 20000]; --overhead: 200000)
   --min-iters N --max-iters N
+  --memory host|shared  where the full mode's buffers live: host (default): posix_memalign on
+                        every side; shared: mlcomm's from mlc_mem_alloc (peers read them in
+                        place), the MPIs' from MPI_Alloc_mem, each library's own allocator
   --bind core|none      core: rank r on the (r mod ncpu)-th allowed cpu, the same
                         wrapper (bench/bind-rank.sh) for every side; none: no binding
                         anywhere (mpirun gets --bind-to none either way)
@@ -108,6 +112,7 @@ while [ $# -gt 0 ]; do
     --min-iters) MIN_ITERS=$2; shift ;;
     --max-iters) MAX_ITERS=$2; shift ;;
     --bind) BIND=$2; shift ;;
+    --memory) MEMORY=$2; shift ;;
     --build-dir) BUILD_DIR=$2; shift ;;
     --no-build) DO_BUILD=0 ;;
     --out) OUT_DIR=$2; shift ;;
@@ -132,6 +137,7 @@ if [ -z "$OUT_DIR" ]; then
     if [ "$MODE" = overhead ]; then OUT_DIR=$BENCH_DIR/out/overhead; else OUT_DIR=$BENCH_DIR/out; fi
 fi
 case $BIND in core | none) ;; *) echo "vs-mpi.sh: --bind core|none, not '$BIND'" >&2; exit 2 ;; esac
+case $MEMORY in host | shared) ;; *) echo "vs-mpi.sh: --memory host|shared, not '$MEMORY'" >&2; exit 2 ;; esac
 case $THREAD_LEVEL in single | funneled | serialized | multiple) ;;
 *) echo "vs-mpi.sh: --thread-level single|funneled|serialized|multiple, not '$THREAD_LEVEL'" >&2; exit 2 ;;
 esac
@@ -425,7 +431,7 @@ RAW=$OUT_DIR/raw.csv
 run_mlcomm() {
     local np=$1 round=$2 coll=$3 iters=$4 lo=$5 hi=$6
     launch mlcomm "$np" "$OUT_DIR/logs/mlcomm.$np.log" "$MLC_BENCH" "$coll" -b "$lo" -e "$hi" \
-        -f "$FACTOR" -n "$iters" -w "$WARMUP" -c 0 -P "${PERCENTILES:-1}" |
+        -f "$FACTOR" -n "$iters" -w "$WARMUP" -c 0 -P "${PERCENTILES:-1}" -M "$MEMORY" |
         awk -v np="$np" -v r="$round" -v c="$coll" -v it="$iters" -v lo="$lo" '
             !/^#/ && NF >= 14 && ($1 > 0 || lo == 0) {
                 # time/algbw/busbw and p50/p99 columns: out of place; broadcast
@@ -442,7 +448,8 @@ run_peer() {
     shift 4
     case "$1" in 0:*) zero=1 ;; esac
     launch "$peer" "$np" "$OUT_DIR/logs/$peer.$np.log" "${PEER_BIN[$peer]}" -c "$coll" \
-        -w "$WARMUP" -S "$((round * 7919 + np))" $([ "${PERCENTILES:-1}" = 1 ] && echo -P) "$@" |
+        -w "$WARMUP" -S "$((round * 7919 + np))" $([ "${PERCENTILES:-1}" = 1 ] && echo -P) \
+        $([ "$MEMORY" = shared ] && echo -A) "$@" |
         awk -v np="$np" -v r="$round" -v side="$peer" -v zero="$zero" '
             !/^#/ && NF >= 7 && ($2 > 0 || zero) {
                 p50 = NF >= 9 ? $8 : "-"; p99 = NF >= 9 ? $9 : "-"
@@ -526,7 +533,7 @@ segments_for() {
 echo "np,round,side,coll,size,iters,time_us,algbw_gbps,busbw_gbps,algo,p50_us,p99_us" >"$RAW"
 rm -f "$OUT_DIR"/logs/*.log "$OUT_DIR"/plot.*
 START=$(date +%s)
-log "mode $MODE: ranks [$RANKS], rounds $ROUNDS, peers [$AVAILABLE_PEERS ], colls [$COLLS], sizes [$SIZES ], $TIME_PER_SIZE s per size, bind $BIND"
+log "mode $MODE: ranks [$RANKS], rounds $ROUNDS, peers [$AVAILABLE_PEERS ], colls [$COLLS], sizes [$SIZES ], $TIME_PER_SIZE s per size, bind $BIND, memory $MEMORY"
 
 for np in $RANKS; do
     cal=$OUT_DIR/calibration.$np.csv
@@ -582,7 +589,7 @@ done
 ELAPSED=$(($(date +%s) - START))
 {
     echo "# mlcomm vs MPI: $(date -u +%Y-%m-%dT%H:%M:%SZ), $(uname -n), $(nproc) cpus, load $(cut -d' ' -f1-3 /proc/loadavg)"
-    echo "# mode $MODE, rounds $ROUNDS, bind $BIND, $TIME_PER_SIZE s per size, $ELAPSED s"
+    echo "# mode $MODE, rounds $ROUNDS, bind $BIND, memory $MEMORY, $TIME_PER_SIZE s per size, $ELAPSED s"
     echo "# mlcomm $(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo '?') (shm backend, Release build)"
     for p in $AVAILABLE_PEERS; do
         echo "# $p: $(sed -n 's/^# mpi-bench: \([^;]*\);.*/\1/p' "$OUT_DIR/logs/$p.${RANKS%% *}.log" | head -1)"

@@ -64,8 +64,9 @@ static int runtime_of_memory_kind(mlc_gpu_kind_t *kind, const char **memory)
 int mlc_bench_mem_setup(mlc_bench_mem_kind_t kind, mlc_bench_mem_t *m)
 {
     *m = (mlc_bench_mem_t){.kind = kind};
-    if (kind == MLC_BENCH_MEM_HOST) {
-        snprintf(m->text, sizeof m->text, "host memory");
+    if (kind != MLC_BENCH_MEM_DEVICE) {
+        snprintf(m->text, sizeof m->text, kind == MLC_BENCH_MEM_SHARED ? "shared host memory (mlc_mem_alloc)"
+                                                                       : "host memory");
         return 0;
     }
     mlc_gpu_kind_t gk = MLC_GPU_CUDA;
@@ -100,7 +101,7 @@ static mlc_status_t rt_error(const mlc_bench_mem_t *m, int e, const char *call, 
 
 mlc_status_t mlc_bench_mem_use_device(const mlc_bench_mem_t *m, int index)
 {
-    if (m->kind == MLC_BENCH_MEM_HOST) return MLC_SUCCESS;
+    if (m->kind != MLC_BENCH_MEM_DEVICE) return MLC_SUCCESS;
     int device = (index < 0 ? 0 : index) % m->ndev;
     int e = m->rt->set_device(device);
     if (e != MLC_GPU_SUCCESS) {
@@ -115,7 +116,10 @@ mlc_status_t mlc_bench_mem_use_device(const mlc_bench_mem_t *m, int index)
 mlc_status_t mlc_bench_mem_alloc(const mlc_bench_mem_t *m, size_t bytes, void **p)
 {
     void *q = NULL;
-    if (m->kind == MLC_BENCH_MEM_HOST) {
+    if (m->kind == MLC_BENCH_MEM_SHARED) {
+        mlc_status_t st = mlc_mem_alloc(bytes, &q);
+        if (st != MLC_SUCCESS) return st;
+    } else if (m->kind == MLC_BENCH_MEM_HOST) {
         if (posix_memalign(&q, 4096, bytes) != 0)
             return mlc_error(MLC_ERR_NO_MEMORY, "posix_memalign(%zu bytes) failed", bytes);
     } else {
@@ -129,7 +133,8 @@ mlc_status_t mlc_bench_mem_alloc(const mlc_bench_mem_t *m, size_t bytes, void **
 void mlc_bench_mem_free(const mlc_bench_mem_t *m, void *p)
 {
     if (!p) return;
-    if (m->kind == MLC_BENCH_MEM_HOST) free(p);
+    if (m->kind == MLC_BENCH_MEM_SHARED) mlc_mem_free(p);
+    else if (m->kind == MLC_BENCH_MEM_HOST) free(p);
     else if (m->rt->free(p) != MLC_GPU_SUCCESS) m->rt->get_last_error();
 }
 
@@ -137,7 +142,7 @@ void mlc_bench_mem_free(const mlc_bench_mem_t *m, void *p)
 static mlc_status_t copy(const mlc_bench_mem_t *m, void *dst, const void *src, size_t bytes)
 {
     if (bytes == 0) return MLC_SUCCESS;
-    if (m->kind == MLC_BENCH_MEM_HOST) {
+    if (m->kind != MLC_BENCH_MEM_DEVICE) {
         memmove(dst, src, bytes);
         return MLC_SUCCESS;
     }

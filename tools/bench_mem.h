@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * Where mlcomm-bench's buffers live (--memory): host memory, or device
+ * Where mlcomm-bench's buffers live (--memory): host memory (malloc's, or
+ * shared blocks of mlc_mem_alloc that peers on this host read in place), or device
  * memory of the GPU runtime mlcomm itself loads (src/devrt/gpurt.h), so the
  * library sees the very allocations the bench makes. Device memory is
  * never touched from the host: data goes in and out through host copies.
@@ -15,6 +16,7 @@
 /* X(kind, name) in --help order. */
 #define MLC_BENCH_MEMORY_LIST(X)       \
     X(MLC_BENCH_MEM_HOST, "host")      \
+    X(MLC_BENCH_MEM_SHARED, "shared")  \
     X(MLC_BENCH_MEM_DEVICE, "device")
 typedef enum mlc_bench_mem_kind {
 #define MLC_X_ENUM(kind, name) kind,
@@ -44,7 +46,7 @@ int mlc_bench_mem_setup(mlc_bench_mem_kind_t kind, mlc_bench_mem_t *m);
 /* Device: make device index % ndev current for the calling thread. */
 mlc_status_t mlc_bench_mem_use_device(const mlc_bench_mem_t *m, int index);
 
-/* Page-aligned host memory, or device memory of the current device. */
+/* Page-aligned host memory (shared: mlc_mem_alloc's), or device memory of the current device. */
 mlc_status_t mlc_bench_mem_alloc(const mlc_bench_mem_t *m, size_t bytes, void **p);
 void mlc_bench_mem_free(const mlc_bench_mem_t *m, void *p);
 

@@ -25,7 +25,7 @@
     X('r', "root", "N", "root of broadcast, reduce, gather and scatter (default 0)")                          \
     X('a', "algo", "NAME", "force an algorithm (mlc_comm_set_algo); 'all': every algorithm, one row each") \
     X('t', "threads", "N", "run N ranks as threads of this process (threads backend)")      \
-    X('M', "memory", "KIND", "host or device: where the buffers live (default host; see below)") \
+    X('M', "memory", "KIND", "host, shared or device: where the buffers live (default host; see below)") \
     X('h', "help", "", "this text")
 
 static void usage(FILE *out)
@@ -74,6 +74,8 @@ static void usage(FILE *out)
             "are gather, scatter, alltoallv and barrier measured in place: N/A);\n"
             "'unsupp' marks a size the forced algorithm cannot run.\n"
             "\n"
+            "-M shared: both buffers are blocks of mlc_mem_alloc, which other processes\n"
+            "on this host map and read in place (the shm backend's large collectives).\n"
             "-M device: both buffers are device memory of the GPU runtime mlcomm loads\n"
             "(MLC_CUDART_LIB / MLC_HIPRT_LIB override it), one device per rank (local\n"
             "rank mod device count, set before mlc_comm_init); inputs are copied in and\n"

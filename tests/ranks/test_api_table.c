@@ -168,6 +168,13 @@ static int core_api(mlc_comm_t *comm, unsigned char *a, unsigned char *b, size_t
     BAD(mlc_pinned_pool_alloc, mlc_pinned_pool_alloc(pool, (size_t)2 << 20, &pinned), MLC_ERR_NO_MEMORY);
     BAD(mlc_pinned_pool_release, mlc_pinned_pool_release(NULL, a), E);
     BAD(mlc_pinned_pool_release, mlc_pinned_pool_release(pool, a), E); /* not from this pool */
+    void *block = (void *)1;
+    BAD(mlc_mem_alloc, mlc_mem_alloc(64, NULL), E);
+    BAD(mlc_mem_alloc, mlc_mem_alloc(SIZE_MAX, &block), MLC_ERR_NO_MEMORY);
+    BAD(mlc_mem_alloc, mlc_mem_alloc((size_t)1 << 62, &block), MLC_ERR_NO_MEMORY);
+    CHECK(block == NULL, "a failed mlc_mem_alloc left *ptr = %p, not NULL", block);
+    BAD(mlc_mem_free, mlc_mem_free(a), E); /* not a block of mlc_mem_alloc */
+    BADV(mlc_mem_free, mlc_mem_free(NULL) == MLC_SUCCESS); /* documented no-op */
     BAD(mlc_pinned_pool_pin, mlc_pinned_pool_pin(NULL, a, 64), E);
     BAD(mlc_pinned_pool_pin, mlc_pinned_pool_pin(pool, NULL, 64), E);
     BAD(mlc_pinned_pool_unpin, mlc_pinned_pool_unpin(NULL, a), E);

@@ -88,6 +88,37 @@ static void copy_result(const eng_comm_t *ec, void *dst, const void *src, size_t
 
 enum { F_PUB, F_DONE1, F_READY, F_DONE2 };
 
+/* Comm rank r's n bytes at addr, in place: its shared block (mlc_mem_alloc)
+ * mapped here. NULL when r published none for that buffer (ref->size 0) or
+ * it cannot be mapped; then the caller reads by single copy, or, where
+ * there is none, fails with the reason. */
+static const char *peer_in_place(const eng_comm_t *ec, int r, uint64_t addr, const mlc_shmem_ref_t *ref, size_t n,
+                                 mlc_status_t *st)
+{
+    *st = MLC_SUCCESS;
+    if (!ref->size) return NULL;
+    char why[200];
+    const char *p = eng_peer_view(ec->ep, ec->world_of[r], ref, addr, n, why, sizeof why);
+    if (!p && !ec->cma_all)
+        *st = mlc_error(MLC_ERR_SYSTEM, "cannot map rank %d's shared buffer (mlc_mem_alloc): %s; and single-copy "
+                        "reads are not available here (MLC_CMA)", r, why);
+    return p;
+}
+
+/* Copy n bytes at addr of comm rank r's buffer (shared block ref) to dst:
+ * from its mapped block when it has one, else by single copy. */
+static mlc_status_t peer_read(const eng_comm_t *ec, int r, uint64_t addr, const mlc_shmem_ref_t *ref, void *dst,
+                              size_t n, bool stream)
+{
+    if (n == 0) return MLC_SUCCESS;
+    mlc_status_t st;
+    const char *src = peer_in_place(ec, r, addr, ref, n, &st);
+    if (st != MLC_SUCCESS) return st;
+    if (!src) return eng_rndv_copy(ec->ep, ec->world_of[r], addr, dst, n);
+    copy_streamed_if(stream, dst, src, n);
+    return MLC_SUCCESS;
+}
+
 static inline eng_slot_t *slot_of(const eng_comm_t *ec, int r)
 {
     return &ec->slots[ec->world_of[r]];
@@ -312,6 +343,51 @@ static bool stages_allgather(const mlc_request_t *req);
 
 const char eng_direct_name[] = "direct";
 
+/* The scratch of a single-copy allreduce or reduce-scatter: SCRATCH_CHUNKS
+ * chunks, plus the accumulator when in place. */
+static mlc_status_t take_scratch(mlc_request_t *req, eng_direct_t *d)
+{
+    if (d->tmp) return MLC_SUCCESS;
+    size_t lo, len = req->args.count;
+    if (req->coll == MLC_COLL_ALLREDUCE) slice(req->args.count, req->comm->size, req->comm->rank, &lo, &len);
+    size_t acc = len * req->args.esize;
+    size_t chunk = CHUNK_BYTES / req->args.esize * req->args.esize;
+    /* From the communicator's cache (base/scratch.h): a fresh block of this
+     * size would fault in every page (an in-place 128 MiB all-reduce took
+     * 3.5x as long). */
+    d->tmp = mlc_scratch_take(&req->comm->host_scratch, (req->args.inplace ? acc : 0) + SCRATCH_CHUNKS * chunk);
+    if (!d->tmp) return mlc_error(MLC_ERR_NO_MEMORY, "%s: out of memory for %zu bytes of scratch",
+                                  mlc_coll_name(req->coll), acc + SCRATCH_CHUNKS * chunk);
+    return MLC_SUCCESS;
+}
+
+/* Publish the shared blocks (mlc_mem_alloc) of this call's buffers that
+ * peers read (size 0: none). Threads read each other's memory anyway. */
+static void publish_blocks(const mlc_request_t *req, eng_slot_t *mine)
+{
+    const mlc_args_t *a = &req->args;
+    size_t n = payload_bytes(req);
+    bool threads = ((const eng_comm_t *)req->comm->impl)->ep->threads;
+    if (threads || !mlc_shmem_find(a->sendbuf, n, &mine->sref)) mine->sref.size = 0;
+    if (threads || req->coll != MLC_COLL_ALLREDUCE || !mlc_shmem_find(a->recvbuf, n, &mine->rref))
+        mine->rref.size = 0;
+}
+
+/* Whether every buffer this call reads of a peer lies in a shared block
+ * (the root's, of a broadcast): then ranks read them in place on the
+ * single-copy path, and staging would only add copies. Every rank reads the
+ * same published blocks after pub, so all decide alike. */
+static bool shared_buffers(const mlc_request_t *req)
+{
+    const eng_comm_t *ec = req->comm->impl;
+    if (req->coll == MLC_COLL_BROADCAST) return slot_of(ec, req->args.root)->sref.size != 0;
+    for (int r = 0; r < req->comm->size; r++) {
+        const eng_slot_t *s = slot_of(ec, r);
+        if (!s->sref.size || (req->coll == MLC_COLL_ALLREDUCE && !s->rref.size)) return false;
+    }
+    return true;
+}
+
 const char *eng_direct_choose(const mlc_request_t *req)
 {
     const eng_comm_t *ec = req->comm->impl;
@@ -361,19 +437,9 @@ mlc_status_t eng_direct_start(mlc_request_t *req, const mlc_sig_t *sig, uint64_t
     d->quick = quick_fits(req);
     d->after_quick = ec->quick_seq == d->v - 1;
     if (d->quick) ec->quick_seq = d->v;
-    if (!small && ((req->coll == MLC_COLL_ALLREDUCE && !stages_allreduce(req)) || req->coll == MLC_COLL_REDUCE_SCATTER)) {
-        /* SCRATCH_CHUNKS chunks, plus the accumulator when in place. */
-        size_t lo, len = req->args.count;
-        if (req->coll == MLC_COLL_ALLREDUCE) slice(req->args.count, req->comm->size, req->comm->rank, &lo, &len);
-        size_t acc = len * req->args.esize;
-        size_t chunk = CHUNK_BYTES / req->args.esize * req->args.esize;
-        /* From the communicator's cache (base/scratch.h): a fresh block of this
-         * size would fault in every page (an in-place 128 MiB all-reduce took
-         * 3.5x as long). */
-        d->tmp = mlc_scratch_take(&req->comm->host_scratch, (req->args.inplace ? acc : 0) + SCRATCH_CHUNKS * chunk);
-        if (!d->tmp) return mlc_error(MLC_ERR_NO_MEMORY, "%s: out of memory for %zu bytes of scratch",
-                                      mlc_coll_name(req->coll), acc + SCRATCH_CHUNKS * chunk);
-    }
+    /* A staged allreduce needs none, unless its buffers turn out shared (large_progress). */
+    if (!small && ((req->coll == MLC_COLL_ALLREDUCE && !stages_allreduce(req)) || req->coll == MLC_COLL_REDUCE_SCATTER))
+        return take_scratch(req, d);
     return MLC_SUCCESS;
 }
 
@@ -384,7 +450,8 @@ void eng_direct_cancel(eng_comm_t *ec, eng_direct_t *d)
 }
 
 /* Reduce element block [off, off+len) (bytes) of every rank's send buffer, in
- * rank order, into acc. Remote blocks are read into the bounce buffers. With
+ * rank order, into acc. Remote blocks are read in place where their owner's
+ * send buffer is a shared block, else into the bounce buffers. With
  * stream, each chunk is reduced into the third scratch chunk, which stays in
  * the cache, and streamed out to acc from there. */
 static mlc_status_t reduce_block(mlc_request_t *req, size_t off, size_t len, char *acc, char *bounce, bool stream)
@@ -403,9 +470,12 @@ static mlc_status_t reduce_block(mlc_request_t *req, size_t off, size_t len, cha
                 src[r] = (const char *)a->sendbuf + off + c;
             } else {
                 char *dst = r == 0 ? b0 : b1;
-                mlc_status_t st = eng_rndv_copy(ec->ep, ec->world_of[r], slot_of(ec, r)->saddr + off + c, dst, n);
+                const eng_slot_t *s = slot_of(ec, r);
+                mlc_status_t st;
+                src[r] = peer_in_place(ec, r, s->saddr + off + c, &s->sref, n, &st);
+                if (!src[r] && st == MLC_SUCCESS) st = eng_rndv_copy(ec->ep, ec->world_of[r], s->saddr + off + c, dst, n);
                 if (st != MLC_SUCCESS) return st;
-                src[r] = dst;
+                if (!src[r]) src[r] = dst;
             }
         }
         if (p == 1) {
@@ -418,9 +488,12 @@ static mlc_status_t reduce_block(mlc_request_t *req, size_t off, size_t len, cha
             if (r == me) {
                 b = (const char *)a->sendbuf + off + c;
             } else {
-                mlc_status_t st = eng_rndv_copy(ec->ep, ec->world_of[r], slot_of(ec, r)->saddr + off + c, b1, n);
+                const eng_slot_t *s = slot_of(ec, r);
+                mlc_status_t st;
+                b = peer_in_place(ec, r, s->saddr + off + c, &s->sref, n, &st);
+                if (!b && st == MLC_SUCCESS) st = eng_rndv_copy(ec->ep, ec->world_of[r], s->saddr + off + c, b1, n);
                 if (st != MLC_SUCCESS) return st;
-                b = b1;
+                if (!b) b = b1;
             }
             mlc_reduce_apply3(out, b, out, n / a->esize, a->dtype, a->op);
         }
@@ -1119,7 +1192,8 @@ static int large_progress(mlc_request_t *req, eng_direct_t *d)
         if (!prev_done(ec, d)) return 0;
         mine->saddr = (uint64_t)(uintptr_t)a->sendbuf;
         mine->raddr = (uint64_t)(uintptr_t)a->recvbuf;
-        mine->via_stage = req->coll == MLC_COLL_BROADCAST && me == a->root && stages_bcast(req);
+        publish_blocks(req, mine);
+        mine->via_stage = req->coll == MLC_COLL_BROADCAST && me == a->root && stages_bcast(req) && !mine->sref.size;
         /* A progress word tells ops apart by 24 bits of v only: one left from
          * op v - k * 2^24 (no staged op between) would read as op v's. Peers
          * read these words only after this op's pub. */
@@ -1153,14 +1227,16 @@ static int large_progress(mlc_request_t *req, eng_direct_t *d)
                 d->stage = 6;
                 return stage_out(req, d);
             }
-            st = eng_rndv_copy(ec->ep, ec->world_of[a->root], slot_of(ec, a->root)->saddr, a->recvbuf, n);
+            st = peer_read(ec, a->root, slot_of(ec, a->root)->saddr, &slot_of(ec, a->root)->sref, a->recvbuf, n,
+                           streams(ec, n));
             if (st != MLC_SUCCESS) return st;
             raise_flag(ec, F_DONE2, v);
             return 1;
         }
         if ((k = all_published(ec, d)) != 1) return k;
         if (check_all(ec, d) != MLC_SUCCESS) return MLC_ERR_MISMATCH;
-        if (req->coll == MLC_COLL_ALLGATHER && stages_allgather(req)) {
+        bool shared = shared_buffers(req);
+        if (req->coll == MLC_COLL_ALLGATHER && stages_allgather(req) && !shared) {
             d->stage = 8;
             return stage_allgather(req, d);
         }
@@ -1171,7 +1247,7 @@ static int large_progress(mlc_request_t *req, eng_direct_t *d)
                     if (!a->inplace) copy_result(ec, dst, a->sendbuf, n);
                     continue;
                 }
-                st = eng_rndv_copy(ec->ep, ec->world_of[r], slot_of(ec, r)->saddr, dst, n);
+                st = peer_read(ec, r, slot_of(ec, r)->saddr, &slot_of(ec, r)->sref, dst, n, streams(ec, n));
                 if (st != MLC_SUCCESS) return st;
             }
             raise_flag(ec, F_DONE2, v);
@@ -1188,10 +1264,11 @@ static int large_progress(mlc_request_t *req, eng_direct_t *d)
             d->stage = 4;
             return all_at_least(ec, F_DONE2, v) ? 1 : 0;
         }
-        if (stages_allreduce(req)) { /* two ranks: on the staged allgather's path */
+        if (stages_allreduce(req) && !shared) { /* two ranks: on the staged allgather's path */
             d->stage = p == 2 ? 8 : 7;
             return p == 2 ? stage_allgather(req, d) : stage_allreduce(req, d);
         }
+        if ((st = take_scratch(req, d)) != MLC_SUCCESS) return st;
         { /* allreduce phase 1: my slice of the result */
             size_t lo, len;
             slice(a->count, p, me, &lo, &len);
@@ -1221,8 +1298,8 @@ static int large_progress(mlc_request_t *req, eng_direct_t *d)
             if (!flag_at_least(ec, r, F_READY, v)) return 0;
             size_t lo, len;
             slice(a->count, p, r, &lo, &len);
-            st = eng_rndv_copy(ec->ep, ec->world_of[r], slot_of(ec, r)->raddr + lo * es,
-                               (char *)a->recvbuf + lo * es, len * es);
+            st = peer_read(ec, r, slot_of(ec, r)->raddr + lo * es, &slot_of(ec, r)->rref, (char *)a->recvbuf + lo * es,
+                           len * es, false);
             if (st != MLC_SUCCESS) return st;
         }
         raise_flag(ec, F_DONE2, v);

@@ -251,6 +251,7 @@ void eng_ep_unref(eng_ep_t *ep)
     free(ep->dead);
     free(ep->live_at);
     free(ep->dead_why);
+    eng_peer_views_free(ep);
     pthread_mutex_destroy(&ep->lock);
     pthread_cond_destroy(&ep->cond);
     if (ep->release) ep->release(ep);

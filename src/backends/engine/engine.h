@@ -29,6 +29,7 @@
 #include "algos/exec.h"
 #include "core/comm.h"
 #include "core/signature.h"
+#include "base/shared_mem.h"
 
 #define ENG_MAGIC 0x4d4c4353u /* "MLCS" */
 #define ENG_LINE 64
@@ -136,6 +137,7 @@ typedef struct eng_slot {
      * reads no peer's slot compares its peers' calls for free. */
     atomic_uint_fast64_t started[2];
     uint64_t saddr, raddr;
+    mlc_shmem_ref_t sref, rref; /* the shared blocks (mlc_mem_alloc) saddr and raddr lie in; size 0: none */
     uint32_t via_stage;         /* large broadcast root: streams op pub through its stage */
     atomic_uint left;           /* this rank freed the communicator (liveness.c); slot areas are never reused */
     mlc_sig_t sig;              /* the direct call this rank published with pub (names both sides) */
@@ -266,6 +268,7 @@ struct eng_ep {
     int (*peer_dead)(eng_ep_t *ep, int wrank, char *why, size_t len); /* backend hook */
     void (*release)(eng_ep_t *ep);                                     /* backend hook */
     void *backend_data;
+    struct eng_views *views; /* peers' shared blocks mapped here (peer_mem.c); NULL until the first */
 };
 
 /* Per-communicator engine state (comm->impl). */
@@ -404,6 +407,15 @@ void eng_cancel_comm(eng_comm_t *ec);
 bool eng_p2p_quiet(eng_ep_t *ep);
 /* Copy `bytes` from the sender's buffer (rendezvous). */
 mlc_status_t eng_rndv_copy(eng_ep_t *ep, int src, uint64_t addr, void *dst, size_t bytes);
+
+/* --- peers' shared blocks (peer_mem.c; caller holds ep->lock) --------------- */
+/* A read-only local pointer to bytes [addr, addr + len) of world rank w's
+ * shared block ref, mapped on first use; NULL with the reason in why when it
+ * cannot be. Threads, and this rank: addr itself. */
+const void *eng_peer_view(eng_ep_t *ep, int w, const mlc_shmem_ref_t *ref, uint64_t addr, size_t len, char *why,
+                          size_t whylen);
+/* Unmap every peer's block (endpoint release). */
+void eng_peer_views_free(eng_ep_t *ep);
 
 /* --- failed communicators (failure.c) -------------------------------------- */
 /* Fail ec here (sticky) and on every other member: their waits return st

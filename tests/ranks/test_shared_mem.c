@@ -1,0 +1,210 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Shared host memory (mlc_mem_alloc): on shm between processes, a large
+ * broadcast, allgather, reduce_scatter or allreduce whose buffers lie in
+ * such blocks reads peers' blocks in place, mapped (docs/ENGINE.md, "Shared
+ * buffers"); on every backend the blocks are plain memory. Every rank
+ * checks every element:
+ *  - the API's errors: NULL ptr, a pointer that is no block, a double free;
+ *    a zero-byte block is a page, zeroed;
+ *  - each collective with every buffer in blocks, at offsets inside them,
+ *    in place and out of place, sizes past the slots (one ending mid-chunk,
+ *    one of several MiB), reductions of three dtype/op pairs;
+ *  - one rank's buffers shared and the others' not (the ranks must still
+ *    agree on one path: the staged one, or single copy);
+ *  - new blocks each call, freed after it, more times than a peer's free log
+ *    holds: a peer must never read a freed block's stale mapping, and
+ *    unmaps freed blocks (this process's /proc/self/maps).
+ * With MLC_CMA=0 (the ctest variant "nocma") the mapped blocks are the only
+ * single copy there is: a block a peer cannot map fails the call.
+ */
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include "harness.h"
+#include "testdata.h"
+
+#define KIB ((size_t)1 << 10)
+#define BLOCK_OFF 4104 /* buffers start this far into their block: not at its base */
+
+static int api_errors(mlc_comm_t *comm)
+{
+    void *p = (void *)1;
+    CHECK(mlc_mem_alloc(16, NULL) == MLC_ERR_INVALID_ARG, "mlc_mem_alloc(ptr NULL) is not INVALID_ARG");
+    CHECK(mlc_mem_free(NULL) == MLC_SUCCESS, "mlc_mem_free(NULL) failed: %s", mlc_last_error());
+    int x = 0;
+    CHECK(mlc_mem_free(&x) == MLC_ERR_INVALID_ARG, "mlc_mem_free of a stack address is not INVALID_ARG");
+    CHECK(strstr(mlc_last_error(), "not a block of mlc_mem_alloc") != NULL, "message: %s", mlc_last_error());
+    CHECK_OK(mlc_mem_alloc(0, &p));
+    CHECK(p != NULL && ((const unsigned char *)p)[0] == 0, "a zero-byte block is not a zeroed page");
+    CHECK_OK(mlc_mem_free(p));
+    CHECK(mlc_mem_free(p) == MLC_ERR_INVALID_ARG, "a second mlc_mem_free of one block is not INVALID_ARG");
+    return 0;
+}
+
+/* Room for `bytes` at BLOCK_OFF into a block (shared) or in guarded memory (not). */
+static unsigned char *take(bool shared, size_t bytes, void **block)
+{
+    if (!shared) {
+        *block = NULL;
+        return mlc_test_alloc(bytes);
+    }
+    if (mlc_mem_alloc(bytes + BLOCK_OFF, block) != MLC_SUCCESS) return NULL;
+    return (unsigned char *)*block + BLOCK_OFF;
+}
+
+static void give(unsigned char *buf, void *block)
+{
+    if (block)
+        mlc_mem_free(block);
+    else
+        mlc_test_free(buf);
+}
+
+static const struct {
+    mlc_dtype_t dt;
+    mlc_op_t op;
+} reductions[] = {{MLC_FLOAT32, MLC_SUM}, {MLC_INT32, MLC_MAX}, {MLC_FLOAT64, MLC_AVG}};
+#define NRED (sizeof reductions / sizeof *reductions)
+
+static int allreduce(mlc_comm_t *comm, bool shared, size_t count, int inplace, size_t k, uint32_t seed)
+{
+    int p = mlc_comm_size(comm), r = mlc_comm_rank(comm);
+    mlc_dtype_t dt = reductions[k].dt;
+    mlc_op_t op = reductions[k].op;
+    size_t es = mlc_dtype_size(dt), n = count * es;
+    void *sb, *rb;
+    unsigned char *send = take(shared, n, &sb), *recv = take(shared, n, &rb), *want = mlc_test_alloc(n);
+    CHECK(send && recv && want, "allocating 3 x %zu bytes: %s", n, mlc_last_error());
+    unsigned char *in = inplace ? recv : send;
+    mlc_tv_fill(dt, op, p, r, seed, in, 0, count);
+    mlc_tv_fill_expected(dt, op, p, seed, want, 0, count);
+    CHECK_OK(mlc_allreduce(in, recv, count, dt, op, comm, NULL));
+    char where[160];
+    CHECK(!mlc_test_memdiff(recv, want, n, es, where, sizeof where),
+          "allreduce of %zu x %s %s (%s, %s buffers): %s", count, mlc_dtype_name(dt), mlc_op_name(op),
+          inplace ? "in place" : "out of place", shared ? "shared" : "private", where);
+    if (!inplace) {
+        mlc_tv_fill(dt, op, p, r, seed, want, 0, count);
+        CHECK(!mlc_test_memdiff(send, want, n, es, where, sizeof where), "allreduce changed the send buffer: %s",
+              where);
+    }
+    give(send, sb);
+    give(recv, rb);
+    mlc_test_free(want);
+    return 0;
+}
+
+static int reduce_scatter(mlc_comm_t *comm, bool shared, size_t count, size_t k, uint32_t seed)
+{
+    int p = mlc_comm_size(comm), r = mlc_comm_rank(comm);
+    mlc_dtype_t dt = reductions[k].dt;
+    mlc_op_t op = reductions[k].op;
+    size_t es = mlc_dtype_size(dt), n = count * es;
+    void *sb, *rb;
+    unsigned char *send = take(shared, n * (size_t)p, &sb), *recv = take(shared, n, &rb), *want = mlc_test_alloc(n);
+    CHECK(send && recv && want, "allocating %zu bytes: %s", n * (size_t)(p + 2), mlc_last_error());
+    mlc_tv_fill(dt, op, p, r, seed, send, 0, count * (size_t)p);
+    mlc_tv_fill_expected(dt, op, p, seed, want, (size_t)r * count, count);
+    CHECK_OK(mlc_reduce_scatter(send, recv, count, dt, op, comm, NULL));
+    char where[160];
+    CHECK(!mlc_test_memdiff(recv, want, n, es, where, sizeof where), "reduce_scatter of %zu x %s %s per rank "
+          "(%s buffers): %s", count, mlc_dtype_name(dt), mlc_op_name(op), shared ? "shared" : "private", where);
+    give(send, sb);
+    give(recv, rb);
+    mlc_test_free(want);
+    return 0;
+}
+
+static int allgather(mlc_comm_t *comm, bool shared, size_t block, int inplace, uint64_t seed)
+{
+    int p = mlc_comm_size(comm), r = mlc_comm_rank(comm);
+    void *sb, *rb;
+    unsigned char *send = take(shared, block, &sb), *recv = take(shared, block * (size_t)p, &rb);
+    CHECK(send && recv, "allocating %zu bytes: %s", block * (size_t)(p + 1), mlc_last_error());
+    unsigned char *mine = inplace ? recv + (size_t)r * block : send;
+    mlc_test_pattern_fill(mine, block, seed * 100 + (uint64_t)r);
+    CHECK_OK(mlc_allgather(mine, recv, block, MLC_UINT8, comm, NULL));
+    for (int q = 0; q < p; q++) {
+        size_t bad = mlc_test_pattern_check(recv + (size_t)q * block, block, seed * 100 + (uint64_t)q);
+        CHECK(bad == SIZE_MAX, "allgather of %zu bytes per rank (%s, %s buffers): rank %d's block wrong at byte %zu",
+              block, inplace ? "in place" : "out of place", shared ? "shared" : "private", q, bad);
+    }
+    give(send, sb);
+    give(recv, rb);
+    return 0;
+}
+
+static int broadcast(mlc_comm_t *comm, bool shared, size_t n, int root, int inplace, uint64_t seed)
+{
+    int r = mlc_comm_rank(comm);
+    void *sb, *rb;
+    unsigned char *send = take(shared, n, &sb), *recv = take(shared, n, &rb);
+    CHECK(send && recv, "allocating 2 x %zu bytes: %s", n, mlc_last_error());
+    unsigned char *src = inplace ? recv : send;
+    if (r == root) mlc_test_pattern_fill(src, n, seed);
+    CHECK_OK(mlc_broadcast(src, recv, n, MLC_UINT8, root, comm, NULL));
+    size_t bad = mlc_test_pattern_check(recv, n, seed);
+    CHECK(bad == SIZE_MAX, "broadcast of %zu bytes from rank %d (%s, %s buffers) wrong at byte %zu", n, root,
+          inplace ? "in place" : "out of place", shared ? "shared" : "private", bad);
+    give(send, sb);
+    give(recv, rb);
+    return 0;
+}
+
+/* One of each collective at `count` elements, every rank's buffers shared or
+ * (mixed) only rank 0's. */
+static int round_of_calls(mlc_comm_t *comm, size_t count, bool mixed, uint32_t *seed)
+{
+    int p = mlc_comm_size(comm), r = mlc_comm_rank(comm);
+    bool shared = !mixed || r == 0;
+    for (size_t k = 0; k < NRED; k++)
+        for (int inplace = 0; inplace < 2; inplace++) CHECK_RUN(allreduce(comm, shared, count, inplace, k, (*seed)++));
+    CHECK_RUN(reduce_scatter(comm, shared, count / (size_t)p + 1, *seed % NRED, *seed));
+    (*seed)++;
+    for (int inplace = 0; inplace < 2; inplace++) CHECK_RUN(allgather(comm, shared, count * 4 / (size_t)p, inplace, (*seed)++));
+    for (int inplace = 0; inplace < 2; inplace++, (*seed)++)
+        CHECK_RUN(broadcast(comm, shared, count * 4 + 3, (int)(*seed % (uint32_t)p), inplace, *seed));
+    return 0;
+}
+
+/* Mappings of shared blocks in this process (its own and peers'). */
+static int blocks_mapped(void)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (!f) return -1;
+    char line[512];
+    int n = 0;
+    while (fgets(line, sizeof line, f))
+        if (strstr(line, "memfd:mlcomm-mem")) n++;
+    fclose(f);
+    return n;
+}
+
+static int body(mlc_comm_t *comm)
+{
+    uint32_t seed = 11;
+    /* One rank alone: on threads a block freed twice could be another rank's by then. */
+    CHECK_OK(mlc_barrier(comm, NULL));
+    if (mlc_comm_rank(comm) == 0) CHECK_RUN(api_errors(comm));
+    CHECK_OK(mlc_barrier(comm, NULL));
+    /* Past the slots (8 KiB), a 128 KiB chunk ending mid-way; 2-4 MiB. */
+    static const size_t counts[] = {40001, (1u << 19) + 3};
+    for (size_t i = 0; i < sizeof counts / sizeof *counts; i++) {
+        CHECK_RUN(round_of_calls(comm, counts[i], false, &seed));
+        CHECK_RUN(round_of_calls(comm, counts[i], true, &seed));
+    }
+    /* New blocks every call: past the free log's 255 entries, so peers also
+     * learn of frees they fell behind on. */
+    for (int i = 0; i < 300; i++) CHECK_RUN(allreduce(comm, true, 4096 + (size_t)i, i & 1, (size_t)i % NRED, seed++));
+    /* Peers unmap a freed block at their next call: only the last call's
+     * blocks (send and receive of each peer) may still be mapped here. */
+    int p = mlc_comm_size(comm), mapped = blocks_mapped();
+    if (strcmp(mlc_comm_backend(comm), "threads") != 0) /* threads: the other ranks' live blocks are here too */
+        CHECK(mapped >= 0 && mapped <= 2 * (p - 1), "%d shared blocks still mapped after every block was freed "
+              "(at most %d of the last call may be)", mapped, 2 * (p - 1));
+    CHECK(!mlc_test_any_failed(comm, 0), "another rank failed");
+    return 0;
+}
+
+MLC_TEST_MAIN(body)
