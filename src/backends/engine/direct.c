@@ -1176,6 +1176,83 @@ static bool stage_allgather_waits_for(const mlc_request_t *req, const eng_direct
            (d->out < chunks && progress_of(&slot_of(ec, r)->staged, d->v) < d->out + 1);
 }
 
+/* ---- allreduce of shared buffers, out of place ------------------------------ */
+
+/* Every rank's send and receive buffers are shared blocks (shared_buffers):
+ * each rank reduces its slice chunk by chunk, reading its peers' send
+ * buffers in place, and counts the chunks in its `reduced` progress word;
+ * between its own chunks, and after them, it copies the chunks its peers
+ * have counted out of their receive buffers, from the next rank on. So a
+ * chunk crosses to its readers soon after it was written, while the caches
+ * still hold it, and nobody waits for a whole slice. */
+static size_t slice_chunks(const mlc_request_t *req, int r, size_t chunk, size_t *lo, size_t *bytes)
+{
+    size_t len;
+    slice(req->args.count, req->comm->size, r, lo, &len);
+    *bytes = len * req->args.esize;
+    return (*bytes + chunk - 1) / chunk;
+}
+
+/* The peer whose chunks this rank copies now: d->part counts the peers done. */
+static int shared_allreduce_peer(const mlc_request_t *req, const eng_direct_t *d)
+{
+    return (req->comm->rank + 1 + d->part) % req->comm->size;
+}
+
+static int shared_allreduce(mlc_request_t *req, eng_direct_t *d)
+{
+    eng_comm_t *ec = req->comm->impl;
+    const mlc_args_t *a = &req->args;
+    int p = req->comm->size;
+    size_t es = a->esize, chunk = CHUNK_BYTES / es * es, lo, bytes;
+    size_t mine = slice_chunks(req, req->comm->rank, chunk, &lo, &bytes);
+    mlc_status_t st;
+    for (;;) {
+        bool moved = false;
+        if (d->chunk < mine) {
+            size_t off = lo * es + (size_t)d->chunk * chunk;
+            st = reduce_block(req, off, chunk_len(bytes, chunk, d->chunk), (char *)a->recvbuf + off, d->tmp, false);
+            if (st != MLC_SUCCESS) return st;
+            d->chunk++;
+            ar_publish(ec, AR_REDUCED, d->v, d->chunk);
+            moved = true;
+        }
+        while (d->part < p - 1) {
+            int r = shared_allreduce_peer(req, d);
+            size_t rlo, rbytes, theirs = slice_chunks(req, r, chunk, &rlo, &rbytes);
+            uint64_t ready = progress_of(&slot_of(ec, r)->reduced, d->v);
+            if (ready > theirs) ready = theirs;
+            if (ready > d->out) {
+                size_t from = (size_t)d->out * chunk, to = ready == theirs ? rbytes : (size_t)ready * chunk;
+                st = peer_read(ec, r, slot_of(ec, r)->raddr + rlo * es + from, &slot_of(ec, r)->rref,
+                               (char *)a->recvbuf + rlo * es + from, to - from, false);
+                if (st != MLC_SUCCESS) return st;
+                d->out = ready;
+                moved = true;
+            }
+            if (d->out < theirs) break;
+            d->part++;
+            d->out = 0;
+        }
+        if (d->chunk == mine && d->part == p - 1) break;
+        if (!moved) return 0;
+    }
+    /* Peers may still read this rank's buffers: wait for their done2. */
+    raise_flag(ec, F_DONE2, d->v);
+    d->stage = 4;
+    return all_at_least(ec, F_DONE2, d->v) ? 1 : 0;
+}
+
+/* Which part of it waits for rank r: its next chunk, once this rank's own are done. */
+static bool shared_allreduce_waits_for(const mlc_request_t *req, const eng_direct_t *d, int r)
+{
+    const eng_comm_t *ec = req->comm->impl;
+    size_t lo, bytes, chunk = CHUNK_BYTES / req->args.esize * req->args.esize;
+    if (d->part >= req->comm->size - 1 || r != shared_allreduce_peer(req, d)) return false;
+    size_t theirs = slice_chunks(req, r, chunk, &lo, &bytes);
+    return progress_of(&slot_of(ec, r)->reduced, d->v) < (d->out + 1 < theirs ? d->out + 1 : theirs);
+}
+
 static int large_progress(mlc_request_t *req, eng_direct_t *d)
 {
     eng_comm_t *ec = req->comm->impl;
@@ -1269,6 +1346,10 @@ static int large_progress(mlc_request_t *req, eng_direct_t *d)
             return p == 2 ? stage_allgather(req, d) : stage_allreduce(req, d);
         }
         if ((st = take_scratch(req, d)) != MLC_SUCCESS) return st;
+        if (shared && !a->inplace) {
+            d->stage = 9;
+            return shared_allreduce(req, d);
+        }
         { /* allreduce phase 1: my slice of the result */
             size_t lo, len;
             slice(a->count, p, me, &lo, &len);
@@ -1311,6 +1392,7 @@ static int large_progress(mlc_request_t *req, eng_direct_t *d)
     case 6: return stage_out(req, d);
     case 7: return stage_allreduce(req, d);
     case 8: return stage_allgather(req, d);
+    case 9: return shared_allreduce(req, d);
     }
     return 0;
 }
@@ -1355,6 +1437,7 @@ bool eng_direct_waits_for(const mlc_request_t *req, const eng_direct_t *d, int r
         return r == a->root && progress_of(&slot_of(ec, r)->staged, v) < d->chunk + 1;
     case 7: return stage_allreduce_waits_for(ec, d, r);
     case 8: return stage_allgather_waits_for(req, d, r);
+    case 9: return shared_allreduce_waits_for(req, d, r);
     default: return !flag_at_least(ec, r, F_DONE2, v); /* stage 4: the readers' done2 */
     }
 }

@@ -313,9 +313,12 @@ typedef struct eng_direct {
     bool after_quick;  /* op v - 1 took the quick path */
     int peer;          /* next peer to visit */
     uint64_t chunk;    /* staged broadcast / allgather / two-rank allreduce: next chunk to copy in (root: its
-                          own); staged allreduce of more ranks: next step */
-    uint64_t out;      /* staged allgather / two-rank allreduce: next chunk to copy out of (reduce from) every stage */
-    int part;          /* staged allreduce of more ranks: the part of that step to do next */
+                          own); staged allreduce of more ranks: next step; allreduce of shared buffers: next
+                          chunk of this rank's slice to reduce */
+    uint64_t out;      /* staged allgather / two-rank allreduce: next chunk to copy out of (reduce from) every stage;
+                          allreduce of shared buffers: next chunk of the current peer's slice to copy */
+    int part;          /* staged allreduce of more ranks: the part of that step to do next; allreduce of shared
+                          buffers: the peers whose slices are copied */
     void *tmp;         /* in-place accumulation / bounce buffers */
 } eng_direct_t;
 mlc_status_t eng_direct_start(mlc_request_t *req, const mlc_sig_t *sig, uint64_t hash, eng_direct_t *d);
