@@ -13,7 +13,7 @@ The torch.distributed backend is `import mlcomm.torch` (registers "mlcomm").
 from . import _lib
 from ._core import (ANY_SOURCE, ANY_TAG, COLLS, DTYPES, OPS, UNDEFINED, Comm, Request, Status,
                     UserOp, as_dtype, create_from, dtype_name, dtype_size, init, init_all,
-                    numpy_dtype, op_create, record, reduce_local, unique_id, wait_all)
+                    numpy_dtype, op_create, record, reduce_local, shared_empty, unique_id, wait_all)
 from ._group import group, group_end, group_start
 from ._errors import (AbortedError, BackendError, BusyError, ConfigError, Error, InternalError,
                       InvalidArgError, MismatchError, NoMemoryError, PeerLostError, SystemError,
@@ -52,7 +52,7 @@ def coll_name(coll):
 __all__ = [
     "ANY_SOURCE", "ANY_TAG", "COLLS", "DTYPES", "OPS", "UNDEFINED", "Comm", "Request", "Status",
     "UserOp", "as_dtype", "create_from", "dtype_name", "dtype_size", "init", "init_all",
-    "numpy_dtype", "op_create", "record", "reduce_local", "unique_id", "wait_all", "version",
+    "numpy_dtype", "op_create", "record", "reduce_local", "shared_empty", "unique_id", "wait_all", "version",
     "status_name", "status_string", "group", "group_start", "group_end", "op_name", "coll_name", "exchange", "tensor", "library_path",
     "Error", "AbortedError", "BackendError", "BusyError", "ConfigError", "InternalError",
     "InvalidArgError", "MismatchError", "NoMemoryError", "PeerLostError", "SystemError",

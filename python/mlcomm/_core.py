@@ -5,6 +5,7 @@ torch tensors."""
 import collections
 import concurrent.futures
 import ctypes
+import operator
 import threading
 import time
 
@@ -222,6 +223,41 @@ def _op_name(op):
         return s.decode() if s else str(op)
     except Exception:
         return str(op)
+
+
+class _SharedBlock:
+    """One block of mlc_mem_alloc; freed once no array over it is left."""
+
+    def __init__(self, nbytes):
+        self.ptr = None
+        p = ctypes.c_void_p()
+        check(_lib.mem_alloc(nbytes, ctypes.byref(p)))
+        self.ptr = p.value
+
+    def __del__(self):
+        if self.ptr:
+            _lib.mem_free(self.ptr)
+            self.ptr = None
+
+
+def shared_empty(shape, dtype="float32"):
+    """A new numpy array in shared host memory (mlc_mem_alloc, as MPI_Alloc_mem):
+    on the shm backend, peers read it in place in large collectives. Its
+    memory is freed with the last array (or tensor, torch.from_numpy) over it."""
+    dt = numpy_dtype(dtype) if not isinstance(dtype, np.dtype) else dtype
+    try:
+        shape = (operator.index(shape),)
+    except TypeError:
+        shape = tuple(operator.index(d) for d in shape)
+    n = 1
+    for d in shape:
+        if d < 0:
+            raise invalid("shared_empty: negative dimension %d in shape %s" % (d, shape))
+        n *= d
+    block = _SharedBlock(n * dt.itemsize)
+    raw = (ctypes.c_char * max(n * dt.itemsize, 1)).from_address(block.ptr)
+    raw._block = block  # the array keeps raw, raw keeps the block
+    return np.frombuffer(raw, dtype=dt, count=n).reshape(shape)
 
 
 def empty_like(x, shape, what):

@@ -185,6 +185,8 @@ _sigs = {
     "mlc_op_name": (ctypes.c_char_p, [c_op]),
     "mlc_op_from_name": (S, [ctypes.c_char_p, ctypes.POINTER(c_op)]),
     "mlc_reduce_local": (S, [vp, vp, sz, c_dtype, c_op]),
+    "mlc_mem_alloc": (S, [sz, pp]),
+    "mlc_mem_free": (S, [vp]),
     "mlc_coll_name": (ctypes.c_char_p, [c_coll]),
     "mlc_comm_init": (S, [ctypes.POINTER(Config), pp]),
     "mlc_comm_init_all": (S, [ctypes.c_int, ctypes.POINTER(Config), pp]),

@@ -98,6 +98,24 @@ def t_allreduce(c):
     eq(c.allreduce(m).shape, (3, 4), "allreduce keeps the shape")
 
 
+def t_shared_memory(c):
+    """Arrays of mlcomm.shared_empty: peers read them in place on shm (large calls)."""
+    p, r = c.size, c.rank
+    n = 100003  # past the engine's 8 KiB slots
+    x = mlcomm.shared_empty(n, "float32")
+    expect(x.shape == (n,) and x.dtype == np.float32 and not x.any(), "shared_empty: a zeroed float32 array")
+    x[:] = val(r, n, "float32")
+    out = mlcomm.shared_empty((n,), np.dtype(np.float32))
+    want = sum(val(q, n, "float64") for q in range(p)).astype(np.float32)
+    eq(c.allreduce(x, out=out), want, "allreduce of shared arrays")
+    eq(c.allreduce(out, out=out), want * p, "allreduce in place of a shared array")
+    g = mlcomm.shared_empty((p, 4, 1000), "int32")
+    eq(c.allgather(np.full((4, 1000), r, np.int32), out=g)[:, 0, 0], np.arange(p), "allgather into a shared array")
+    raises(mlcomm.InvalidArgError, lambda: mlcomm.shared_empty((2, -1)), "shared_empty negative shape")
+    expect(mlcomm.shared_empty((np.int64(2), 3), "int64").shape == (2, 3), "shared_empty of numpy integer dims")
+    del x, out, g  # their blocks are freed (mlc_mem_free) here
+
+
 def t_reduce_bcast(c):
     p, r = c.size, c.rank
     for root in range(p):
@@ -684,7 +702,7 @@ def t_torch(c):
            "torch tensor allgather")
 
 
-CASES = [t_basics, t_allreduce, t_reduce_bcast, t_allgather, t_reduce_scatter_alltoall, t_gather_scatter,
+CASES = [t_basics, t_allreduce, t_shared_memory, t_reduce_bcast, t_allgather, t_reduce_scatter_alltoall, t_gather_scatter,
          t_p2p, t_group, t_store, t_async, t_userop, t_split, t_timeout, t_create_from, t_mesh, t_exchange, t_torch, t_buffer_safety, t_tensor, t_errors]
 
 

@@ -12,11 +12,15 @@
  *    one of several MiB), reductions of three dtype/op pairs;
  *  - one rank's buffers shared and the others' not (the ranks must still
  *    agree on one path: the staged one, or single copy);
- *  - new blocks each call, freed after it, more times than a peer's free log
- *    holds: a peer must never read a freed block's stale mapping, and
- *    unmaps freed blocks (this process's /proc/self/maps).
+ *  - on shm, after a call on shared buffers this process maps a peer's
+ *    block (the call read it in place; this process's /proc/self/maps);
+ *  - ranks that differ in being in place (not part of a call's signature);
+ *  - new blocks each call, freed after it: a peer must never read a freed
+ *    block's stale mapping, and unmaps freed blocks; also after its owner
+ *    freed more blocks between two calls than its free log holds.
  * With MLC_CMA=0 (the ctest variant "nocma") the mapped blocks are the only
  * single copy there is: a block a peer cannot map fails the call.
+ * Runs at 1, 2 and 3 ranks.
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -82,7 +86,7 @@ static int allreduce(mlc_comm_t *comm, bool shared, size_t count, int inplace, s
     CHECK_OK(mlc_allreduce(in, recv, count, dt, op, comm, NULL));
     char where[160];
     CHECK(!mlc_test_memdiff(recv, want, n, es, where, sizeof where),
-          "allreduce of %zu x %s %s (%s, %s buffers): %s", count, mlc_dtype_name(dt), mlc_op_name(op),
+          "allreduce of %zu x %s %s (%s here, %s buffers): %s", count, mlc_dtype_name(dt), mlc_op_name(op),
           inplace ? "in place" : "out of place", shared ? "shared" : "private", where);
     if (!inplace) {
         mlc_tv_fill(dt, op, p, r, seed, want, 0, count);
@@ -95,7 +99,7 @@ static int allreduce(mlc_comm_t *comm, bool shared, size_t count, int inplace, s
     return 0;
 }
 
-static int reduce_scatter(mlc_comm_t *comm, bool shared, size_t count, size_t k, uint32_t seed)
+static int reduce_scatter(mlc_comm_t *comm, bool shared, size_t count, int inplace, size_t k, uint32_t seed)
 {
     int p = mlc_comm_size(comm), r = mlc_comm_rank(comm);
     mlc_dtype_t dt = reductions[k].dt;
@@ -106,10 +110,12 @@ static int reduce_scatter(mlc_comm_t *comm, bool shared, size_t count, size_t k,
     CHECK(send && recv && want, "allocating %zu bytes: %s", n * (size_t)(p + 2), mlc_last_error());
     mlc_tv_fill(dt, op, p, r, seed, send, 0, count * (size_t)p);
     mlc_tv_fill_expected(dt, op, p, seed, want, (size_t)r * count, count);
-    CHECK_OK(mlc_reduce_scatter(send, recv, count, dt, op, comm, NULL));
+    unsigned char *out = inplace ? send + (size_t)r * n : recv;
+    CHECK_OK(mlc_reduce_scatter(send, out, count, dt, op, comm, NULL));
     char where[160];
-    CHECK(!mlc_test_memdiff(recv, want, n, es, where, sizeof where), "reduce_scatter of %zu x %s %s per rank "
-          "(%s buffers): %s", count, mlc_dtype_name(dt), mlc_op_name(op), shared ? "shared" : "private", where);
+    CHECK(!mlc_test_memdiff(out, want, n, es, where, sizeof where), "reduce_scatter of %zu x %s %s per rank "
+          "(%s, %s buffers): %s", count, mlc_dtype_name(dt), mlc_op_name(op), inplace ? "in place" : "out of place",
+          shared ? "shared" : "private", where);
     give(send, sb);
     give(recv, rb);
     mlc_test_free(want);
@@ -160,8 +166,8 @@ static int round_of_calls(mlc_comm_t *comm, size_t count, bool mixed, uint32_t *
     bool shared = !mixed || r == 0;
     for (size_t k = 0; k < NRED; k++)
         for (int inplace = 0; inplace < 2; inplace++) CHECK_RUN(allreduce(comm, shared, count, inplace, k, (*seed)++));
-    CHECK_RUN(reduce_scatter(comm, shared, count / (size_t)p + 1, *seed % NRED, *seed));
-    (*seed)++;
+    for (int inplace = 0; inplace < 2; inplace++, (*seed)++)
+        CHECK_RUN(reduce_scatter(comm, shared, count / (size_t)p + 1, inplace, *seed % NRED, *seed));
     for (int inplace = 0; inplace < 2; inplace++) CHECK_RUN(allgather(comm, shared, count * 4 / (size_t)p, inplace, (*seed)++));
     for (int inplace = 0; inplace < 2; inplace++, (*seed)++)
         CHECK_RUN(broadcast(comm, shared, count * 4 + 3, (int)(*seed % (uint32_t)p), inplace, *seed));
@@ -181,28 +187,108 @@ static int blocks_mapped(void)
     return n;
 }
 
+/* The inode of the shared block mapped at addr in this process (0: none). */
+static uint64_t block_inode(const void *addr)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (!f) return 0;
+    char line[512];
+    uint64_t ino = 0;
+    while (!ino && fgets(line, sizeof line, f)) {
+        unsigned long lo, hi, inode;
+        if (strstr(line, "memfd:mlcomm-mem") && sscanf(line, "%lx-%lx %*s %*s %*s %lu", &lo, &hi, &inode) == 3 &&
+            (uintptr_t)addr >= lo && (uintptr_t)addr < hi)
+            ino = inode;
+    }
+    fclose(f);
+    return ino;
+}
+
+/* Whether this process maps the shared block of that inode. */
+static bool maps_block(uint64_t ino)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (!f) return false;
+    char line[512];
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f)) {
+        unsigned long inode;
+        found = strstr(line, "memfd:mlcomm-mem") && sscanf(line, "%*s %*s %*s %*s %lu", &inode) == 1 && inode == ino;
+    }
+    fclose(f);
+    return found;
+}
+
+/* On shm between processes, after an allreduce of shared buffers this
+ * process maps the next rank's send block: the call read it in place. */
+static int reads_in_place(mlc_comm_t *comm, uint32_t *seed)
+{
+    int p = mlc_comm_size(comm), r = mlc_comm_rank(comm);
+    size_t count = 40001, n = count * 4;
+    void *sb, *rb;
+    unsigned char *send = take(true, n, &sb), *recv = take(true, n, &rb);
+    uint64_t *inodes = mlc_test_alloc((size_t)p * sizeof *inodes), mine = block_inode(sb);
+    CHECK(send && recv && inodes, "allocating 2 x %zu bytes: %s", n, mlc_last_error());
+    CHECK_OK(mlc_allgather(&mine, inodes, 1, MLC_UINT64, comm, NULL));
+    mlc_tv_fill(MLC_FLOAT32, MLC_SUM, p, r, *seed, send, 0, count);
+    CHECK_OK(mlc_allreduce(send, recv, count, MLC_FLOAT32, MLC_SUM, comm, NULL));
+    (*seed)++;
+    if (p > 1 && strcmp(mlc_comm_backend(comm), "shm") == 0)
+        CHECK(mine != 0 && maps_block(inodes[(r + 1) % p]), "after an allreduce of shared buffers this process "
+              "does not map rank %d's send block (inode %llu): the call did not read it in place", (r + 1) % p,
+              (unsigned long long)inodes[(r + 1) % p]);
+    give(send, sb);
+    give(recv, rb);
+    mlc_test_free(inodes);
+    return 0;
+}
+
+/* At most `most` shared blocks mapped here (shm: threads share their maps). */
+static int mapped_at_most(mlc_comm_t *comm, int most, const char *when)
+{
+    int mapped = blocks_mapped();
+    if (strcmp(mlc_comm_backend(comm), "threads") != 0)
+        CHECK(mapped >= 0 && mapped <= most, "%s: %d shared blocks still mapped (at most %d of the last call may be)",
+              when, mapped, most);
+    return 0;
+}
+
 static int body(mlc_comm_t *comm)
 {
     uint32_t seed = 11;
+    static const size_t counts[] = {40001, (1u << 19) + 3}; /* past the 8 KiB slots, a 128 KiB chunk ending mid-way; 2-4 MiB */
     /* One rank alone: on threads a block freed twice could be another rank's by then. */
     CHECK_OK(mlc_barrier(comm, NULL));
     if (mlc_comm_rank(comm) == 0) CHECK_RUN(api_errors(comm));
     CHECK_OK(mlc_barrier(comm, NULL));
-    /* Past the slots (8 KiB), a 128 KiB chunk ending mid-way; 2-4 MiB. */
-    static const size_t counts[] = {40001, (1u << 19) + 3};
     for (size_t i = 0; i < sizeof counts / sizeof *counts; i++) {
         CHECK_RUN(round_of_calls(comm, counts[i], false, &seed));
         CHECK_RUN(round_of_calls(comm, counts[i], true, &seed));
     }
-    /* New blocks every call: past the free log's 255 entries, so peers also
-     * learn of frees they fell behind on. */
+    CHECK_RUN(reads_in_place(comm, &seed));
+    /* Rank 0 in place and the others not, and the other way round: the ranks
+     * must still agree on one protocol. */
+    int p = mlc_comm_size(comm), r = mlc_comm_rank(comm);
+    for (size_t i = 0; i < sizeof counts / sizeof *counts; i++)
+        for (int zero_in_place = 0; zero_in_place < 2; zero_in_place++)
+            CHECK_RUN(allreduce(comm, true, counts[i], (r == 0) == zero_in_place, i % NRED, seed++));
+    /* New blocks every call, freed after it: peers unmap a freed block at
+     * their next lookup, so only the last call's blocks (send and receive of
+     * each peer) may still be mapped here. */
     for (int i = 0; i < 300; i++) CHECK_RUN(allreduce(comm, true, 4096 + (size_t)i, i & 1, (size_t)i % NRED, seed++));
-    /* Peers unmap a freed block at their next call: only the last call's
-     * blocks (send and receive of each peer) may still be mapped here. */
-    int p = mlc_comm_size(comm), mapped = blocks_mapped();
-    if (strcmp(mlc_comm_backend(comm), "threads") != 0) /* threads: the other ranks' live blocks are here too */
-        CHECK(mapped >= 0 && mapped <= 2 * (p - 1), "%d shared blocks still mapped after every block was freed "
-              "(at most %d of the last call may be)", mapped, 2 * (p - 1));
+    CHECK_RUN(mapped_at_most(comm, 2 * (p - 1), "after 300 calls on new blocks"));
+    /* Rank 0 frees more blocks between two calls than its free log holds:
+     * its peers, behind by more than the log, unmap all its blocks. */
+    CHECK_RUN(allreduce(comm, true, 40001, 0, 0, seed++));
+    if (r == 0)
+        for (int i = 0; i < 300; i++) {
+            void *b = NULL;
+            CHECK_OK(mlc_mem_alloc(4096, &b));
+            CHECK_OK(mlc_mem_free(b));
+        }
+    CHECK_OK(mlc_barrier(comm, NULL));
+    CHECK_RUN(allreduce(comm, true, 40001, 0, 0, seed++));
+    CHECK_RUN(mapped_at_most(comm, 2 * (p - 1), "after a peer freed more blocks than its log holds"));
     CHECK(!mlc_test_any_failed(comm, 0), "another rank failed");
     return 0;
 }

@@ -329,6 +329,8 @@ namespace MLFramework.Communication.Native
         [DllImport(Lib)] internal static extern int mlc_exchange_free(IntPtr ex);
 
         // host memory and GPU capabilities (public API added for bindings)
+        [DllImport(Lib)] internal static extern int mlc_mem_alloc(UIntPtr bytes, out IntPtr ptr);
+        [DllImport(Lib)] internal static extern int mlc_mem_free(IntPtr ptr);
         [DllImport(Lib)] internal static extern int mlc_pinned_pool_open(UIntPtr limit, out IntPtr pool);
         [DllImport(Lib)] internal static extern int mlc_pinned_pool_close(IntPtr pool);
         [DllImport(Lib)] internal static extern int mlc_pinned_pool_alloc(IntPtr pool, UIntPtr bytes, out IntPtr ptr);

@@ -26,6 +26,26 @@ namespace MLFramework.Tests
             return b + (r < extra ? 1 : 0);
         }
 
+        /// <summary>An all-reduce of tensors in shared host memory (read in place by peers on shm).</summary>
+        public static void SharedStorageAllReduce(ICommunicator c)
+        {
+            int p = c.WorldSize, r = c.Rank;
+            const int n = 100003; // past the engine's 8 KiB slots
+            var mine = Enumerable.Range(0, n).Select(i => (float)((r + 1) * (i % 7))).ToArray();
+            using (var storage = new SharedHostStorage(4L * n))
+            {
+                var t = new Tensor(storage, DType.Float32, n);
+                System.Runtime.InteropServices.Marshal.Copy(mine, 0, storage.Acquire(), n);
+                var sum = R(c.AllReduceAsync(t, ReduceOperation.Sum));
+                Assert.IsInstanceOf<SharedHostStorage>(sum.Storage, "a result over shared storage is shared storage");
+                var got = sum.ToArray<float>();
+                float ranks = p * (p + 1) / 2;
+                for (int i = 0; i < n; i++)
+                    if (got[i] != ranks * (i % 7)) Assert.Fail("shared all-reduce [" + i + "]: " + got[i] + ", expected " + ranks * (i % 7));
+                ((IDisposable)sum.Storage).Dispose();
+            }
+        }
+
         public static void AllReduce(ICommunicator c)
         {
             int p = c.WorldSize, r = c.Rank;

@@ -218,6 +218,22 @@ namespace MLFramework.Tests.Mock
         }
 
         [Test]
+        public void SharedHostStorageAllocatesAndFrees()
+        {
+            var s = new SharedHostStorage(1000);
+            Assert.AreEqual(1000, s.ByteLength);
+            IntPtr p = s.Acquire();
+            Assert.AreNotEqual(IntPtr.Zero, p);
+            Assert.AreEqual(0, System.Runtime.InteropServices.Marshal.ReadByte(p, 999), "a new block is zeroed");
+            using (var like = (SharedHostStorage)s.AllocateLike(64)) Assert.AreEqual(64, like.ByteLength);
+            s.Dispose();
+            s.Dispose(); // a second Dispose does nothing
+            Assert.Throws<ObjectDisposedException>(() => s.Acquire());
+            Assert.Throws<ArgumentException>(() => new SharedHostStorage(-1));
+            Threads.Run(2, Checks.SharedStorageAllReduce); // threads: the blocks are plain memory
+        }
+
+        [Test]
         public void GPUDirectDetection()
         {
             foreach (var cap in new[] { GPUDirectManager.Rdma, GPUDirectManager.PeerAccess, GPUDirectManager.Ipc, GPUDirectManager.CudaAwareMpi })

@@ -16,6 +16,7 @@ namespace MLFramework.Tests.Ranks
         [Test] public void Broadcast() { Checks.Broadcast(World.Comm); }
         [Test] public void ManyInFlight() { Checks.ManyInFlight(World.Comm); }
         [Test] public void ReduceScatter() { Checks.ReduceScatter(World.Comm); }
+        [Test] public void SharedStorageAllReduce() { Checks.SharedStorageAllReduce(World.Comm); }
         [TearDown] public void NoPinsLeft() { Assert.AreEqual(0, ManagedStorage.LivePins); }
     }
 

@@ -88,37 +88,6 @@ static void copy_result(const eng_comm_t *ec, void *dst, const void *src, size_t
 
 enum { F_PUB, F_DONE1, F_READY, F_DONE2 };
 
-/* Comm rank r's n bytes at addr, in place: its shared block (mlc_mem_alloc)
- * mapped here. NULL when r published none for that buffer (ref->size 0) or
- * it cannot be mapped; then the caller reads by single copy, or, where
- * there is none, fails with the reason. */
-static const char *peer_in_place(const eng_comm_t *ec, int r, uint64_t addr, const mlc_shmem_ref_t *ref, size_t n,
-                                 mlc_status_t *st)
-{
-    *st = MLC_SUCCESS;
-    if (!ref->size) return NULL;
-    char why[200];
-    const char *p = eng_peer_view(ec->ep, ec->world_of[r], ref, addr, n, why, sizeof why);
-    if (!p && !ec->cma_all)
-        *st = mlc_error(MLC_ERR_SYSTEM, "cannot map rank %d's shared buffer (mlc_mem_alloc): %s; and single-copy "
-                        "reads are not available here (MLC_CMA)", r, why);
-    return p;
-}
-
-/* Copy n bytes at addr of comm rank r's buffer (shared block ref) to dst:
- * from its mapped block when it has one, else by single copy. */
-static mlc_status_t peer_read(const eng_comm_t *ec, int r, uint64_t addr, const mlc_shmem_ref_t *ref, void *dst,
-                              size_t n, bool stream)
-{
-    if (n == 0) return MLC_SUCCESS;
-    mlc_status_t st;
-    const char *src = peer_in_place(ec, r, addr, ref, n, &st);
-    if (st != MLC_SUCCESS) return st;
-    if (!src) return eng_rndv_copy(ec->ep, ec->world_of[r], addr, dst, n);
-    copy_streamed_if(stream, dst, src, n);
-    return MLC_SUCCESS;
-}
-
 static inline eng_slot_t *slot_of(const eng_comm_t *ec, int r)
 {
     return &ec->slots[ec->world_of[r]];
@@ -324,6 +293,66 @@ static size_t payload_bytes(const mlc_request_t *req)
     return n;
 }
 
+/* A peer's buffer of this call, read in place or by single copy. */
+enum { PEER_SEND, PEER_RECV };
+
+/* Byte `at` of comm rank r's send or receive buffer of this call, in place:
+ * its shared block (mlc_mem_alloc) mapped here. NULL when r published no
+ * block for that buffer or it cannot be mapped; then the caller reads by
+ * single copy, or, where there is none, the call fails on every member
+ * with the reason. Peers read only after comparing the calls: r's buffer
+ * has the length this rank's has. */
+static const char *peer_in_place(const mlc_request_t *req, int r, int which, size_t at, mlc_status_t *st)
+{
+    eng_comm_t *ec = req->comm->impl;
+    const eng_slot_t *s = slot_of(ec, r);
+    const mlc_shmem_ref_t *ref = which == PEER_RECV ? &s->rref : &s->sref;
+    *st = MLC_SUCCESS;
+    if (!ref->size) return NULL;
+    uint64_t buf = which == PEER_RECV ? s->raddr : s->saddr;
+    size_t len = which == PEER_RECV ? req->args.count * req->args.esize : payload_bytes(req);
+    char why[200];
+    const char *p = eng_peer_view(ec->ep, ec->world_of[r], ref, buf, len, at, why, sizeof why);
+    if (!p && !ec->cma_all) {
+        char msg[320];
+        snprintf(msg, sizeof msg, "%s: cannot map rank %d's shared buffer (mlc_mem_alloc): %s; and single-copy reads "
+                 "are not available here (MLC_CMA)", mlc_coll_name(req->coll), r, why);
+        *st = eng_fail_comm(ec, MLC_ERR_SYSTEM, msg); /* the peers wait for this rank's reads: fail them too */
+        mlc_error(*st, "%s", msg);
+    }
+    return p;
+}
+
+/* Copy n bytes at byte `at` of comm rank r's send or receive buffer to dst by single copy. */
+static mlc_status_t single_copy(const mlc_request_t *req, int r, int which, size_t at, void *dst, size_t n)
+{
+    const eng_comm_t *ec = req->comm->impl;
+    const eng_slot_t *s = slot_of(ec, r);
+    return eng_rndv_copy(ec->ep, ec->world_of[r], (which == PEER_RECV ? s->raddr : s->saddr) + at, dst, n);
+}
+
+/* The same from its mapped block when it has one, else by single copy. */
+static mlc_status_t peer_read(const mlc_request_t *req, int r, int which, size_t at, void *dst, size_t n, bool stream)
+{
+    if (n == 0) return MLC_SUCCESS;
+    mlc_status_t st;
+    const char *src = peer_in_place(req, r, which, at, &st);
+    if (st != MLC_SUCCESS) return st;
+    if (!src) return single_copy(req, r, which, at, dst, n);
+    copy_streamed_if(stream, dst, src, n);
+    return MLC_SUCCESS;
+}
+
+/* Bytes [at, at + n) of comm rank r's send buffer: in place, else copied
+ * into bounce; NULL (and *st) on failure. */
+static const char *peer_send_bytes(const mlc_request_t *req, int r, size_t at, size_t n, char *bounce, mlc_status_t *st)
+{
+    const char *p = peer_in_place(req, r, PEER_SEND, at, st);
+    if (p || *st != MLC_SUCCESS) return p;
+    *st = single_copy(req, r, PEER_SEND, at, bounce, n);
+    return *st == MLC_SUCCESS ? bounce : NULL;
+}
+
 /* Whether a call takes the quick path (its payload fits an announcement line). */
 static bool quick_fits(const mlc_request_t *req)
 {
@@ -456,7 +485,6 @@ void eng_direct_cancel(eng_comm_t *ec, eng_direct_t *d)
  * the cache, and streamed out to acc from there. */
 static mlc_status_t reduce_block(mlc_request_t *req, size_t off, size_t len, char *acc, char *bounce, bool stream)
 {
-    eng_comm_t *ec = req->comm->impl;
     const mlc_args_t *a = &req->args;
     int p = req->comm->size, me = req->comm->rank;
     size_t chunk = CHUNK_BYTES / a->esize * a->esize;
@@ -469,13 +497,9 @@ static mlc_status_t reduce_block(mlc_request_t *req, size_t off, size_t len, cha
             if (r == me) {
                 src[r] = (const char *)a->sendbuf + off + c;
             } else {
-                char *dst = r == 0 ? b0 : b1;
-                const eng_slot_t *s = slot_of(ec, r);
                 mlc_status_t st;
-                src[r] = peer_in_place(ec, r, s->saddr + off + c, &s->sref, n, &st);
-                if (!src[r] && st == MLC_SUCCESS) st = eng_rndv_copy(ec->ep, ec->world_of[r], s->saddr + off + c, dst, n);
-                if (st != MLC_SUCCESS) return st;
-                if (!src[r]) src[r] = dst;
+                src[r] = peer_send_bytes(req, r, off + c, n, r == 0 ? b0 : b1, &st);
+                if (!src[r]) return st;
             }
         }
         if (p == 1) {
@@ -488,12 +512,8 @@ static mlc_status_t reduce_block(mlc_request_t *req, size_t off, size_t len, cha
             if (r == me) {
                 b = (const char *)a->sendbuf + off + c;
             } else {
-                const eng_slot_t *s = slot_of(ec, r);
                 mlc_status_t st;
-                b = peer_in_place(ec, r, s->saddr + off + c, &s->sref, n, &st);
-                if (!b && st == MLC_SUCCESS) st = eng_rndv_copy(ec->ep, ec->world_of[r], s->saddr + off + c, b1, n);
-                if (st != MLC_SUCCESS) return st;
-                if (!b) b = b1;
+                if (!(b = peer_send_bytes(req, r, off + c, n, b1, &st))) return st;
             }
             mlc_reduce_apply3(out, b, out, n / a->esize, a->dtype, a->op);
         }
@@ -1178,7 +1198,8 @@ static bool stage_allgather_waits_for(const mlc_request_t *req, const eng_direct
 
 /* ---- allreduce of shared buffers, out of place ------------------------------ */
 
-/* Every rank's send and receive buffers are shared blocks (shared_buffers):
+/* Every rank's send and receive buffers are shared blocks (shared_buffers)
+ * and no rank is in place (none_in_place):
  * each rank reduces its slice chunk by chunk, reading its peers' send
  * buffers in place, and counts the chunks in its `reduced` progress word;
  * between its own chunks, and after them, it copies the chunks its peers
@@ -1191,6 +1212,17 @@ static size_t slice_chunks(const mlc_request_t *req, int r, size_t chunk, size_t
     slice(req->args.count, req->comm->size, r, lo, &len);
     *bytes = len * req->args.esize;
     return (*bytes + chunk - 1) / chunk;
+}
+
+/* Whether every rank's call is out of place: an in-place rank must not write
+ * its receive (= send) buffer before every peer has read it, so ranks that
+ * differ take the two-phase path together. Read after pub: all agree. */
+static bool none_in_place(const mlc_request_t *req)
+{
+    const eng_comm_t *ec = req->comm->impl;
+    for (int r = 0; r < req->comm->size; r++)
+        if (slot_of(ec, r)->inplace) return false;
+    return true;
 }
 
 /* The peer whose chunks this rank copies now: d->part counts the peers done. */
@@ -1224,8 +1256,8 @@ static int shared_allreduce(mlc_request_t *req, eng_direct_t *d)
             if (ready > theirs) ready = theirs;
             if (ready > d->out) {
                 size_t from = (size_t)d->out * chunk, to = ready == theirs ? rbytes : (size_t)ready * chunk;
-                st = peer_read(ec, r, slot_of(ec, r)->raddr + rlo * es + from, &slot_of(ec, r)->rref,
-                               (char *)a->recvbuf + rlo * es + from, to - from, false);
+                st = peer_read(req, r, PEER_RECV, rlo * es + from, (char *)a->recvbuf + rlo * es + from, to - from,
+                               false);
                 if (st != MLC_SUCCESS) return st;
                 d->out = ready;
                 moved = true;
@@ -1270,6 +1302,7 @@ static int large_progress(mlc_request_t *req, eng_direct_t *d)
         mine->saddr = (uint64_t)(uintptr_t)a->sendbuf;
         mine->raddr = (uint64_t)(uintptr_t)a->recvbuf;
         publish_blocks(req, mine);
+        mine->inplace = a->inplace;
         mine->via_stage = req->coll == MLC_COLL_BROADCAST && me == a->root && stages_bcast(req) && !mine->sref.size;
         /* A progress word tells ops apart by 24 bits of v only: one left from
          * op v - k * 2^24 (no staged op between) would read as op v's. Peers
@@ -1304,8 +1337,7 @@ static int large_progress(mlc_request_t *req, eng_direct_t *d)
                 d->stage = 6;
                 return stage_out(req, d);
             }
-            st = peer_read(ec, a->root, slot_of(ec, a->root)->saddr, &slot_of(ec, a->root)->sref, a->recvbuf, n,
-                           streams(ec, n));
+            st = peer_read(req, a->root, PEER_SEND, 0, a->recvbuf, n, streams(ec, n));
             if (st != MLC_SUCCESS) return st;
             raise_flag(ec, F_DONE2, v);
             return 1;
@@ -1324,7 +1356,7 @@ static int large_progress(mlc_request_t *req, eng_direct_t *d)
                     if (!a->inplace) copy_result(ec, dst, a->sendbuf, n);
                     continue;
                 }
-                st = peer_read(ec, r, slot_of(ec, r)->saddr, &slot_of(ec, r)->sref, dst, n, streams(ec, n));
+                st = peer_read(req, r, PEER_SEND, 0, dst, n, streams(ec, n));
                 if (st != MLC_SUCCESS) return st;
             }
             raise_flag(ec, F_DONE2, v);
@@ -1346,7 +1378,7 @@ static int large_progress(mlc_request_t *req, eng_direct_t *d)
             return p == 2 ? stage_allgather(req, d) : stage_allreduce(req, d);
         }
         if ((st = take_scratch(req, d)) != MLC_SUCCESS) return st;
-        if (shared && !a->inplace) {
+        if (shared && none_in_place(req)) {
             d->stage = 9;
             return shared_allreduce(req, d);
         }
@@ -1379,8 +1411,7 @@ static int large_progress(mlc_request_t *req, eng_direct_t *d)
             if (!flag_at_least(ec, r, F_READY, v)) return 0;
             size_t lo, len;
             slice(a->count, p, r, &lo, &len);
-            st = peer_read(ec, r, slot_of(ec, r)->raddr + lo * es, &slot_of(ec, r)->rref, (char *)a->recvbuf + lo * es,
-                           len * es, false);
+            st = peer_read(req, r, PEER_RECV, lo * es, (char *)a->recvbuf + lo * es, len * es, false);
             if (st != MLC_SUCCESS) return st;
         }
         raise_flag(ec, F_DONE2, v);

@@ -139,6 +139,7 @@ typedef struct eng_slot {
     uint64_t saddr, raddr;
     mlc_shmem_ref_t sref, rref; /* the shared blocks (mlc_mem_alloc) saddr and raddr lie in; size 0: none */
     uint32_t via_stage;         /* large broadcast root: streams op pub through its stage */
+    uint32_t inplace;           /* op pub is in place here (ranks may differ: it is not in the signature) */
     atomic_uint left;           /* this rank freed the communicator (liveness.c); slot areas are never reused */
     mlc_sig_t sig;              /* the direct call this rank published with pub (names both sides) */
     struct eng_board {          /* every call this rank started, the latest ENG_BOARD by call number */
@@ -412,11 +413,12 @@ bool eng_p2p_quiet(eng_ep_t *ep);
 mlc_status_t eng_rndv_copy(eng_ep_t *ep, int src, uint64_t addr, void *dst, size_t bytes);
 
 /* --- peers' shared blocks (peer_mem.c; caller holds ep->lock) --------------- */
-/* A read-only local pointer to bytes [addr, addr + len) of world rank w's
- * shared block ref, mapped on first use; NULL with the reason in why when it
- * cannot be. Threads, and this rank: addr itself. */
-const void *eng_peer_view(eng_ep_t *ep, int w, const mlc_shmem_ref_t *ref, uint64_t addr, size_t len, char *why,
-                          size_t whylen);
+/* A read-only local pointer to byte `at` of world rank w's buffer [buf,
+ * buf + buf_len) in its shared block ref, the block mapped and the buffer's
+ * pages read once on first use; NULL with the reason in why when it cannot
+ * be. Threads, and this rank: buf + at itself. */
+const void *eng_peer_view(eng_ep_t *ep, int w, const mlc_shmem_ref_t *ref, uint64_t buf, size_t buf_len, size_t at,
+                          char *why, size_t whylen);
 /* Unmap every peer's block (endpoint release). */
 void eng_peer_views_free(eng_ep_t *ep);
 

@@ -2,12 +2,16 @@
 /*
  * Peers' shared blocks (mlc_mem_alloc, base/shared_mem.h) mapped into this
  * process, read-only, so a direct collective reads a peer's buffer in place
- * (direct.c). A block is opened as /proc/<pid>/fd/<fd> of its owner, checked
- * to be the file the owner published (inode, size), mapped with its pages
- * populated in one call (faulting 4 KiB pages one by one is slow on some
- * VMs), and kept for later calls: up to ENG_VIEWS blocks, the least recently
- * used unmapped first, and every block its owner freed unmapped at the next
- * lookup of that owner (the owner's free log).
+ * (direct.c). A block is opened as /proc/<pid>/fd/<fd> of its owner,
+ * checked to be the file the owner published (device, inode, size), mapped,
+ * and kept for later calls: up to VIEWS_PER_PEER blocks per peer, its least
+ * recently used unmapped first, and every block its owner freed unmapped at
+ * the next lookup of that owner (the owner's free log).
+ *
+ * Only the pages of the buffers calls name are faulted in, when a call
+ * first reads its buffer: a buffer may be a small range of a large block
+ * (an arena), and reading a page of a shared file that its owner never
+ * wrote allocates it.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -19,24 +23,36 @@
 #include <unistd.h>
 #include "engine.h"
 
-#define ENG_VIEWS 64
+/* An out-of-place allreduce reads two blocks of each peer; a few more stay
+ * mapped for the calls that alternate between buffers. */
+#define VIEWS_PER_PEER 4
+/* Page ranges of a view already read once (touch_range); when they are
+ * all taken, the smallest gives way. */
+#define TOUCHED_RANGES 4
+
+typedef struct range {
+    uint64_t lo, hi; /* byte offsets into the block, page-aligned */
+} range_t;
 
 typedef struct view {
-    int w;            /* owner's world rank; -1 = free entry */
+    bool live;
     uint64_t id, base, size;
     const char *map;
     uint64_t used;    /* lookup count at the last use (LRU) */
+    range_t touched[TOUCHED_RANGES];
 } view_t;
 
-typedef struct peer_log {
+typedef struct peer {
+    view_t v[VIEWS_PER_PEER];
     const mlc_shmem_log_t *log; /* the owner's free log, mapped; NULL = not yet */
-    uint64_t ino;
+    uint64_t log_ino;
     uint64_t seen;              /* its frees when this process last looked */
-} peer_log_t;
+    uint64_t failed_id;         /* a block that could not be mapped (0: none): not tried again */
+    char failed_why[160];
+} peer_t;
 
 struct eng_views {
-    view_t v[ENG_VIEWS];
-    peer_log_t *logs; /* per world rank */
+    peer_t *peers; /* per world rank */
     uint64_t clock;
 };
 
@@ -60,12 +76,12 @@ static int open_peer_fd(pid_t pid, int fd, uint64_t dev, uint64_t ino, uint64_t 
     return f;
 }
 
-static const void *map_peer_fd(pid_t pid, int fd, uint64_t dev, uint64_t ino, uint64_t size, int flags, char *why,
+static const void *map_peer_fd(pid_t pid, int fd, uint64_t dev, uint64_t ino, uint64_t size, char *why,
                                size_t len)
 {
     int f = open_peer_fd(pid, fd, dev, ino, size, why, len);
     if (f < 0) return NULL;
-    void *p = mmap(NULL, size, PROT_READ, MAP_SHARED | flags, f, 0);
+    void *p = mmap(NULL, size, PROT_READ, MAP_SHARED, f, 0);
     int e = errno;
     close(f);
     if (p == MAP_FAILED) {
@@ -76,21 +92,51 @@ static const void *map_peer_fd(pid_t pid, int fd, uint64_t dev, uint64_t ino, ui
     return p;
 }
 
-/* Read one byte of every page: on a VM with shadow page tables the first
- * read of a page through a new mapping traps to the hypervisor even when
- * its entry exists (a 512 KiB allreduce at fresh offsets of 128 MiB shared
- * buffers: 320 us against 85); pay that once here, not inside a call. */
-static void touch_pages(const void *m, size_t size)
+/* Read one byte of every page of [lo, hi) of the view: this faults the pages
+ * in and, on a VM with shadow page tables, pays the trap that the first
+ * read of each page through a new mapping costs there even once its entry
+ * exists (a 512 KiB allreduce at fresh offsets of 128 MiB shared buffers:
+ * 320 us against 77 with the pages read before), once per page, not once
+ * per call. */
+static void touch_pages(const view_t *v, uint64_t lo, uint64_t hi)
 {
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    const volatile char *p = m;
-    for (size_t off = 0; off < size; off += page) (void)p[off];
+    const volatile char *p = (const volatile char *)v->map;
+    for (uint64_t off = lo; off < hi; off += page) (void)p[off];
+}
+
+/* Make sure every page of bytes [lo, hi) of the view was read once, and
+ * record the range (merged with those it overlaps or adjoins). */
+static void touch_range(view_t *v, uint64_t lo, uint64_t hi)
+{
+    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    lo = lo / page * page;
+    hi = (hi + page - 1) / page * page;
+    for (int i = 0; i < TOUCHED_RANGES; i++)
+        if (v->touched[i].lo <= lo && hi <= v->touched[i].hi) return; /* the usual case: read before */
+    touch_pages(v, lo, hi); /* only the request: pages read before are cheap to read again */
+    range_t *slot = NULL;
+    for (int i = 0; i < TOUCHED_RANGES; i++) {
+        range_t *t = &v->touched[i];
+        if (t->hi > t->lo && t->lo <= hi && lo <= t->hi) {
+            if (t->lo < lo) lo = t->lo;
+            if (t->hi > hi) hi = t->hi;
+            t->lo = t->hi = 0;
+        }
+        if (t->hi == t->lo && !slot) slot = t;
+    }
+    if (!slot) { /* all taken: the smallest gives way (its pages are only read once more) */
+        slot = &v->touched[0];
+        for (int i = 1; i < TOUCHED_RANGES; i++)
+            if (v->touched[i].hi - v->touched[i].lo < slot->hi - slot->lo) slot = &v->touched[i];
+    }
+    *slot = (range_t){lo, hi};
 }
 
 static void unmap_view(view_t *v)
 {
     munmap((void *)v->map, v->size);
-    v->w = -1;
+    memset(v, 0, sizeof *v);
 }
 
 static struct eng_views *views_of(eng_ep_t *ep)
@@ -98,12 +144,11 @@ static struct eng_views *views_of(eng_ep_t *ep)
     if (ep->views) return ep->views;
     struct eng_views *vs = calloc(1, sizeof *vs);
     if (!vs) return NULL;
-    vs->logs = calloc((size_t)ep->wsize, sizeof *vs->logs);
-    if (!vs->logs) {
+    vs->peers = calloc((size_t)ep->wsize, sizeof *vs->peers);
+    if (!vs->peers) {
         free(vs);
         return NULL;
     }
-    for (int i = 0; i < ENG_VIEWS; i++) vs->v[i].w = -1;
     ep->views = vs;
     return vs;
 }
@@ -117,39 +162,41 @@ static bool logged_free(const mlc_shmem_log_t *log, uint64_t from, uint64_t to, 
 }
 
 /* Map owner w's free log if needed and unmap its blocks freed since the last look. */
-static bool sync_frees(eng_ep_t *ep, struct eng_views *vs, int w, const mlc_shmem_ref_t *ref, char *why, size_t len)
+static bool sync_frees(eng_ep_t *ep, peer_t *pe, int w, const mlc_shmem_ref_t *ref, char *why, size_t len)
 {
-    peer_log_t *pl = &vs->logs[w];
-    if (!pl->log || pl->ino != ref->log_ino) {
-        const void *m = map_peer_fd(ep->pids[w], ref->log_fd, ref->dev /* every memfd's */, ref->log_ino, sizeof(mlc_shmem_log_t), 0, why,
+    if (!pe->log || pe->log_ino != ref->log_ino) {
+        /* every memfd lives on one internal mount: the log's device is the block's */
+        const void *m = map_peer_fd(ep->pids[w], ref->log_fd, ref->dev, ref->log_ino, sizeof(mlc_shmem_log_t), why,
                                     len);
         if (!m) return false;
-        if (pl->log) munmap((void *)pl->log, sizeof(mlc_shmem_log_t));
-        pl->log = m;
-        pl->ino = ref->log_ino;
-        pl->seen = 0; /* views of this owner were all made before: check them against its whole log */
+        if (pe->log) munmap((void *)pe->log, sizeof(mlc_shmem_log_t));
+        pe->log = m;
+        pe->log_ino = ref->log_ino;
+        pe->seen = 0; /* check the views of this owner against its whole log */
     }
-    uint64_t frees = atomic_load_explicit(&pl->log->frees, memory_order_acquire);
-    if (frees == pl->seen) return true;
-    for (int i = 0; i < ENG_VIEWS; i++) {
-        view_t *v = &vs->v[i];
-        if (v->w != w) continue;
-        /* Fallen behind further than the log holds: forget every block of w. */
-        if (frees - pl->seen > MLC_SHMEM_LOG || logged_free(pl->log, pl->seen, frees, v->id)) unmap_view(v);
+    uint64_t frees = atomic_load_explicit(&pe->log->frees, memory_order_acquire);
+    if (frees == pe->seen) return true;
+    bool behind = frees - pe->seen > MLC_SHMEM_LOG;
+    for (int i = 0; i < VIEWS_PER_PEER; i++) {
+        view_t *v = &pe->v[i];
+        if (v->live && (behind || logged_free(pe->log, pe->seen, frees, v->id))) unmap_view(v);
     }
-    /* The owner may have logged past what was read meanwhile, overwriting entries: then forget them all. */
-    if (atomic_load_explicit(&pl->log->frees, memory_order_acquire) - pl->seen > MLC_SHMEM_LOG)
-        for (int i = 0; i < ENG_VIEWS; i++)
-            if (vs->v[i].w == w) unmap_view(&vs->v[i]);
-    pl->seen = frees;
+    /* The owner may have logged more meanwhile, overwriting entries just
+     * read (a seqlock read): then forget all of this owner's blocks. */
+    atomic_thread_fence(memory_order_acquire);
+    if (atomic_load_explicit(&pe->log->frees, memory_order_relaxed) - pe->seen > MLC_SHMEM_LOG)
+        for (int i = 0; i < VIEWS_PER_PEER; i++)
+            if (pe->v[i].live) unmap_view(&pe->v[i]);
+    pe->seen = frees;
     return true;
 }
 
-const void *eng_peer_view(eng_ep_t *ep, int w, const mlc_shmem_ref_t *ref, uint64_t addr, size_t len, char *why,
-                          size_t whylen)
+const void *eng_peer_view(eng_ep_t *ep, int w, const mlc_shmem_ref_t *ref, uint64_t buf, size_t buf_len, size_t at,
+                          char *why, size_t whylen)
 {
-    if (ep->threads || w == ep->wrank) return (const void *)(uintptr_t)addr;
-    if (ref->size == 0 || addr < ref->base || addr - ref->base > ref->size || len > ref->size - (addr - ref->base)) {
+    if (ep->threads || w == ep->wrank) return (const void *)(uintptr_t)(buf + at);
+    if (ref->size == 0 || buf < ref->base || buf - ref->base > ref->size ||
+        buf_len > ref->size - (buf - ref->base) || at > buf_len) {
         snprintf(why, whylen, "the buffer is not inside the block rank %d published", w);
         return NULL;
     }
@@ -158,34 +205,47 @@ const void *eng_peer_view(eng_ep_t *ep, int w, const mlc_shmem_ref_t *ref, uint6
         snprintf(why, whylen, "out of memory");
         return NULL;
     }
-    if (!sync_frees(ep, vs, w, ref, why, whylen)) return NULL;
-    vs->clock++;
-    view_t *lru = &vs->v[0];
-    for (int i = 0; i < ENG_VIEWS; i++) {
-        view_t *v = &vs->v[i];
-        if (v->w == w && v->id == ref->id && v->base == ref->base && v->size == ref->size) {
-            v->used = vs->clock;
-            return v->map + (addr - ref->base);
-        }
-        if (lru->w >= 0 && (v->w < 0 || v->used < lru->used)) lru = v;
+    peer_t *pe = &vs->peers[w];
+    if (pe->failed_id == ref->id) {
+        snprintf(why, whylen, "%s", pe->failed_why);
+        return NULL;
     }
-    const void *m = map_peer_fd(ep->pids[w], ref->fd, ref->dev, ref->ino, ref->size, MAP_POPULATE, why, whylen);
-    if (!m) return NULL;
-    touch_pages(m, ref->size);
-    if (lru->w >= 0) unmap_view(lru);
-    *lru = (view_t){w, ref->id, ref->base, ref->size, m, vs->clock};
-    return lru->map + (addr - ref->base);
+    uint64_t off = buf - ref->base;
+    if (!sync_frees(ep, pe, w, ref, why, whylen)) goto failed;
+    vs->clock++;
+    view_t *lru = &pe->v[0];
+    for (int i = 0; i < VIEWS_PER_PEER; i++) {
+        view_t *v = &pe->v[i];
+        if (v->live && v->id == ref->id && v->base == ref->base && v->size == ref->size) {
+            v->used = vs->clock;
+            touch_range(v, off, off + buf_len);
+            return v->map + off + at;
+        }
+        if (lru->live && (!v->live || v->used < lru->used)) lru = v;
+    }
+    const void *m = map_peer_fd(ep->pids[w], ref->fd, ref->dev, ref->ino, ref->size, why, whylen);
+    if (!m) goto failed;
+    if (lru->live) unmap_view(lru);
+    *lru = (view_t){.live = true, .id = ref->id, .base = ref->base, .size = ref->size, .map = m, .used = vs->clock};
+    touch_range(lru, off, off + buf_len);
+    return lru->map + off + at;
+failed: /* remembered: every chunk of the call would try again */
+    pe->failed_id = ref->id;
+    snprintf(pe->failed_why, sizeof pe->failed_why, "%s", why);
+    return NULL;
 }
 
 void eng_peer_views_free(eng_ep_t *ep)
 {
     struct eng_views *vs = ep->views;
     if (!vs) return;
-    for (int i = 0; i < ENG_VIEWS; i++)
-        if (vs->v[i].w >= 0) unmap_view(&vs->v[i]);
-    for (int w = 0; w < ep->wsize; w++)
-        if (vs->logs[w].log) munmap((void *)vs->logs[w].log, sizeof(mlc_shmem_log_t));
-    free(vs->logs);
+    for (int w = 0; w < ep->wsize; w++) {
+        peer_t *pe = &vs->peers[w];
+        for (int i = 0; i < VIEWS_PER_PEER; i++)
+            if (pe->v[i].live) unmap_view(&pe->v[i]);
+        if (pe->log) munmap((void *)pe->log, sizeof(mlc_shmem_log_t));
+    }
+    free(vs->peers);
     free(vs);
     ep->views = NULL;
 }

@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Pinned memory, GPU-direct detection, algorithm selection and profiling,
-// each backed by libmlcomm (its pinned pool, its detection, its selector and
-// its per-collective statistics).
+// Pinned memory, shared host memory, GPU-direct detection, algorithm
+// selection and profiling, each backed by libmlcomm (its pinned pool,
+// mlc_mem_alloc, its detection, its selector and its per-collective
+// statistics).
 using System;
 using System.Collections.Generic;
 using System.Diagnostics;
 using System.Linq;
 using System.Runtime.InteropServices;
+using System.Threading;
 using System.Threading.Tasks;
 using MLFramework.Communication.Backends;
 using MLFramework.Communication.Native;
@@ -117,6 +119,45 @@ namespace MLFramework.Communication.Optimizations
                 Mlc.mlc_pinned_pool_close(_pool);
                 _pool = IntPtr.Zero;
             }
+        }
+    }
+
+    /// <summary>
+    /// Host memory that the other ranks of this host read in place (mlc_mem_alloc,
+    /// as MPI_Alloc_mem): on the shm backend large collectives over such tensors
+    /// copy nothing through shared memory. Results of collectives over it are
+    /// shared storage too. Dispose frees the block (a finalizer does, if not).
+    /// </summary>
+    public sealed class SharedHostStorage : ITensorStorage, IDisposable
+    {
+        private IntPtr _ptr;
+        private readonly long _bytes;
+
+        public SharedHostStorage(long bytes)
+        {
+            if (bytes < 0) throw new ArgumentException("bytes must be >= 0, got " + bytes);
+            NativeLoader.Ensure();
+            CommunicationException.Check(Mlc.mlc_mem_alloc((UIntPtr)(ulong)bytes, out _ptr));
+            _bytes = bytes;
+        }
+        ~SharedHostStorage() { Free(); }
+
+        public DeviceType Device { get { return DeviceType.CPU; } }
+        public int DeviceIndex { get { return -1; } }
+        public long ByteLength { get { return _bytes; } }
+        public Array ManagedArray { get { return null; } }
+        public IntPtr Acquire()
+        {
+            if (_ptr == IntPtr.Zero) throw new ObjectDisposedException("SharedHostStorage");
+            return _ptr;
+        }
+        public void Release() { }
+        public ITensorStorage AllocateLike(long bytes) { return new SharedHostStorage(bytes); }
+        public void Dispose() { Free(); GC.SuppressFinalize(this); }
+        private void Free()
+        {
+            IntPtr p = Interlocked.Exchange(ref _ptr, IntPtr.Zero);
+            if (p != IntPtr.Zero) Mlc.mlc_mem_free(p);
         }
     }
 
