@@ -779,17 +779,19 @@ MLC_API mlc_status_t mlc_pinned_pool_info(mlc_pinned_pool_t *pool, mlc_pinned_in
 /**
  * Host memory that the other ranks of this host read in place (as
  * MPI_Alloc_mem or ncclMemAlloc): at least `bytes` bytes, page-aligned,
- * zeroed. Use it like malloc'd memory with any backend; on the shm backend,
- * a large allreduce or allgather whose buffers (every rank's) lie in such
- * blocks reads peers' data with plain loads, with no copy through shared
- * memory and no process_vm_readv (docs/ENGINE.md, "Shared buffers"); so do
- * a large broadcast (the root's buffer) and reduce-scatter where the
- * engine's own algorithm takes them (single copy allowed, MLC_CMA). A
- * buffer may be any range inside one block; a peer faults in only the
- * buffers calls name. A peer keeps a block it read mapped until the owner
- * frees it (it sees the free at its next large call, or when it frees its
- * communicators). Each block holds one file descriptor while it lives.
- * Thread-safe. Errors: INVALID_ARG (ptr NULL), NO_MEMORY.
+ * zeroed. Use it like malloc'd memory with any backend. On the shm backend,
+ * a large broadcast (the root's buffer), allgather, reduce-scatter or
+ * allreduce whose buffers (every rank's) lie in such blocks reads peers'
+ * data with plain loads, with no copy through shared memory and no
+ * process_vm_readv, where the engine's own algorithm takes the call: with
+ * single copy allowed (MLC_CMA), or, an allreduce or allgather, where the
+ * ranks have stages (docs/ENGINE.md, "Shared buffers"). A buffer may be
+ * any range inside one block; a peer faults in only the buffers calls
+ * name. A peer keeps the blocks it read mapped (up to four per owner) and
+ * unmaps those the owner freed when a later call reads a block of that
+ * owner, or when it frees its communicators. Each block holds one file
+ * descriptor while it lives. Thread-safe. Errors: INVALID_ARG (ptr NULL),
+ * NO_MEMORY.
  */
 MLC_API mlc_status_t mlc_mem_alloc(size_t bytes, void **ptr);
 /** Free a block of mlc_mem_alloc; NULL is a no-op. Errors: INVALID_ARG (not such a block, or freed already). */

@@ -244,6 +244,8 @@ def shared_empty(shape, dtype="float32"):
     """A new numpy array in shared host memory (mlc_mem_alloc, as MPI_Alloc_mem):
     on the shm backend, peers read it in place in large collectives. Its
     memory is freed with the last array (or tensor, torch.from_numpy) over it."""
+    if np is None:
+        raise invalid("shared_empty needs numpy (apt-get install python3-numpy)")
     dt = numpy_dtype(dtype) if not isinstance(dtype, np.dtype) else dtype
     try:
         shape = (operator.index(shape),)

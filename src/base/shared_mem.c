@@ -115,6 +115,8 @@ mlc_status_t mlc_shmem_free(void *ptr)
     atomic_store(&live, nblocks);
     /* Logged before the unmap: a peer that maps the block now still reads valid memory (its own mapping). */
     uint64_t k = atomic_load_explicit(&free_log->frees, memory_order_relaxed);
+    /* A seqlock write: a reader that sees this entry also sees the count before it. */
+    atomic_thread_fence(memory_order_release);
     atomic_store_explicit(&free_log->freed[k % MLC_SHMEM_LOG], b.id, memory_order_relaxed);
     atomic_store_explicit(&free_log->frees, k + 1, memory_order_release);
     pthread_mutex_unlock(&lock);

@@ -19,12 +19,17 @@
  *    block's stale mapping, and unmaps freed blocks; also after its owner
  *    freed more blocks between two calls than its free log holds.
  * With MLC_CMA=0 (the ctest variant "nocma") the mapped blocks are the only
- * single copy there is: a block a peer cannot map fails the call.
+ * single copy there is: a rank that cannot map a peer's block (here: out of
+ * file descriptors) fails the call on every member, naming the reason,
+ * instead of leaving its peers to wait.
  * Runs at 1, 2 and 3 ranks.
  */
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 #include "harness.h"
 #include "testdata.h"
 
@@ -253,6 +258,45 @@ static int mapped_at_most(mlc_comm_t *comm, int most, const char *when)
     return 0;
 }
 
+/* MLC_CMA=0 on shm: rank 1 cannot open a file while it calls (its
+ * descriptor limit lowered to the lowest free one), so it cannot map its
+ * peers' blocks; every member's call fails with the reason, on a
+ * communicator of its own. */
+static int unmappable_fails_all(mlc_comm_t *comm, uint32_t *seed)
+{
+    const char *cma = getenv("MLC_CMA");
+    int p = mlc_comm_size(comm), r = mlc_comm_rank(comm);
+    if (p < 2 || strcmp(mlc_comm_backend(comm), "shm") != 0 || !cma || strcmp(cma, "0") != 0) return 0;
+    mlc_comm_t *sub = NULL;
+    CHECK_OK(mlc_comm_split(comm, 0, r, &sub));
+    size_t count = 40001, n = count * 4;
+    void *sb, *rb;
+    unsigned char *send = take(true, n, &sb), *recv = take(true, n, &rb);
+    CHECK(send && recv, "allocating 2 x %zu bytes: %s", n, mlc_last_error());
+    mlc_tv_fill(MLC_FLOAT32, MLC_SUM, p, r, *seed, send, 0, count);
+    (*seed)++;
+    struct rlimit old = {0, 0};
+    if (r == 1) {
+        int lowest = dup(0);
+        CHECK(lowest >= 0 && getrlimit(RLIMIT_NOFILE, &old) == 0, "dup / getrlimit failed");
+        close(lowest);
+        struct rlimit low = old;
+        low.rlim_cur = (rlim_t)lowest;
+        CHECK(setrlimit(RLIMIT_NOFILE, &low) == 0, "setrlimit(RLIMIT_NOFILE, %d) failed", lowest);
+    }
+    mlc_status_t st = mlc_allreduce(send, recv, count, MLC_FLOAT32, MLC_SUM, sub, NULL);
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", mlc_last_error());
+    if (r == 1) CHECK(setrlimit(RLIMIT_NOFILE, &old) == 0, "restoring RLIMIT_NOFILE failed");
+    CHECK(st == MLC_ERR_SYSTEM && strstr(msg, "cannot map rank"), "an allreduce where rank 1 cannot map its "
+          "peers' shared blocks (MLC_CMA=0) returned %s here, not MLC_ERR_SYSTEM naming it: %s", mlc_status_name(st),
+          msg);
+    mlc_comm_free(sub); /* failed: its status is the failure's */
+    give(send, sb);
+    give(recv, rb);
+    return 0;
+}
+
 static int body(mlc_comm_t *comm)
 {
     uint32_t seed = 11;
@@ -289,6 +333,7 @@ static int body(mlc_comm_t *comm)
     CHECK_OK(mlc_barrier(comm, NULL));
     CHECK_RUN(allreduce(comm, true, 40001, 0, 0, seed++));
     CHECK_RUN(mapped_at_most(comm, 2 * (p - 1), "after a peer freed more blocks than its log holds"));
+    CHECK_RUN(unmappable_fails_all(comm, &seed));
     CHECK(!mlc_test_any_failed(comm, 0), "another rank failed");
     return 0;
 }

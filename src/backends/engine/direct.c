@@ -313,7 +313,10 @@ static const char *peer_in_place(const mlc_request_t *req, int r, int which, siz
     size_t len = which == PEER_RECV ? req->args.count * req->args.esize : payload_bytes(req);
     char why[200];
     const char *p = eng_peer_view(ec->ep, ec->world_of[r], ref, buf, len, at, why, sizeof why);
-    if (!p && !ec->cma_all) {
+    if (!p && !ec->cma_all && eng_fail_posted(ec)) {
+        /* A peer failed first (and may have freed its blocks since): its reason. */
+        *st = eng_fail_adopt(ec) != MLC_SUCCESS ? mlc_comm_check(req->comm) : MLC_ERR_INTERNAL;
+    } else if (!p && !ec->cma_all) {
         char msg[320];
         snprintf(msg, sizeof msg, "%s: cannot map rank %d's shared buffer (mlc_mem_alloc): %s; and single-copy reads "
                  "are not available here (MLC_CMA)", mlc_coll_name(req->coll), r, why);

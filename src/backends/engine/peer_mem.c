@@ -47,8 +47,9 @@ typedef struct peer {
     const mlc_shmem_log_t *log; /* the owner's free log, mapped; NULL = not yet */
     uint64_t log_ino;
     uint64_t seen;              /* its frees when this process last looked */
-    uint64_t failed_id;         /* a block that could not be mapped (0: none): not tried again */
-    char failed_why[160];
+    uint64_t failed[VIEWS_PER_PEER]; /* blocks that could not be mapped (0: none), not tried again */
+    int failed_next;
+    char failed_why[160];        /* the latest failure's reason */
 } peer_t;
 
 struct eng_views {
@@ -176,7 +177,8 @@ static bool sync_frees(eng_ep_t *ep, peer_t *pe, int w, const mlc_shmem_ref_t *r
     }
     uint64_t frees = atomic_load_explicit(&pe->log->frees, memory_order_acquire);
     if (frees == pe->seen) return true;
-    bool behind = frees - pe->seen > MLC_SHMEM_LOG;
+    /* frees - seen == MLC_SHMEM_LOG: the owner may be overwriting entry `seen` already. */
+    bool behind = frees - pe->seen >= MLC_SHMEM_LOG;
     for (int i = 0; i < VIEWS_PER_PEER; i++) {
         view_t *v = &pe->v[i];
         if (v->live && (behind || logged_free(pe->log, pe->seen, frees, v->id))) unmap_view(v);
@@ -184,7 +186,7 @@ static bool sync_frees(eng_ep_t *ep, peer_t *pe, int w, const mlc_shmem_ref_t *r
     /* The owner may have logged more meanwhile, overwriting entries just
      * read (a seqlock read): then forget all of this owner's blocks. */
     atomic_thread_fence(memory_order_acquire);
-    if (atomic_load_explicit(&pe->log->frees, memory_order_relaxed) - pe->seen > MLC_SHMEM_LOG)
+    if (atomic_load_explicit(&pe->log->frees, memory_order_relaxed) - pe->seen >= MLC_SHMEM_LOG)
         for (int i = 0; i < VIEWS_PER_PEER; i++)
             if (pe->v[i].live) unmap_view(&pe->v[i]);
     pe->seen = frees;
@@ -206,10 +208,11 @@ const void *eng_peer_view(eng_ep_t *ep, int w, const mlc_shmem_ref_t *ref, uint6
         return NULL;
     }
     peer_t *pe = &vs->peers[w];
-    if (pe->failed_id == ref->id) {
-        snprintf(why, whylen, "%s", pe->failed_why);
-        return NULL;
-    }
+    for (int i = 0; i < VIEWS_PER_PEER; i++)
+        if (pe->failed[i] == ref->id) {
+            snprintf(why, whylen, "%s", pe->failed_why);
+            return NULL;
+        }
     uint64_t off = buf - ref->base;
     if (!sync_frees(ep, pe, w, ref, why, whylen)) goto failed;
     vs->clock++;
@@ -229,8 +232,8 @@ const void *eng_peer_view(eng_ep_t *ep, int w, const mlc_shmem_ref_t *ref, uint6
     *lru = (view_t){.live = true, .id = ref->id, .base = ref->base, .size = ref->size, .map = m, .used = vs->clock};
     touch_range(lru, off, off + buf_len);
     return lru->map + off + at;
-failed: /* remembered: every chunk of the call would try again */
-    pe->failed_id = ref->id;
+failed: /* remembered (the last few blocks): every chunk of a call would try again */
+    pe->failed[pe->failed_next++ % VIEWS_PER_PEER] = ref->id;
     snprintf(pe->failed_why, sizeof pe->failed_why, "%s", why);
     return NULL;
 }
