@@ -48,7 +48,7 @@ typedef struct peer {
     uint64_t log_ino;
     uint64_t seen;              /* its frees when this process last looked */
     uint64_t failed[VIEWS_PER_PEER]; /* blocks that could not be mapped (0: none), not tried again */
-    int failed_next;
+    unsigned failed_next;
     char failed_why[160];        /* the latest failure's reason */
 } peer_t;
 
