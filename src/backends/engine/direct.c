@@ -60,6 +60,12 @@
  * result is reduced into (stream_copy.h), then the accumulator when in place. */
 #define SCRATCH_CHUNKS 3
 
+/* CHUNK_BYTES in whole elements of esize bytes. */
+static size_t reduce_chunk(size_t esize)
+{
+    return CHUNK_BYTES / esize * esize;
+}
+
 /* Whether this rank writes a result of `bytes` that no peer reads (its own
  * block of an allgather, a reduce_scatter's block) with streaming stores.
  * Not a slice peers read next (allreduce): they find it in the caches
@@ -296,6 +302,12 @@ static size_t payload_bytes(const mlc_request_t *req)
 /* A peer's buffer of this call, read in place or by single copy. */
 enum { PEER_SEND, PEER_RECV };
 
+/* Its address in the peer's process. */
+static uint64_t peer_buf(const eng_slot_t *s, int which)
+{
+    return which == PEER_RECV ? s->raddr : s->saddr;
+}
+
 /* Byte `at` of comm rank r's send or receive buffer of this call, in place:
  * its shared block (mlc_mem_alloc) mapped here. NULL when r published no
  * block for that buffer or it cannot be mapped; then the caller reads by
@@ -309,7 +321,7 @@ static const char *peer_in_place(const mlc_request_t *req, int r, int which, siz
     const mlc_shmem_ref_t *ref = which == PEER_RECV ? &s->rref : &s->sref;
     *st = MLC_SUCCESS;
     if (!ref->size) return NULL;
-    uint64_t buf = which == PEER_RECV ? s->raddr : s->saddr;
+    uint64_t buf = peer_buf(s, which);
     size_t len = which == PEER_RECV ? req->args.count * req->args.esize : payload_bytes(req);
     char why[200];
     const char *p = eng_peer_view(ec->ep, ec->world_of[r], ref, buf, len, at, why, sizeof why);
@@ -331,7 +343,7 @@ static mlc_status_t single_copy(const mlc_request_t *req, int r, int which, size
 {
     const eng_comm_t *ec = req->comm->impl;
     const eng_slot_t *s = slot_of(ec, r);
-    return eng_rndv_copy(ec->ep, ec->world_of[r], (which == PEER_RECV ? s->raddr : s->saddr) + at, dst, n);
+    return eng_rndv_copy(ec->ep, ec->world_of[r], peer_buf(s, which) + at, dst, n);
 }
 
 /* The same from its mapped block when it has one, else by single copy. */
@@ -383,7 +395,7 @@ static mlc_status_t take_scratch(mlc_request_t *req, eng_direct_t *d)
     size_t lo, len = req->args.count;
     if (req->coll == MLC_COLL_ALLREDUCE) slice(req->args.count, req->comm->size, req->comm->rank, &lo, &len);
     size_t acc = len * req->args.esize;
-    size_t chunk = CHUNK_BYTES / req->args.esize * req->args.esize;
+    size_t chunk = reduce_chunk(req->args.esize);
     /* From the communicator's cache (base/scratch.h): a fresh block of this
      * size would fault in every page (an in-place 128 MiB all-reduce took
      * 3.5x as long). */
@@ -490,7 +502,7 @@ static mlc_status_t reduce_block(mlc_request_t *req, size_t off, size_t len, cha
 {
     const mlc_args_t *a = &req->args;
     int p = req->comm->size, me = req->comm->rank;
-    size_t chunk = CHUNK_BYTES / a->esize * a->esize;
+    size_t chunk = reduce_chunk(a->esize);
     char *b0 = bounce, *b1 = bounce + chunk;
     for (size_t c = 0; c < len; c += chunk) {
         size_t n = len - c < chunk ? len - c : chunk;
@@ -1239,7 +1251,7 @@ static int shared_allreduce(mlc_request_t *req, eng_direct_t *d)
     eng_comm_t *ec = req->comm->impl;
     const mlc_args_t *a = &req->args;
     int p = req->comm->size;
-    size_t es = a->esize, chunk = CHUNK_BYTES / es * es, lo, bytes;
+    size_t es = a->esize, chunk = reduce_chunk(es), lo, bytes;
     size_t mine = slice_chunks(req, req->comm->rank, chunk, &lo, &bytes);
     mlc_status_t st;
     for (;;) {
@@ -1282,7 +1294,7 @@ static int shared_allreduce(mlc_request_t *req, eng_direct_t *d)
 static bool shared_allreduce_waits_for(const mlc_request_t *req, const eng_direct_t *d, int r)
 {
     const eng_comm_t *ec = req->comm->impl;
-    size_t lo, bytes, chunk = CHUNK_BYTES / req->args.esize * req->args.esize;
+    size_t lo, bytes, chunk = reduce_chunk(req->args.esize);
     if (d->part >= req->comm->size - 1 || r != shared_allreduce_peer(req, d)) return false;
     size_t theirs = slice_chunks(req, r, chunk, &lo, &bytes);
     return progress_of(&slot_of(ec, r)->reduced, d->v) < (d->out + 1 < theirs ? d->out + 1 : theirs);
@@ -1296,7 +1308,7 @@ static int large_progress(mlc_request_t *req, eng_direct_t *d)
     eng_slot_t *mine = slot_of(ec, me);
     size_t es = a->esize, n = a->count * es;
     uint64_t v = d->v;
-    size_t chunk = CHUNK_BYTES / es * es;
+    size_t chunk = reduce_chunk(es);
     mlc_status_t st;
     int k;
     switch (d->stage) {

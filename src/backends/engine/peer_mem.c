@@ -110,11 +110,12 @@ static void touch_pages(const view_t *v, uint64_t lo, uint64_t hi)
  * record the range (merged with those it overlaps or adjoins). */
 static void touch_range(view_t *v, uint64_t lo, uint64_t hi)
 {
+    /* Ranges are whole pages: [lo, hi) lies in one exactly when its pages do. */
+    for (int i = 0; i < TOUCHED_RANGES; i++)
+        if (v->touched[i].lo <= lo && hi <= v->touched[i].hi) return; /* the usual case: read before */
     uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
     lo = lo / page * page;
     hi = (hi + page - 1) / page * page;
-    for (int i = 0; i < TOUCHED_RANGES; i++)
-        if (v->touched[i].lo <= lo && hi <= v->touched[i].hi) return; /* the usual case: read before */
     touch_pages(v, lo, hi); /* only the request: pages read before are cheap to read again */
     range_t *slot = NULL;
     for (int i = 0; i < TOUCHED_RANGES; i++) {
