@@ -110,6 +110,7 @@ void diff_fill_reduced(const diff_op_t *op, const diff_comm_t *c, size_t first, 
 typedef struct diff_buf {
     unsigned char *mem, *p, *want;
     size_t bytes, pre, post;
+    bool shared;     /* mem is a block of mlc_mem_alloc (DIFF_MEMORY), not malloc's */
     bool check_body; /* compare the body with want (else only the guards) */
     size_t check_lo, check_hi; /* the bytes of the body compared (check_hi 0: all) */
     char name[24];

@@ -4,6 +4,11 @@
  * and after it, and an expected content (want) for the body. The body starts
  * as a stale pattern, so a region the call must not write keeps it, and a
  * region it must write cannot match by accident.
+ *
+ * DIFF_MEMORY says where buffers live: malloc (the default); shared, every
+ * buffer in a block of mlc_mem_alloc (which peers on shm read in place);
+ * mixed, each buffer one or the other by its tag (so ranks differ within
+ * one call).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +19,16 @@
 
 static unsigned char guard_byte(size_t i) { return (unsigned char)(0xA5 ^ (i * 29)); }
 
+static bool in_shared_block(uint64_t tag)
+{
+    const char *m = getenv("DIFF_MEMORY");
+    if (!m || strcmp(m, "malloc") == 0) return false;
+    if (strcmp(m, "shared") == 0) return true;
+    if (strcmp(m, "mixed") == 0) return diff_hash3(tag, 0x5ea, 0) & 1;
+    fprintf(stderr, "diff: DIFF_MEMORY=%s is none of malloc, shared, mixed\n", m);
+    abort();
+}
+
 void diff_buf_alloc(diff_buf_t *b, const char *name, size_t bytes, size_t post_guard, uint64_t tag)
 {
     memset(b, 0, sizeof *b);
@@ -21,7 +36,15 @@ void diff_buf_alloc(diff_buf_t *b, const char *name, size_t bytes, size_t post_g
     b->bytes = bytes;
     b->pre = PRE_GUARD;
     b->post = post_guard > 64 ? post_guard : 64;
-    b->mem = malloc(b->pre + bytes + b->post);
+    b->shared = in_shared_block(tag);
+    if (b->shared) {
+        if (mlc_mem_alloc(b->pre + bytes + b->post, (void **)&b->mem) != MLC_SUCCESS) {
+            fprintf(stderr, "diff: mlc_mem_alloc of %zu bytes: %s\n", b->pre + bytes + b->post, mlc_last_error());
+            abort();
+        }
+    } else {
+        b->mem = malloc(b->pre + bytes + b->post);
+    }
     b->want = malloc(bytes ? bytes : 1);
     if (!b->mem || !b->want) {
         fprintf(stderr, "diff: out of memory for %zu bytes\n", bytes);
@@ -40,7 +63,14 @@ void diff_buf_alloc(diff_buf_t *b, const char *name, size_t bytes, size_t post_g
 
 void diff_buf_free(diff_buf_t *b)
 {
-    free(b->mem);
+    if (b->shared) {
+        if (mlc_mem_free(b->mem) != MLC_SUCCESS) {
+            fprintf(stderr, "diff: mlc_mem_free: %s\n", mlc_last_error());
+            abort();
+        }
+    } else {
+        free(b->mem);
+    }
     free(b->want);
     memset(b, 0, sizeof *b);
 }

@@ -17,6 +17,7 @@
  *   --verbose     [DIFF_VERBOSE=1] world rank 0 prints every step
  *   --hang S      [DIFF_HANG]      a step still running after S seconds (default 60) ends the process,
  *                                  naming it (so does a crash)
+ *                 [DIFF_MEMORY]    malloc (default), shared or mixed: where buffers live (diff_bufs.c)
  * plus the harness's --threads N. A failure prints the sequence, step, rank,
  * the operation, the first differing element (got and expected) and the
  * command that replays it, e.g.
@@ -199,7 +200,7 @@ static void print_replay(mlc_comm_t *world, int step)
     int p = mlc_comm_size(world);
     char env[512] = "";
     size_t used = 0;
-    static const char *const vars[] = {"MLC_CMA", "MLC_TIMEOUT", "MLC_CHECK"};
+    static const char *const vars[] = {"MLC_CMA", "MLC_TIMEOUT", "MLC_CHECK", "MLC_STAGES", "DIFF_MEMORY"};
     for (mlc_coll_t c = 0; c < MLC_COLL_SEND; c++)
         if (env_algo(c)) used += (size_t)snprintf(env + used, sizeof env - used, "MLC_ALGO_%s=%s ",
                                                    mlc_coll_name(c), env_algo(c));
