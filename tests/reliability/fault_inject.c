@@ -3,7 +3,11 @@
  * Fault injection on the shm backend: trials of 2..4 ranks run a random
  * sequence of operations (allreduce, broadcast, allgather, alltoall,
  * reduce_scatter, barrier, p2p ring, probe ring, iprobe ring, split + an
- * allreduce on the half) and one rank, the victim, is hit at a random point
+ * allreduce on the half, all of 256 bytes; and large ones past the slots: a
+ * 4 MiB allreduce of shared blocks (mlc_mem_alloc, read in place by peers),
+ * a 1 MiB-per-rank allgather and a 4 MiB in-place broadcast of malloc'd
+ * buffers, which go through the stages or single copy) and one rank, the
+ * victim, is hit at a random point
  * (0..13.5 ms after init began, or 0..300 us after it entered a random
  * operation; a fast victim may be further on by then, never past the final
  * barrier) by
@@ -57,10 +61,11 @@
 #define MAX_RANKS 4
 #define MAX_OPS 8
 #define COUNT 64
+#define LARGE_COUNT (1 << 20) /* int32: the large operations' elements */
 
 enum { KILL, STOP, ABORT, EXIT, KINDS };
 static const char *const kind_name[] = {"kill", "stop", "abort", "exit"};
-static const char op_letters[] = "ABGTRWPQIS";
+static const char op_letters[] = "ABGTRWPQISLMK";
 static const char *op_name(char c)
 {
     switch (c) {
@@ -74,6 +79,9 @@ static const char *op_name(char c)
     case 'Q': return "probe ring";
     case 'I': return "iprobe ring";
     case 'S': return "split";
+    case 'L': return "large allreduce (shared blocks)";
+    case 'M': return "large allgather";
+    case 'K': return "large broadcast (in place)";
     case 'F': return "final barrier";
     default: return "init";
     }
@@ -208,6 +216,9 @@ static void on_term(int sig)
 
 static char first_error[1024]; /* set where a later call would replace the failing one's message */
 static int32_t sbuf[MAX_RANKS * COUNT], rbuf[MAX_RANKS * COUNT];
+/* The large operations' buffers: shared blocks (lsend, lrecv) and malloc'd
+ * (big: a whole allgather's result). */
+static int32_t *lsend, *lrecv, *big;
 
 /* Ring exchange with the neighbours; how the message is found depends on c. */
 static mlc_status_t ring(mlc_comm_t *c, char how, int tag)
@@ -257,6 +268,11 @@ static mlc_status_t run_op(char c, int i, mlc_comm_t **sub, int *in_sub)
     case 'T': return mlc_alltoall(sbuf, rbuf, COUNT / MAX_RANKS, MLC_INT32, world, NULL);
     case 'R': return mlc_reduce_scatter(sbuf, rbuf, COUNT / MAX_RANKS, MLC_INT32, MLC_SUM, world, NULL);
     case 'W': return mlc_barrier(world, NULL);
+    case 'L': return mlc_allreduce(lsend, lrecv, LARGE_COUNT, MLC_INT32, MLC_SUM, world, NULL);
+    case 'M': /* in place: this rank's block where the result puts it */
+        return mlc_allgather(big + (size_t)mlc_comm_rank(world) * (LARGE_COUNT / MAX_RANKS), big,
+                             LARGE_COUNT / MAX_RANKS, MLC_INT32, world, NULL);
+    case 'K': return mlc_broadcast(big, big, LARGE_COUNT, MLC_INT32, i % p, world, NULL);
     case 'P':
     case 'Q':
     case 'I': return ring(world, c, 100 + i);
@@ -297,6 +313,15 @@ static int rank_main(const char *spec_text)
     snprintf(name, sizeof name, "p%d", my_rank);
     write_file(out_dir, name, text);
     for (int i = 0; i < MAX_RANKS * COUNT; i++) sbuf[i] = my_rank + i;
+    if (strpbrk(sp.ops, "LMK")) {
+        if (mlc_mem_alloc(LARGE_COUNT * sizeof(int32_t), (void **)&lsend) != MLC_SUCCESS ||
+            mlc_mem_alloc(LARGE_COUNT * sizeof(int32_t), (void **)&lrecv) != MLC_SUCCESS ||
+            !(big = malloc(LARGE_COUNT * sizeof(int32_t)))) {
+            fprintf(stderr, "fault_inject: rank %d: no memory for the large operations\n", my_rank);
+            return 2;
+        }
+        for (int i = 0; i < LARGE_COUNT; i++) lsend[i] = big[i] = my_rank + i;
+    }
     snprintf(term_path, sizeof term_path, "%s/r%d", out_dir, my_rank);
     snprintf(term_tmp, sizeof term_tmp, "%s/.r%d", out_dir, my_rank);
     signal(SIGTERM, on_term);

@@ -17,6 +17,11 @@
  *   combine_freed    victim frees the communicator and exits 0; survivors in mlc_combine
  *   group_kill       victim SIGKILLed; survivors in mlc_group_end of a group that
  *                    sends to and receives from it (blocking forms)
+ *   shared_kill      buffers in shared blocks (mlc_mem_alloc): the victim starts a
+ *                    4 MiB allreduce (publishing its blocks) and is SIGKILLed;
+ *                    the survivors enter it 0.2 s later and find its blocks gone
+ *   shared_kill_nocma  the same without single copy (MLC_CMA=0), so nothing
+ *                    but the blocks could reach the victim's data
  *
  * Each survivor prints "rank R: SCENARIO: STATUS after T s: message" (T is
  * from the start of its wait; the victim leaves 0.1 s after the barrier) and
@@ -41,9 +46,12 @@
 #define TAG 7
 #define LEAVE_AFTER_MS 100
 #define BOUND_S 10.0 /* generous: the promise is 2 s, the machine may be loaded */
+#define SHARED_COUNT (1 << 20) /* floats: a large allreduce, past the slots */
 
 static const char *const scenarios[] = {"probe_kill",  "iprobe_kill",  "split_kill",    "freed_exit", "freed_exit_coll",
-                                        "freed_alive", "combine_kill", "combine_freed", "group_kill", NULL};
+                                        "freed_alive", "combine_kill", "combine_freed", "group_kill", "shared_kill", "shared_kill_nocma",
+                                        NULL};
+static float *shared_send, *shared_recv; /* the shared_* scenarios' blocks */
 
 static void add_op(const void *in, void *inout, void *ctx)
 {
@@ -64,6 +72,11 @@ static int names_rank(const char *msg, int who)
 
 static void victim(const char *scen, mlc_comm_t *comm)
 {
+    if (strncmp(scen, "shared", 6) == 0) { /* dies inside the call, its blocks published */
+        mlc_request_t *req = NULL;
+        mlc_allreduce(shared_send, shared_recv, SHARED_COUNT, MLC_FLOAT32, MLC_SUM, comm, &req);
+        raise(SIGKILL);
+    }
     mlc_test_sleep_ms(LEAVE_AFTER_MS);
     if (strstr(scen, "kill")) raise(SIGKILL);
     mlc_comm_free(comm);
@@ -93,6 +106,10 @@ static mlc_status_t survivor_wait(const char *scen, mlc_comm_t *comm, int r)
     }
     if (strncmp(scen, "combine", 7) == 0) return mlc_combine(&v, &v, 1, sizeof v, add_op, 0, NULL, comm);
     if (strcmp(scen, "freed_exit_coll") == 0) return mlc_allreduce(&v, &v, 1, MLC_INT32, MLC_SUM, comm, NULL);
+    if (strncmp(scen, "shared", 6) == 0) {
+        mlc_test_sleep_ms(2 * LEAVE_AFTER_MS);
+        return mlc_allreduce(shared_send, shared_recv, SHARED_COUNT, MLC_FLOAT32, MLC_SUM, comm, NULL);
+    }
     bool poll = strcmp(scen, "iprobe_kill") == 0 || (strcmp(scen, "freed_exit") == 0 && r == 2);
     if (poll) {
         if (r == 2 && strcmp(scen, "freed_exit") == 0) src = VICTIM;
@@ -118,6 +135,13 @@ static mlc_status_t survivor_wait(const char *scen, mlc_comm_t *comm, int r)
 static int run_rank(const char *scen)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
+    if (strstr(scen, "nocma")) setenv("MLC_CMA", "0", 1);
+    if (strncmp(scen, "shared", 6) == 0 &&
+        (mlc_mem_alloc(SHARED_COUNT * sizeof(float), (void **)&shared_send) != MLC_SUCCESS ||
+         mlc_mem_alloc(SHARED_COUNT * sizeof(float), (void **)&shared_recv) != MLC_SUCCESS)) {
+        printf("mlc_mem_alloc: %s\n", mlc_last_error());
+        return 2;
+    }
     mlc_comm_t *comm = NULL;
     mlc_status_t st = mlc_comm_init(NULL, &comm);
     if (st != MLC_SUCCESS) {
@@ -160,6 +184,8 @@ static int run_rank(const char *scen)
     }
     if (!bad) printf("rank %d: ok\n", r);
     mlc_comm_free(comm);
+    mlc_mem_free(shared_send);
+    mlc_mem_free(shared_recv);
     return bad;
 }
 

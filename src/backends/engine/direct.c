@@ -308,6 +308,10 @@ static uint64_t peer_buf(const eng_slot_t *s, int which)
     return which == PEER_RECV ? s->raddr : s->saddr;
 }
 
+/* A block its owner published that cannot be opened is most often a dying
+ * owner's: its files close before the backend can tell it is gone. */
+#define OWNER_GRACE_S 0.05
+
 /* Byte `at` of comm rank r's send or receive buffer of this call, in place:
  * its shared block (mlc_mem_alloc) mapped here. NULL when r published no
  * block for that buffer or it cannot be mapped; then the caller reads by
@@ -329,10 +333,17 @@ static const char *peer_in_place(const mlc_request_t *req, int r, int which, siz
         /* A peer failed first (and may have freed its blocks since): its reason. */
         *st = eng_fail_adopt(ec) != MLC_SUCCESS ? mlc_comm_check(req->comm) : MLC_ERR_INTERNAL;
     } else if (!p && !ec->cma_all) {
-        char msg[320];
-        snprintf(msg, sizeof msg, "%s: cannot map rank %d's shared buffer (mlc_mem_alloc): %s; and single-copy reads "
-                 "are not available here (MLC_CMA)", mlc_coll_name(req->coll), r, why);
-        *st = eng_fail_comm(ec, MLC_ERR_SYSTEM, msg); /* the peers wait for this rank's reads: fail them too */
+        /* The peers wait for this rank's reads: fail them too, with the reason. */
+        char msg[320], note[224], gone[160];
+        if (eng_peer_gone_within(ec->ep, ec->world_of[r], OWNER_GRACE_S, gone, sizeof gone) != ENG_ALIVE) {
+            snprintf(note, sizeof note, "peer rank %d %s", r, gone);
+            snprintf(msg, sizeof msg, "rank %d: %s", req->comm->rank, note);
+            *st = eng_fail_comm_note(ec, MLC_ERR_PEER_LOST, msg, note);
+        } else {
+            snprintf(msg, sizeof msg, "%s: cannot map rank %d's shared buffer (mlc_mem_alloc): %s; and single-copy "
+                     "reads are not available here (MLC_CMA)", mlc_coll_name(req->coll), r, why);
+            *st = eng_fail_comm(ec, MLC_ERR_SYSTEM, msg);
+        }
         mlc_error(*st, "%s", msg);
     }
     return p;

@@ -372,6 +372,10 @@ enum { ENG_ALIVE = 0, ENG_DIED = 1, ENG_FREED = 2 };
  * completes "peer rank N ...". Asks the backend's peer_dead at most every few
  * ms per peer. Caller holds ep->lock. */
 int eng_peer_gone(eng_ep_t *ep, int w, char *why, size_t len);
+/* The same, asked again every millisecond for up to max_s while w seems
+ * alive: for evidence that w may be dying (its files closed, as when a
+ * block of it cannot be opened any more). Caller holds ep->lock. */
+int eng_peer_gone_within(eng_ep_t *ep, int w, double max_s, char *why, size_t len);
 /* This rank frees ec: members still waiting for it there learn that it left. */
 void eng_member_leave(eng_comm_t *ec);
 /* Record that this rank is alive and checking (the timeout's "heard from"). */

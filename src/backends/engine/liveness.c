@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "base/clock.h"
 #include "engine.h"
 #include "base/error.h"
@@ -65,6 +66,18 @@ int eng_peer_gone(eng_ep_t *ep, int w, char *why, size_t len)
     if (!ep->dead[w]) return ENG_ALIVE;
     snprintf(why, len, "is gone (%s)", ep->dead_why[w]);
     return ENG_DIED;
+}
+
+int eng_peer_gone_within(eng_ep_t *ep, int w, double max_s, char *why, size_t len)
+{
+    double until = mlc_now() + max_s;
+    for (;;) {
+        ep->live_at[w] = 0; /* ask the backend now, not at its next turn */
+        int gone = eng_peer_gone(ep, w, why, len);
+        if (gone != ENG_ALIVE || mlc_now() >= until) return gone;
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
+    }
 }
 
 void eng_member_leave(eng_comm_t *ec)

@@ -249,11 +249,13 @@ mlc_status_t eng_rndv_copy(eng_ep_t *ep, int src, uint64_t addr, void *dst, size
             /* A peer's memory goes away when the job is failing: it died, or it
              * left this collective because another rank died. Report the death. */
             char why[128];
-            for (int w = 0; ep->peer_dead && w < ep->wsize; w++)
+            for (int i = 0; ep->peer_dead && i < ep->wsize; i++) {
+                int w = (src + i) % ep->wsize; /* the source first: others may have ended since, normally */
                 if (w != ep->wrank && ep->peer_dead(ep, w, why, sizeof why))
                     return mlc_error(MLC_ERR_PEER_LOST, "single-copy read of %zu bytes from rank %d failed (%s): "
                                      "world rank %d is gone (%s)", bytes - done, src, err ? strerror(err) : "no progress",
                                      w, why);
+            }
             return mlc_error(err == ESRCH ? MLC_ERR_PEER_LOST : MLC_ERR_SYSTEM,
                              "single-copy read of %zu bytes from rank %d (pid %d) failed: %s", bytes - done, src,
                              (int)ep->pids[src], err ? strerror(err) : "no progress");
