@@ -15,6 +15,10 @@
  *  - on shm, after a call on shared buffers this process maps a peer's
  *    block (the call read it in place; this process's /proc/self/maps);
  *  - ranks that differ in being in place (not part of a call's signature);
+ *  - point-to-point past the eager size from shared blocks (a ring; again
+ *    with the receive posted after the message arrived, from any source,
+ *    shorter than it: MLC_ERR_TRUNCATE): on shm the receiver maps the
+ *    sender's block;
  *  - new blocks each call, freed after it: a peer must never read a freed
  *    block's stale mapping, and unmaps freed blocks; also after its owner
  *    freed more blocks between two calls than its free log holds.
@@ -248,6 +252,58 @@ static int reads_in_place(mlc_comm_t *comm, uint32_t *seed)
     return 0;
 }
 
+/* A ring of sends past the eager size (16 KiB) from shared blocks, at an
+ * offset inside them: each rank's receive, posted first, gets its
+ * predecessor's data; posted once the message waits (probe), from any
+ * source and shorter than it, it fails with MLC_ERR_TRUNCATE. On shm the
+ * receiver then maps the sender's block (it read it in place). */
+static int p2p_ring(mlc_comm_t *comm, uint32_t *seed)
+{
+    int p = mlc_comm_size(comm), r = mlc_comm_rank(comm), next = (r + 1) % p, prev = (r + p - 1) % p;
+    size_t count = 300001, n = count * 4;
+    void *sb, *rb;
+    unsigned char *send = take(true, n, &sb), *recv = take(true, n, &rb);
+    uint64_t *inodes = mlc_test_alloc((size_t)p * sizeof *inodes), mine = block_inode(sb);
+    CHECK(send && recv && inodes, "allocating 2 x %zu bytes: %s", n, mlc_last_error());
+    CHECK_OK(mlc_allgather(&mine, inodes, 1, MLC_UINT64, comm, NULL));
+    for (int late = 0; late < 2; late++) {
+        mlc_tv_fill(MLC_FLOAT32, MLC_SUM, p, r, *seed, send, 0, count);
+        memset(recv, 0, n);
+        size_t want = late ? count - 1000 : count; /* late: the message is longer than the receive */
+        mlc_request_t *rq = NULL, *sq = NULL;
+        if (!late) CHECK_OK(mlc_recv(recv, want, MLC_FLOAT32, prev, 5, comm, NULL, &rq));
+        CHECK_OK(mlc_send(send, count, MLC_FLOAT32, next, 5, comm, &sq));
+        if (late) {
+            CHECK_OK(mlc_probe(prev, 5, comm, NULL)); /* arrived, unexpected */
+            CHECK_OK(mlc_recv(recv, want, MLC_FLOAT32, MLC_ANY_SOURCE, 5, comm, NULL, &rq));
+        }
+        mlc_status_t rst = mlc_request_wait(&rq);
+        CHECK_OK(mlc_request_wait(&sq));
+        if (late) {
+            CHECK(rst == MLC_ERR_TRUNCATE, "a receive of %zu elements of a %zu-element message returned %s, not "
+                  "MLC_ERR_TRUNCATE", want, count, mlc_status_name(rst));
+        } else {
+            CHECK_OK(rst);
+            unsigned char *expect = mlc_test_alloc(n);
+            CHECK(expect, "out of memory");
+            mlc_tv_fill(MLC_FLOAT32, MLC_SUM, p, prev, *seed, expect, 0, count);
+            CHECK(memcmp(recv, expect, n) == 0, "a ring of %zu floats from shared blocks: rank %d's data arrived "
+                  "wrong", count, prev);
+            mlc_test_free(expect);
+        }
+        (*seed)++;
+        CHECK_OK(mlc_barrier(comm, NULL));
+    }
+    if (p > 1 && strcmp(mlc_comm_backend(comm), "shm") == 0)
+        CHECK(mine != 0 && maps_block(inodes[prev]), "after receiving from rank %d's shared block this process "
+              "does not map it (inode %llu): the receive did not read it in place", prev,
+              (unsigned long long)inodes[prev]);
+    give(send, sb);
+    give(recv, rb);
+    mlc_test_free(inodes);
+    return 0;
+}
+
 /* At most `most` shared blocks mapped here (shm: threads share their maps). */
 static int mapped_at_most(mlc_comm_t *comm, int most, const char *when)
 {
@@ -310,6 +366,7 @@ static int body(mlc_comm_t *comm)
         CHECK_RUN(round_of_calls(comm, counts[i], true, &seed));
     }
     CHECK_RUN(reads_in_place(comm, &seed));
+    CHECK_RUN(p2p_ring(comm, &seed));
     /* Rank 0 in place and the others not, and the other way round: the ranks
      * must still agree on one protocol. */
     int p = mlc_comm_size(comm), r = mlc_comm_rank(comm);

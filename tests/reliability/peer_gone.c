@@ -22,6 +22,9 @@
  *                    the survivors enter it 0.2 s later and find its blocks gone
  *   shared_kill_nocma  the same without single copy (MLC_CMA=0), so nothing
  *                    but the blocks could reach the victim's data
+ *   shared_send_kill[_nocma]  the victim sends 4 MiB from a shared block to
+ *                    each survivor (rendezvous) and is SIGKILLed; they
+ *                    receive 0.2 s later
  *
  * Each survivor prints "rank R: SCENARIO: STATUS after T s: message" (T is
  * from the start of its wait; the victim leaves 0.1 s after the barrier) and
@@ -50,7 +53,7 @@
 
 static const char *const scenarios[] = {"probe_kill",  "iprobe_kill",  "split_kill",    "freed_exit", "freed_exit_coll",
                                         "freed_alive", "combine_kill", "combine_freed", "group_kill", "shared_kill", "shared_kill_nocma",
-                                        NULL};
+                                        "shared_send_kill", "shared_send_kill_nocma", NULL};
 static float *shared_send, *shared_recv; /* the shared_* scenarios' blocks */
 
 static void add_op(const void *in, void *inout, void *ctx)
@@ -72,6 +75,12 @@ static int names_rank(const char *msg, int who)
 
 static void victim(const char *scen, mlc_comm_t *comm)
 {
+    if (strncmp(scen, "shared_send", 11) == 0) { /* dies with its sends announced, not yet read */
+        mlc_request_t *req[2] = {NULL, NULL};
+        mlc_send(shared_send, SHARED_COUNT, MLC_FLOAT32, 0, TAG, comm, &req[0]);
+        mlc_send(shared_send, SHARED_COUNT, MLC_FLOAT32, 2, TAG, comm, &req[1]);
+        raise(SIGKILL);
+    }
     if (strncmp(scen, "shared", 6) == 0) { /* dies inside the call, its blocks published */
         mlc_request_t *req = NULL;
         mlc_allreduce(shared_send, shared_recv, SHARED_COUNT, MLC_FLOAT32, MLC_SUM, comm, &req);
@@ -106,6 +115,10 @@ static mlc_status_t survivor_wait(const char *scen, mlc_comm_t *comm, int r)
     }
     if (strncmp(scen, "combine", 7) == 0) return mlc_combine(&v, &v, 1, sizeof v, add_op, 0, NULL, comm);
     if (strcmp(scen, "freed_exit_coll") == 0) return mlc_allreduce(&v, &v, 1, MLC_INT32, MLC_SUM, comm, NULL);
+    if (strncmp(scen, "shared_send", 11) == 0) {
+        mlc_test_sleep_ms(2 * LEAVE_AFTER_MS);
+        return mlc_recv(shared_recv, SHARED_COUNT, MLC_FLOAT32, VICTIM, TAG, comm, NULL, NULL);
+    }
     if (strncmp(scen, "shared", 6) == 0) {
         mlc_test_sleep_ms(2 * LEAVE_AFTER_MS);
         return mlc_allreduce(shared_send, shared_recv, SHARED_COUNT, MLC_FLOAT32, MLC_SUM, comm, NULL);

@@ -160,7 +160,9 @@ typedef struct eng_slot {
 } eng_slot_t;
 
 /* Record header in a ring (8-byte aligned). */
-enum { ENG_EAGER = 1, ENG_RNDV = 2, ENG_ACK = 3 };
+/* ENG_RNDV_SHARED: a rendezvous from a shared block (mlc_mem_alloc), the
+ * header followed by the block's mlc_shmem_ref_t: the receiver maps it. */
+enum { ENG_EAGER = 1, ENG_RNDV = 2, ENG_ACK = 3, ENG_RNDV_SHARED = 4 };
 typedef struct eng_hdr {
     uint32_t kind, ctx;
     uint64_t tag;
@@ -192,6 +194,7 @@ struct eng_op {
     uint64_t rtag;    /* recv: tag of the message */
     bool hdr_written; /* send: header in the ring */
     bool rndv;        /* send: uses rendezvous */
+    mlc_shmem_ref_t block; /* send: the shared block sbuf lies in (size 0: none) */
     mlc_request_t *req; /* user operation to complete, or NULL (collective step) */
     const mlc_sig_t *sig; /* collective step: its call's signature (NULL for user traffic) */
     struct eng_comm *comm;
@@ -206,6 +209,7 @@ typedef struct eng_unexp {
     uint64_t bytes;
     bool rndv, complete;
     uint64_t addr, cookie; /* rndv */
+    mlc_shmem_ref_t block; /* rndv: the sender's shared block (size 0: none) */
     mlc_sig_t sig;         /* collective context: the sender's call */
     char *data;            /* eager: malloc'd copy (complete when received == bytes) */
     uint64_t received;

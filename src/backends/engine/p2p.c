@@ -265,9 +265,40 @@ mlc_status_t eng_rndv_copy(eng_ep_t *ep, int src, uint64_t addr, void *dst, size
     return MLC_SUCCESS;
 }
 
+/* Whether this rank may read src's buffers by single copy. */
+static bool cma_from(const eng_ep_t *ep, int src)
+{
+    return ep->cma && ep->cma_ok[(size_t)ep->wrank * (size_t)ep->wsize + (size_t)src];
+}
+
+/* Read n bytes of a rendezvous message of `bytes` at addr in src: from the
+ * sender's shared block mapped here when it has one, else by single copy. */
+static mlc_status_t rndv_read(eng_ep_t *ep, int src, const mlc_shmem_ref_t *block, uint64_t addr, uint64_t bytes,
+                              void *dst, size_t n)
+{
+    if (n == 0) return MLC_SUCCESS;
+    if (block->size && !ep->threads && src != ep->wrank) {
+        char why[200];
+        const char *p = eng_peer_view(ep, src, block, addr, (size_t)bytes, 0, why, sizeof why);
+        if (p) {
+            memcpy(dst, p, n);
+            return MLC_SUCCESS;
+        }
+        if (!cma_from(ep, src)) { /* the sender had no other way to send it */
+            char gone[160];
+            if (eng_peer_gone_within(ep, src, 0.05, gone, sizeof gone) != ENG_ALIVE)
+                return mlc_error(MLC_ERR_PEER_LOST, "receive of %zu bytes: world rank %d %s", n, src, gone);
+            return mlc_error(MLC_ERR_SYSTEM, "receive of %zu bytes from world rank %d: cannot map its shared buffer "
+                             "(mlc_mem_alloc): %s; and single-copy reads are not available here (MLC_CMA)", n, src,
+                             why);
+        }
+    }
+    return eng_rndv_copy(ep, src, addr, dst, n);
+}
+
 /* Deliver a rendezvous message to a matched receive. */
 static void rndv_deliver(eng_ep_t *ep, eng_op_t *op, int src, uint64_t tag, uint64_t bytes, uint64_t addr,
-                         uint64_t cookie)
+                         const mlc_shmem_ref_t *block, uint64_t cookie)
 {
     size_t n = bytes < op->bytes ? (size_t)bytes : op->bytes;
     /* Once a member failed the communicator, a sender may have returned and
@@ -280,7 +311,7 @@ static void rndv_deliver(eng_ep_t *ep, eng_op_t *op, int src, uint64_t tag, uint
         op_fail(op, fst != MLC_SUCCESS ? fst : MLC_ERR_ABORTED, "%.300s", op->comm->comm->fail_msg);
         return;
     }
-    mlc_status_t st = op->cancelled ? MLC_SUCCESS : eng_rndv_copy(ep, src, addr, op->rbuf, n);
+    mlc_status_t st = op->cancelled ? MLC_SUCCESS : rndv_read(ep, src, block, addr, bytes, op->rbuf, n);
     send_ack(ep, src, cookie);
     if (st != MLC_SUCCESS) {
         op->src_world = src;
@@ -388,12 +419,12 @@ static void finish_eager(eng_ep_t *ep, int src)
     in->ux = NULL;
 }
 
-static void on_rndv(eng_ep_t *ep, int src, const eng_hdr_t *h)
+static void on_rndv(eng_ep_t *ep, int src, const eng_hdr_t *h, const mlc_shmem_ref_t *block)
 {
     eng_op_t *op = take_posted(ep, h->ctx, src, h->tag);
     if (op) {
         if (step_accepts(op, src, h->tag, &h->sig, h->bytes))
-            rndv_deliver(ep, op, src, h->tag, h->bytes, h->addr, h->cookie);
+            rndv_deliver(ep, op, src, h->tag, h->bytes, h->addr, block, h->cookie);
         else
             send_ack(ep, src, h->cookie); /* nothing is read from the sender's buffer */
         return;
@@ -404,7 +435,7 @@ static void on_rndv(eng_ep_t *ep, int src, const eng_hdr_t *h)
         return;
     }
     *u = (eng_unexp_t){.ctx = h->ctx, .src = src, .tag = h->tag, .bytes = h->bytes, .rndv = true,
-                       .complete = true, .addr = h->addr, .cookie = h->cookie, .sig = h->sig};
+                       .complete = true, .addr = h->addr, .cookie = h->cookie, .sig = h->sig, .block = *block};
     ux_append(ep, u);
     arrival_check(ep, src, h);
 }
@@ -448,7 +479,13 @@ static int poll_inbound(eng_ep_t *ep, int src)
             if (hdr.kind == ENG_ACK) {
                 on_ack(ep, hdr.cookie);
             } else if (hdr.kind == ENG_RNDV) {
-                on_rndv(ep, src, &hdr);
+                static const mlc_shmem_ref_t none;
+                on_rndv(ep, src, &hdr, &none);
+            } else if (hdr.kind == ENG_RNDV_SHARED) { /* written with its block: both are here */
+                mlc_shmem_ref_t block;
+                ring_get(data, r, tail, &block, sizeof block);
+                tail += sizeof block;
+                on_rndv(ep, src, &hdr, &block);
             } else {
                 start_eager(ep, src, &hdr);
                 if (hdr.bytes == 0) finish_eager(ep, src);
@@ -497,14 +534,17 @@ static int push_sends(eng_ep_t *ep, int dst)
     while ((op = ep->sendq_head[dst])) {
         uint64_t space = r - (head - tail);
         if (!op->hdr_written) {
-            if (space < sizeof(eng_hdr_t)) break;
-            eng_hdr_t hdr = {.kind = op->rndv ? ENG_RNDV : ENG_EAGER, .ctx = op->ctx, .tag = op->tag,
-                             .bytes = op->bytes, .addr = (uint64_t)(uintptr_t)op->sbuf,
+            bool shared = op->rndv && op->block.size;
+            size_t rec = sizeof(eng_hdr_t) + (shared ? sizeof op->block : 0);
+            if (space < rec) break;
+            eng_hdr_t hdr = {.kind = shared ? ENG_RNDV_SHARED : op->rndv ? ENG_RNDV : ENG_EAGER, .ctx = op->ctx,
+                             .tag = op->tag, .bytes = op->bytes, .addr = (uint64_t)(uintptr_t)op->sbuf,
                              .cookie = (uint64_t)(uintptr_t)op};
             if (op->sig) hdr.sig = *op->sig;
             ring_put(data, r, head, &hdr, sizeof hdr);
-            head += sizeof hdr;
-            space -= sizeof hdr;
+            if (shared) ring_put(data, r, head + sizeof hdr, &op->block, sizeof op->block);
+            head += rec;
+            space -= rec;
             op->hdr_written = true;
             moved = 1;
             if (op->rndv) { /* completes on the receiver's ACK */
@@ -570,8 +610,11 @@ mlc_status_t eng_isend(eng_comm_t *ec, uint32_t ctx, int peer, uint64_t tag, con
         op_done(op, MLC_SUCCESS);
         return MLC_SUCCESS;
     }
+    /* Rendezvous where the receiver can read the buffer: in this process,
+     * mapped (a shared block), or by single copy; else eager through the ring. */
+    if (bytes > ep->eager_max && !ep->threads) mlc_shmem_find(buf, bytes, &op->block);
     op->rndv = bytes > ep->eager_max &&
-               (ep->threads || (ep->cma && ep->cma_ok[(size_t)w * (size_t)ep->wsize + (size_t)ep->wrank]));
+               (ep->threads || op->block.size || (ep->cma && ep->cma_ok[(size_t)w * (size_t)ep->wsize + (size_t)ep->wrank]));
     if (ep->sendq_tail[w])
         ep->sendq_tail[w]->next = op;
     else
@@ -603,7 +646,7 @@ mlc_status_t eng_irecv(eng_comm_t *ec, uint32_t ctx, int peer, uint64_t tag, boo
                 in->dst_room = 0;
             }
         } else if (u->rndv) {
-            rndv_deliver(ep, op, u->src, u->tag, u->bytes, u->addr, u->cookie);
+            rndv_deliver(ep, op, u->src, u->tag, u->bytes, u->addr, &u->block, u->cookie);
         } else if (u->complete) {
             size_t n = u->bytes < cap ? (size_t)u->bytes : cap;
             if (n) memcpy(buf, u->data, n);
