@@ -23,8 +23,9 @@
  *   shared_kill_nocma  the same without single copy (MLC_CMA=0), so nothing
  *                    but the blocks could reach the victim's data
  *   shared_send_kill[_nocma]  the victim sends 4 MiB from a shared block to
- *                    each survivor (rendezvous) and is SIGKILLed; they
- *                    receive 0.2 s later
+ *                    each survivor (a rendezvous naming the block; without
+ *                    single copy streamed) and is SIGKILLed; they receive
+ *                    0.2 s later
  *
  * Each survivor prints "rank R: SCENARIO: STATUS after T s: message" (T is
  * from the start of its wait; the victim leaves 0.1 s after the barrier) and

@@ -46,6 +46,7 @@
  * while a flag is not there, and the engine's progress loop (with its
  * timeout, abort and peer-death rules) calls it again.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -308,8 +309,9 @@ static uint64_t peer_buf(const eng_slot_t *s, int which)
     return which == PEER_RECV ? s->raddr : s->saddr;
 }
 
-/* A block its owner published that cannot be opened is most often a dying
- * owner's: its files close before the backend can tell it is gone. */
+/* A block its owner published that is no longer open in its process
+ * (ENOENT) is most often a dying owner's: its files close before the
+ * backend can tell it is gone. Asked again for this long then. */
 #define OWNER_GRACE_S 0.05
 
 /* Byte `at` of comm rank r's send or receive buffer of this call, in place:
@@ -329,13 +331,15 @@ static const char *peer_in_place(const mlc_request_t *req, int r, int which, siz
     size_t len = which == PEER_RECV ? req->args.count * req->args.esize : payload_bytes(req);
     char why[200];
     const char *p = eng_peer_view(ec->ep, ec->world_of[r], ref, buf, len, at, why, sizeof why);
+    int err = p ? 0 : errno;
     if (!p && !ec->cma_all && eng_fail_posted(ec)) {
         /* A peer failed first (and may have freed its blocks since): its reason. */
         *st = eng_fail_adopt(ec) != MLC_SUCCESS ? mlc_comm_check(req->comm) : MLC_ERR_INTERNAL;
     } else if (!p && !ec->cma_all) {
         /* The peers wait for this rank's reads: fail them too, with the reason. */
         char msg[320], note[224], gone[160];
-        if (eng_peer_gone_within(ec->ep, ec->world_of[r], OWNER_GRACE_S, gone, sizeof gone) != ENG_ALIVE) {
+        double grace = err == ENOENT || err == ESRCH ? OWNER_GRACE_S : 0;
+        if (eng_peer_gone_within(ec->ep, ec->world_of[r], grace, gone, sizeof gone) != ENG_ALIVE) {
             snprintf(note, sizeof note, "peer rank %d %s", r, gone);
             snprintf(msg, sizeof msg, "rank %d: %s", req->comm->rank, note);
             *st = eng_fail_comm_note(ec, MLC_ERR_PEER_LOST, msg, note);
@@ -352,9 +356,13 @@ static const char *peer_in_place(const mlc_request_t *req, int r, int which, siz
 /* Copy n bytes at byte `at` of comm rank r's send or receive buffer to dst by single copy. */
 static mlc_status_t single_copy(const mlc_request_t *req, int r, int which, size_t at, void *dst, size_t n)
 {
-    const eng_comm_t *ec = req->comm->impl;
+    eng_comm_t *ec = req->comm->impl;
     const eng_slot_t *s = slot_of(ec, r);
-    return eng_rndv_copy(ec->ep, ec->world_of[r], peer_buf(s, which) + at, dst, n);
+    mlc_status_t st = eng_rndv_copy(ec->ep, ec->world_of[r], peer_buf(s, which) + at, dst, n);
+    /* A member that failed first (and left since, so the read failed) posted why: report that. */
+    if (st != MLC_SUCCESS && eng_fail_posted(ec))
+        st = eng_fail_adopt(ec) != MLC_SUCCESS ? mlc_comm_check(req->comm) : st;
+    return st;
 }
 
 /* The same from its mapped block when it has one, else by single copy. */

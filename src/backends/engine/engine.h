@@ -417,14 +417,16 @@ bool eng_ux_mismatch(eng_comm_t *ec, const mlc_sig_t *sig, char *msg, size_t len
 void eng_cancel_comm(eng_comm_t *ec);
 /* Nothing unread in the inbound rings and no unexpected message queued (no lock needed). */
 bool eng_p2p_quiet(eng_ep_t *ep);
-/* Copy `bytes` from the sender's buffer (rendezvous). */
+/* Copy `bytes` from the sender's buffer (rendezvous, single copy); a failure
+ * names a peer that is gone, if one is. */
 mlc_status_t eng_rndv_copy(eng_ep_t *ep, int src, uint64_t addr, void *dst, size_t bytes);
 
 /* --- peers' shared blocks (peer_mem.c; caller holds ep->lock) --------------- */
 /* A read-only local pointer to byte `at` of world rank w's buffer [buf,
  * buf + buf_len) in its shared block ref, the block mapped and the buffer's
- * pages read once on first use; NULL with the reason in why when it cannot
- * be. Threads, and this rank: buf + at itself. */
+ * pages read once on first use; NULL with the reason in why, and errno set
+ * (ENOENT: the owner no longer holds the block open, as when it is dying),
+ * when it cannot be. Threads, and this rank: buf + at itself. */
 const void *eng_peer_view(eng_ep_t *ep, int w, const mlc_shmem_ref_t *ref, uint64_t buf, size_t buf_len, size_t at,
                           char *why, size_t whylen);
 /* Unmap every peer's block (endpoint release). */

@@ -248,14 +248,19 @@ mlc_status_t eng_rndv_copy(eng_ep_t *ep, int src, uint64_t addr, void *dst, size
             int err = n < 0 ? errno : 0;
             /* A peer's memory goes away when the job is failing: it died, or it
              * left this collective because another rank died. Report the death. */
-            char why[128];
-            for (int i = 0; ep->peer_dead && i < ep->wsize; i++) {
-                int w = (src + i) % ep->wsize; /* the source first: others may have ended since, normally */
-                if (w != ep->wrank && ep->peer_dead(ep, w, why, sizeof why))
+            char why[160];
+            /* Name one that died (the source first) before one that ended
+             * normally since: a peer that failed because of the death and
+             * left is not the cause. */
+            for (int pass = 0; pass < 2; pass++)
+                for (int i = 0; i < ep->wsize; i++) {
+                    int w = (src + i) % ep->wsize, gone;
+                    if (w == ep->wrank || (gone = eng_peer_gone_within(ep, w, 0, why, sizeof why)) == ENG_ALIVE ||
+                        (pass == 0 && gone != ENG_DIED))
+                        continue;
                     return mlc_error(MLC_ERR_PEER_LOST, "single-copy read of %zu bytes from rank %d failed (%s): "
-                                     "world rank %d is gone (%s)", bytes - done, src, err ? strerror(err) : "no progress",
-                                     w, why);
-            }
+                                     "world rank %d %s", bytes - done, src, err ? strerror(err) : "no progress", w, why);
+                }
             return mlc_error(err == ESRCH ? MLC_ERR_PEER_LOST : MLC_ERR_SYSTEM,
                              "single-copy read of %zu bytes from rank %d (pid %d) failed: %s", bytes - done, src,
                              (int)ep->pids[src], err ? strerror(err) : "no progress");
@@ -265,14 +270,10 @@ mlc_status_t eng_rndv_copy(eng_ep_t *ep, int src, uint64_t addr, void *dst, size
     return MLC_SUCCESS;
 }
 
-/* Whether this rank may read src's buffers by single copy. */
-static bool cma_from(const eng_ep_t *ep, int src)
-{
-    return ep->cma && ep->cma_ok[(size_t)ep->wrank * (size_t)ep->wsize + (size_t)src];
-}
-
 /* Read n bytes of a rendezvous message of `bytes` at addr in src: from the
- * sender's shared block mapped here when it has one, else by single copy. */
+ * sender's shared block mapped here when it has one and it maps, else by
+ * single copy (a sender names its block only where this rank may read it
+ * by single copy too: eng_isend). */
 static mlc_status_t rndv_read(eng_ep_t *ep, int src, const mlc_shmem_ref_t *block, uint64_t addr, uint64_t bytes,
                               void *dst, size_t n)
 {
@@ -283,14 +284,6 @@ static mlc_status_t rndv_read(eng_ep_t *ep, int src, const mlc_shmem_ref_t *bloc
         if (p) {
             memcpy(dst, p, n);
             return MLC_SUCCESS;
-        }
-        if (!cma_from(ep, src)) { /* the sender had no other way to send it */
-            char gone[160];
-            if (eng_peer_gone_within(ep, src, 0.05, gone, sizeof gone) != ENG_ALIVE)
-                return mlc_error(MLC_ERR_PEER_LOST, "receive of %zu bytes: world rank %d %s", n, src, gone);
-            return mlc_error(MLC_ERR_SYSTEM, "receive of %zu bytes from world rank %d: cannot map its shared buffer "
-                             "(mlc_mem_alloc): %s; and single-copy reads are not available here (MLC_CMA)", n, src,
-                             why);
         }
     }
     return eng_rndv_copy(ep, src, addr, dst, n);
@@ -610,11 +603,15 @@ mlc_status_t eng_isend(eng_comm_t *ec, uint32_t ctx, int peer, uint64_t tag, con
         op_done(op, MLC_SUCCESS);
         return MLC_SUCCESS;
     }
-    /* Rendezvous where the receiver can read the buffer: in this process,
-     * mapped (a shared block), or by single copy; else eager through the ring. */
-    if (bytes > ep->eager_max && !ep->threads) mlc_shmem_find(buf, bytes, &op->block);
+    /* Rendezvous where the receiver can read the buffer: in this process, or
+     * by single copy, and then mapped instead where the buffer lies in a
+     * shared block (a block it cannot map it still reads by single copy);
+     * else eager through the ring. (Without single copy a shared block is
+     * streamed too: a receiver that could not map it would have no other
+     * way, and the sender would not know.) */
     op->rndv = bytes > ep->eager_max &&
-               (ep->threads || op->block.size || (ep->cma && ep->cma_ok[(size_t)w * (size_t)ep->wsize + (size_t)ep->wrank]));
+               (ep->threads || (ep->cma && ep->cma_ok[(size_t)w * (size_t)ep->wsize + (size_t)ep->wrank]));
+    if (op->rndv && !ep->threads) mlc_shmem_find(buf, bytes, &op->block);
     if (ep->sendq_tail[w])
         ep->sendq_tail[w]->next = op;
     else
@@ -708,6 +705,7 @@ void eng_op_cancel(eng_ep_t *ep, eng_op_t *op)
             *pp = op->next;
             if (ep->sendq_tail[op->peer] == op) ep->sendq_tail[op->peer] = prev;
             eng_op_put(ep, op);
+            return; /* not an orphan too: it is free, and reused */
         }
         /* Streaming (finishes with zeros) or awaiting an ACK that may never come
          * (dead peer): it lives until the endpoint goes. */

@@ -50,6 +50,7 @@ typedef struct peer {
     uint64_t failed[VIEWS_PER_PEER]; /* blocks that could not be mapped (0: none), not tried again */
     unsigned failed_next;
     char failed_why[160];        /* the latest failure's reason */
+    int failed_errno;            /* ... and its errno */
 } peer_t;
 
 struct eng_views {
@@ -64,7 +65,9 @@ static int open_peer_fd(pid_t pid, int fd, uint64_t dev, uint64_t ino, uint64_t 
     snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)pid, fd);
     int f = open(path, O_RDONLY | O_CLOEXEC);
     if (f < 0) {
-        snprintf(why, len, "open %s: %s", path, strerror(errno));
+        int e = errno;
+        snprintf(why, len, "open %s: %s", path, strerror(e));
+        errno = e;
         return -1;
     }
     struct stat st;
@@ -72,6 +75,7 @@ static int open_peer_fd(pid_t pid, int fd, uint64_t dev, uint64_t ino, uint64_t 
         (uint64_t)st.st_size < need) {
         snprintf(why, len, "%s is not the block the peer published (device, inode or size differ)", path);
         close(f);
+        errno = ESTALE;
         return -1;
     }
     return f;
@@ -88,6 +92,7 @@ static const void *map_peer_fd(pid_t pid, int fd, uint64_t dev, uint64_t ino, ui
     if (p == MAP_FAILED) {
         snprintf(why, len, "mmap of %llu bytes of pid %d's fd %d: %s", (unsigned long long)size, (int)pid, fd,
                  strerror(e));
+        errno = e;
         return NULL;
     }
     return p;
@@ -201,17 +206,20 @@ const void *eng_peer_view(eng_ep_t *ep, int w, const mlc_shmem_ref_t *ref, uint6
     if (ref->size == 0 || buf < ref->base || buf - ref->base > ref->size ||
         buf_len > ref->size - (buf - ref->base) || at > buf_len) {
         snprintf(why, whylen, "the buffer is not inside the block rank %d published", w);
+        errno = EINVAL;
         return NULL;
     }
     struct eng_views *vs = views_of(ep);
     if (!vs) {
         snprintf(why, whylen, "out of memory");
+        errno = ENOMEM;
         return NULL;
     }
     peer_t *pe = &vs->peers[w];
     for (int i = 0; i < VIEWS_PER_PEER; i++)
         if (pe->failed[i] == ref->id) {
             snprintf(why, whylen, "%s", pe->failed_why);
+            errno = pe->failed_errno;
             return NULL;
         }
     uint64_t off = buf - ref->base;
@@ -234,8 +242,10 @@ const void *eng_peer_view(eng_ep_t *ep, int w, const mlc_shmem_ref_t *ref, uint6
     touch_range(lru, off, off + buf_len);
     return lru->map + off + at;
 failed: /* remembered (the last few blocks): every chunk of a call would try again */
+    pe->failed_errno = errno;
     pe->failed[pe->failed_next++ % VIEWS_PER_PEER] = ref->id;
     snprintf(pe->failed_why, sizeof pe->failed_why, "%s", why);
+    errno = pe->failed_errno;
     return NULL;
 }
 
