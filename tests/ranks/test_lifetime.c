@@ -4,7 +4,10 @@
  * communicator is freed (or aborted, then freed) stays a valid handle; waiting
  * or testing it returns MLC_ERR_ABORTED with a message and releases it. The
  * communicators here are children of the test's communicator (split), so the
- * body can free them itself.
+ * body can free them itself. Also sends queued behind a full ring when their
+ * communicator is freed: cancelled before any of them was written, they are
+ * released once, and the endpoint's later operations and its release do not
+ * find them twice (a double free aborts the process).
  */
 #include <string.h>
 #include "harness.h"
@@ -102,11 +105,52 @@ static int many_freed(mlc_comm_t *comm)
     return 0;
 }
 
+/* Each rank sends K eager messages (16 KiB, 4 MiB in all) nobody receives: the ring to the
+ * next rank fills and the later sends wait in its queue, some not written at
+ * all, when the communicator is freed. Every send then completes (it was
+ * pushed before the free) or fails with MLC_ERR_ABORTED; traffic afterwards
+ * reuses the released operations. Not on mpi (cancelling a send there is
+ * MPI's business). */
+static int sends_queued_freed(mlc_comm_t *comm)
+{
+    enum { K = 256, BYTES = 16384 };
+    if (is_mpi(comm)) return 0;
+    mlc_comm_t *child = NULL;
+    CHECK_OK(mlc_comm_split(comm, 0, mlc_comm_rank(comm), &child));
+    int p = mlc_comm_size(child), r = mlc_comm_rank(child);
+    char *data = mlc_test_alloc((size_t)K * BYTES);
+    CHECK(data, "out of memory");
+    memset(data, r, (size_t)K * BYTES);
+    mlc_request_t *reqs[K];
+    CHECK_OK(mlc_barrier(comm, NULL));
+    for (int k = 0; k < K; k++)
+        CHECK_OK(mlc_send(data + (size_t)k * BYTES, BYTES, MLC_UINT8, (r + 1) % p, 6000 + k, child, &reqs[k]));
+    CHECK_OK(mlc_comm_free(child));
+    for (int k = 0; k < K; k++) {
+        mlc_status_t st = mlc_request_wait(&reqs[k]);
+        CHECK(st == MLC_SUCCESS || st == MLC_ERR_ABORTED, "send %d of %d queued when its communicator was freed: %s",
+              k, K, mlc_status_name(st));
+    }
+    /* Operations reused from the pool: a ring of messages on the parent. */
+    for (int i = 0; i < 8; i++) {
+        mlc_request_t *s = NULL;
+        int out = r * 100 + i, in = -1;
+        CHECK_OK(mlc_send(&out, 1, MLC_INT32, (mlc_comm_rank(comm) + 1) % mlc_comm_size(comm), 7000 + i, comm, &s));
+        CHECK_OK(mlc_recv(&in, 1, MLC_INT32, (mlc_comm_rank(comm) + mlc_comm_size(comm) - 1) % mlc_comm_size(comm),
+                          7000 + i, comm, NULL, NULL));
+        CHECK_OK(mlc_request_wait(&s));
+    }
+    mlc_test_free(data);
+    CHECK_OK(mlc_barrier(comm, NULL));
+    return 0;
+}
+
 static int body(mlc_comm_t *comm)
 {
     CHECK_RUN(freed_then_waited(comm));
     CHECK_RUN(aborted_then_freed(comm));
     CHECK_RUN(many_freed(comm));
+    CHECK_RUN(sends_queued_freed(comm));
     return 0;
 }
 
