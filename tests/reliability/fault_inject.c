@@ -6,8 +6,9 @@
  * allreduce on the half, all of 256 bytes; and large ones past the slots: a
  * 4 MiB allreduce of shared blocks (mlc_mem_alloc, read in place by peers),
  * a 1 MiB-per-rank allgather and a 4 MiB in-place broadcast of malloc'd
- * buffers, which go through the stages or single copy) and one rank, the
- * victim, is hit at a random point
+ * buffers, which go through the stages or single copy, and a p2p ring of
+ * 4 MiB from shared blocks, a rendezvous) and one rank, the victim, is hit
+ * at a random point
  * (0..13.5 ms after init began, or 0..300 us after it entered a random
  * operation; a fast victim may be further on by then, never past the final
  * barrier) by
@@ -65,7 +66,7 @@
 
 enum { KILL, STOP, ABORT, EXIT, KINDS };
 static const char *const kind_name[] = {"kill", "stop", "abort", "exit"};
-static const char op_letters[] = "ABGTRWPQISLMK";
+static const char op_letters[] = "ABGTRWPQISLMKN";
 static const char *op_name(char c)
 {
     switch (c) {
@@ -82,6 +83,7 @@ static const char *op_name(char c)
     case 'L': return "large allreduce (shared blocks)";
     case 'M': return "large allgather";
     case 'K': return "large broadcast (in place)";
+    case 'N': return "large p2p ring (shared blocks)";
     case 'F': return "final barrier";
     default: return "init";
     }
@@ -220,12 +222,15 @@ static int32_t sbuf[MAX_RANKS * COUNT], rbuf[MAX_RANKS * COUNT];
  * (big: a whole allgather's result). */
 static int32_t *lsend, *lrecv, *big;
 
-/* Ring exchange with the neighbours; how the message is found depends on c. */
+/* Ring exchange with the neighbours; how the message is found depends on c
+ * ('N': a large one from shared blocks). */
 static mlc_status_t ring(mlc_comm_t *c, char how, int tag)
 {
     int r = mlc_comm_rank(c), p = mlc_comm_size(c), next = (r + 1) % p, prev = (r + p - 1) % p;
+    bool large = how == 'N';
+    size_t count = large ? LARGE_COUNT : COUNT;
     mlc_request_t *s = NULL;
-    mlc_status_t st = mlc_send(sbuf, COUNT, MLC_INT32, next, tag, c, &s);
+    mlc_status_t st = mlc_send(large ? lsend : sbuf, count, MLC_INT32, next, tag, c, &s);
     if (st != MLC_SUCCESS) return st;
     mlc_msg_status_t ms;
     if (how == 'Q') {
@@ -245,7 +250,7 @@ static mlc_status_t ring(mlc_comm_t *c, char how, int tag)
             }
         }
     }
-    if (st == MLC_SUCCESS) st = mlc_recv(rbuf, COUNT, MLC_INT32, prev, tag, c, NULL, NULL);
+    if (st == MLC_SUCCESS) st = mlc_recv(large ? lrecv : rbuf, count, MLC_INT32, prev, tag, c, NULL, NULL);
     if (st != MLC_SUCCESS) {
         /* the failed call's message, before the wait for the send replaces it */
         snprintf(first_error, sizeof first_error, "%s", mlc_last_error());
@@ -275,7 +280,8 @@ static mlc_status_t run_op(char c, int i, mlc_comm_t **sub, int *in_sub)
     case 'K': return mlc_broadcast(big, big, LARGE_COUNT, MLC_INT32, i % p, world, NULL);
     case 'P':
     case 'Q':
-    case 'I': return ring(world, c, 100 + i);
+    case 'I':
+    case 'N': return ring(world, c, 100 + i);
     case 'S': {
         mlc_status_t st = mlc_comm_split(world, my_rank % 2, my_rank, sub);
         if (st != MLC_SUCCESS) return st;
@@ -313,7 +319,7 @@ static int rank_main(const char *spec_text)
     snprintf(name, sizeof name, "p%d", my_rank);
     write_file(out_dir, name, text);
     for (int i = 0; i < MAX_RANKS * COUNT; i++) sbuf[i] = my_rank + i;
-    if (strpbrk(sp.ops, "LMK")) {
+    if (strpbrk(sp.ops, "LMKN")) {
         if (mlc_mem_alloc(LARGE_COUNT * sizeof(int32_t), (void **)&lsend) != MLC_SUCCESS ||
             mlc_mem_alloc(LARGE_COUNT * sizeof(int32_t), (void **)&lrecv) != MLC_SUCCESS ||
             !(big = malloc(LARGE_COUNT * sizeof(int32_t)))) {
