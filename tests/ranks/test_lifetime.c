@@ -105,9 +105,9 @@ static int many_freed(mlc_comm_t *comm)
     return 0;
 }
 
-/* Each rank sends K eager messages (16 KiB, 4 MiB in all) nobody receives: the ring to the
- * next rank fills and the later sends wait in its queue, some not written at
- * all, when the communicator is freed. Every send then completes (it was
+/* Each rank sends K eager messages (16 KiB, 4 MiB in all) nobody receives:
+ * the ring to the next rank fills and the later sends wait in its queue, some
+ * not written at all, when the communicator is freed. Every send then completes (it was
  * pushed before the free) or fails with MLC_ERR_ABORTED; traffic afterwards
  * reuses the released operations. Not on mpi (cancelling a send there is
  * MPI's business). */

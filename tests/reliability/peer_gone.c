@@ -52,8 +52,9 @@
 #define BOUND_S 10.0 /* generous: the promise is 2 s, the machine may be loaded */
 #define SHARED_COUNT (1 << 20) /* floats: a large allreduce, past the slots */
 
-static const char *const scenarios[] = {"probe_kill",  "iprobe_kill",  "split_kill",    "freed_exit", "freed_exit_coll",
-                                        "freed_alive", "combine_kill", "combine_freed", "group_kill", "shared_kill", "shared_kill_nocma",
+static const char *const scenarios[] = {"probe_kill",       "iprobe_kill",           "split_kill",    "freed_exit",
+                                        "freed_exit_coll",  "freed_alive",           "combine_kill",  "combine_freed",
+                                        "group_kill",       "shared_kill",           "shared_kill_nocma",
                                         "shared_send_kill", "shared_send_kill_nocma", NULL};
 static float *shared_send, *shared_recv; /* the shared_* scenarios' blocks */
 
