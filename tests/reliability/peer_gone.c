@@ -26,6 +26,10 @@
  *                    each survivor (a rendezvous naming the block; without
  *                    single copy streamed) and is SIGKILLed; they receive
  *                    0.2 s later
+ *   split_send_kill  the same from malloc'd memory on a split communicator
+ *                    where the victim is rank 0 (a single-copy read that
+ *                    fails): the message names "peer rank 0", as numbered
+ *                    there, not the victim's world rank
  *
  * Each survivor prints "rank R: SCENARIO: STATUS after T s: message" (T is
  * from the start of its wait; the victim leaves 0.1 s after the barrier) and
@@ -55,7 +59,7 @@
 static const char *const scenarios[] = {"probe_kill",       "iprobe_kill",           "split_kill",    "freed_exit",
                                         "freed_exit_coll",  "freed_alive",           "combine_kill",  "combine_freed",
                                         "group_kill",       "shared_kill",           "shared_kill_nocma",
-                                        "shared_send_kill", "shared_send_kill_nocma", NULL};
+                                        "shared_send_kill", "shared_send_kill_nocma", "split_send_kill", NULL};
 static float *shared_send, *shared_recv; /* the shared_* scenarios' blocks */
 
 static void add_op(const void *in, void *inout, void *ctx)
@@ -77,10 +81,10 @@ static int names_rank(const char *msg, int who)
 
 static void victim(const char *scen, mlc_comm_t *comm)
 {
-    if (strncmp(scen, "shared_send", 11) == 0) { /* dies with its sends announced, not yet read */
+    if (strstr(scen, "send_kill")) { /* dies with its sends announced, not yet read */
         mlc_request_t *req[2] = {NULL, NULL};
-        mlc_send(shared_send, SHARED_COUNT, MLC_FLOAT32, 0, TAG, comm, &req[0]);
-        mlc_send(shared_send, SHARED_COUNT, MLC_FLOAT32, 2, TAG, comm, &req[1]);
+        for (int r = 0, k = 0; r < mlc_comm_size(comm); r++)
+            if (r != mlc_comm_rank(comm)) mlc_send(shared_send, SHARED_COUNT, MLC_FLOAT32, r, TAG, comm, &req[k++]);
         raise(SIGKILL);
     }
     if (strncmp(scen, "shared", 6) == 0) { /* dies inside the call, its blocks published */
@@ -117,9 +121,10 @@ static mlc_status_t survivor_wait(const char *scen, mlc_comm_t *comm, int r)
     }
     if (strncmp(scen, "combine", 7) == 0) return mlc_combine(&v, &v, 1, sizeof v, add_op, 0, NULL, comm);
     if (strcmp(scen, "freed_exit_coll") == 0) return mlc_allreduce(&v, &v, 1, MLC_INT32, MLC_SUM, comm, NULL);
-    if (strncmp(scen, "shared_send", 11) == 0) {
+    if (strstr(scen, "send_kill")) {
         mlc_test_sleep_ms(2 * LEAVE_AFTER_MS);
-        return mlc_recv(shared_recv, SHARED_COUNT, MLC_FLOAT32, VICTIM, TAG, comm, NULL, NULL);
+        int from = strncmp(scen, "split", 5) == 0 ? 0 : VICTIM;
+        return mlc_recv(shared_recv, SHARED_COUNT, MLC_FLOAT32, from, TAG, comm, NULL, NULL);
     }
     if (strncmp(scen, "shared", 6) == 0) {
         mlc_test_sleep_ms(2 * LEAVE_AFTER_MS);
@@ -157,6 +162,10 @@ static int run_rank(const char *scen)
         printf("mlc_mem_alloc: %s\n", mlc_last_error());
         return 2;
     }
+    if (strncmp(scen, "split", 5) == 0 && strstr(scen, "send_kill")) { /* malloc'd */
+        shared_send = calloc(SHARED_COUNT, sizeof(float));
+        shared_recv = calloc(SHARED_COUNT, sizeof(float));
+    }
     mlc_comm_t *comm = NULL;
     mlc_status_t st = mlc_comm_init(NULL, &comm);
     if (st != MLC_SUCCESS) {
@@ -173,9 +182,18 @@ static int run_rank(const char *scen)
         printf("rank %d: barrier: %s: %s\n", r, mlc_status_name(st), mlc_last_error());
         return 1;
     }
-    if (r == VICTIM) victim(scen, comm);
+    mlc_comm_t *used = comm, *renumbered = NULL;
+    if (strcmp(scen, "split_send_kill") == 0) { /* the victim first */
+        st = mlc_comm_split(comm, 0, r == VICTIM ? 0 : r + 1, &renumbered);
+        if (st != MLC_SUCCESS) {
+            printf("rank %d: split: %s: %s\n", r, mlc_status_name(st), mlc_last_error());
+            return 1;
+        }
+        used = renumbered;
+    }
+    if (r == VICTIM) victim(scen, used);
     double t0 = mlc_test_now();
-    st = survivor_wait(scen, comm, r);
+    st = survivor_wait(scen, used, mlc_comm_rank(used));
     double dt = mlc_test_now() - t0;
     const char *msg = mlc_last_error();
     printf("rank %d: %s: %s after %.3f s: %s\n", r, scen, mlc_status_name(st), dt, msg);
@@ -183,7 +201,11 @@ static int run_rank(const char *scen)
     if (st != MLC_ERR_PEER_LOST) {
         printf("rank %d: WRONG STATUS %s (expected MLC_ERR_PEER_LOST)\n", r, mlc_status_name(st));
         bad = 1;
-    } else if (!names_rank(msg, VICTIM)) {
+    } else if (renumbered && (!strstr(msg, "peer rank 0 ") || strstr(msg, "rank 1 "))) {
+        printf("rank %d: THE MESSAGE DOES NOT NAME THE VICTIM AS \"peer rank 0\" (ITS RANK IN THE SPLIT "
+               "COMMUNICATOR) ALONE\n", r);
+        bad = 1;
+    } else if (!renumbered && !names_rank(msg, VICTIM)) {
         printf("rank %d: THE MESSAGE DOES NOT NAME RANK %d\n", r, VICTIM);
         bad = 1;
     } else if (strstr(scen, "group") && !strstr(msg, "grouped operation")) {
@@ -198,9 +220,15 @@ static int run_rank(const char *scen)
         bad = 1;
     }
     if (!bad) printf("rank %d: ok\n", r);
+    mlc_comm_free(renumbered);
     mlc_comm_free(comm);
-    mlc_mem_free(shared_send);
-    mlc_mem_free(shared_recv);
+    if (renumbered) {
+        free(shared_send);
+        free(shared_recv);
+    } else {
+        mlc_mem_free(shared_send);
+        mlc_mem_free(shared_recv);
+    }
     return bad;
 }
 

@@ -12,7 +12,7 @@ out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 bad=0
 for scen in probe_kill iprobe_kill split_kill freed_exit freed_exit_coll freed_alive combine_kill \
-    combine_freed group_kill shared_kill shared_kill_nocma shared_send_kill shared_send_kill_nocma; do
+    combine_freed group_kill shared_kill shared_kill_nocma shared_send_kill shared_send_kill_nocma split_send_kill; do
     echo "=== $scen"
     MLC_BACKEND=shm MLC_TIMEOUT=30 timeout 90 "$run" -n 3 "$prog" "$scen" >"$out" 2>&1
     rc=$?

@@ -231,7 +231,18 @@ static int flush_acks(eng_ep_t *ep)
 
 /* ---- rendezvous copy ------------------------------------------------------ */
 
-mlc_status_t eng_rndv_copy(eng_ep_t *ep, int src, uint64_t addr, void *dst, size_t bytes)
+/* World rank w as the caller knows it: "rank N" in ec where it is a member, else "world rank N". */
+static const char *rank_name(const eng_comm_t *ec, int w, char *buf, size_t len)
+{
+    int r = ec ? ec->comm_of[w] : -1;
+    if (r >= 0)
+        snprintf(buf, len, "rank %d", r);
+    else
+        snprintf(buf, len, "world rank %d", w);
+    return buf;
+}
+
+mlc_status_t eng_rndv_copy(eng_ep_t *ep, const eng_comm_t *ec, int src, uint64_t addr, void *dst, size_t bytes)
 {
     if (bytes == 0) return MLC_SUCCESS;
     if (ep->threads || src == ep->wrank) {
@@ -248,7 +259,8 @@ mlc_status_t eng_rndv_copy(eng_ep_t *ep, int src, uint64_t addr, void *dst, size
             int err = n < 0 ? errno : 0;
             /* A peer's memory goes away when the job is failing: it died, or it
              * left this collective because another rank died. Report the death. */
-            char why[160];
+            char why[160], from[32], who[32];
+            rank_name(ec, src, from, sizeof from);
             /* Name one that died (the source first) before one that ended
              * normally since: a peer that failed because of the death and
              * left is not the cause. */
@@ -258,11 +270,12 @@ mlc_status_t eng_rndv_copy(eng_ep_t *ep, int src, uint64_t addr, void *dst, size
                     if (w == ep->wrank || (gone = eng_peer_gone_within(ep, w, 0, why, sizeof why)) == ENG_ALIVE ||
                         (pass == 0 && gone != ENG_DIED))
                         continue;
-                    return mlc_error(MLC_ERR_PEER_LOST, "single-copy read of %zu bytes from rank %d failed (%s): "
-                                     "world rank %d %s", bytes - done, src, err ? strerror(err) : "no progress", w, why);
+                    return mlc_error(MLC_ERR_PEER_LOST, "single-copy read of %zu bytes from %s failed (%s): peer %s %s",
+                                     bytes - done, from, err ? strerror(err) : "no progress",
+                                     rank_name(ec, w, who, sizeof who), why);
                 }
             return mlc_error(err == ESRCH ? MLC_ERR_PEER_LOST : MLC_ERR_SYSTEM,
-                             "single-copy read of %zu bytes from rank %d (pid %d) failed: %s", bytes - done, src,
+                             "single-copy read of %zu bytes from %s (pid %d) failed: %s", bytes - done, from,
                              (int)ep->pids[src], err ? strerror(err) : "no progress");
         }
         done += (size_t)n;
@@ -274,8 +287,8 @@ mlc_status_t eng_rndv_copy(eng_ep_t *ep, int src, uint64_t addr, void *dst, size
  * sender's shared block mapped here when it has one and it maps, else by
  * single copy (a sender names its block only where this rank may read it
  * by single copy too: eng_isend). */
-static mlc_status_t rndv_read(eng_ep_t *ep, int src, const mlc_shmem_ref_t *block, uint64_t addr, uint64_t bytes,
-                              void *dst, size_t n)
+static mlc_status_t rndv_read(eng_ep_t *ep, const eng_comm_t *ec, int src, const mlc_shmem_ref_t *block,
+                              uint64_t addr, uint64_t bytes, void *dst, size_t n)
 {
     if (n == 0) return MLC_SUCCESS;
     if (block->size && !ep->threads && src != ep->wrank) {
@@ -286,7 +299,7 @@ static mlc_status_t rndv_read(eng_ep_t *ep, int src, const mlc_shmem_ref_t *bloc
             return MLC_SUCCESS;
         }
     }
-    return eng_rndv_copy(ep, src, addr, dst, n);
+    return eng_rndv_copy(ep, ec, src, addr, dst, n);
 }
 
 /* Deliver a rendezvous message to a matched receive. */
@@ -304,7 +317,7 @@ static void rndv_deliver(eng_ep_t *ep, eng_op_t *op, int src, uint64_t tag, uint
         op_fail(op, fst != MLC_SUCCESS ? fst : MLC_ERR_ABORTED, "%.300s", op->comm->comm->fail_msg);
         return;
     }
-    mlc_status_t st = op->cancelled ? MLC_SUCCESS : rndv_read(ep, src, block, addr, bytes, op->rbuf, n);
+    mlc_status_t st = op->cancelled ? MLC_SUCCESS : rndv_read(ep, op->comm, src, block, addr, bytes, op->rbuf, n);
     send_ack(ep, src, cookie);
     if (st != MLC_SUCCESS) {
         op->src_world = src;
