@@ -786,9 +786,9 @@ MLC_API mlc_status_t mlc_pinned_pool_info(mlc_pinned_pool_t *pool, mlc_pinned_in
  * process_vm_readv, where the engine's own algorithm takes the call: with
  * single copy allowed (MLC_CMA), or, an allreduce or allgather, where the
  * ranks have stages (docs/ENGINE.md, "Shared buffers"); and a receive of a
- * message past the eager size (16 KiB; less above ~40 ranks) sent from
- * such a block copies it from there with one memcpy (with single copy
- * allowed). A buffer may be
+ * message past the eager size (16 KiB; 8 KiB and less from 46 ranks on)
+ * sent from such a block copies it from there with one memcpy, where single
+ * copy works between the pair. A buffer may be
  * any range inside one block; a peer faults in only the buffers calls
  * name. A peer keeps the blocks it read mapped (up to four per owner) and
  * unmaps those the owner freed when a later call reads a block of that

@@ -33,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/uio.h>
 #include <unistd.h>
 #include "harness.h"
 #include "testdata.h"
@@ -252,19 +253,39 @@ static int reads_in_place(mlc_comm_t *comm, uint32_t *seed)
     return 0;
 }
 
+/* *ok &= whether this process may read rank from's memory by single copy
+ * (process_vm_readv; the engine names a block in a rendezvous only then).
+ * Collective. */
+static int can_single_copy(mlc_comm_t *comm, int from, bool *ok)
+{
+    static volatile uint64_t marker = 0x5ea1ed;
+    int p = mlc_comm_size(comm);
+    uint64_t mine[2] = {(uint64_t)getpid(), (uint64_t)(uintptr_t)&marker};
+    uint64_t *all = mlc_test_alloc((size_t)p * sizeof mine);
+    CHECK(all, "out of memory");
+    CHECK_OK(mlc_allgather(mine, all, 2, MLC_UINT64, comm, NULL));
+    uint64_t got = 0;
+    struct iovec l = {&got, sizeof got}, r = {(void *)(uintptr_t)all[2 * from + 1], sizeof got};
+    if (process_vm_readv((pid_t)all[2 * from], &l, 1, &r, 1, 0) != (ssize_t)sizeof got || got != marker) *ok = false;
+    mlc_test_free(all);
+    return 0;
+}
+
 /* A ring of sends past the eager size (16 KiB) from shared blocks, at an
  * offset inside them, a new send block each round: each rank's receive gets
  * its predecessor's data, posted first (round 0), posted once the message
- * waits (probe) from any source (1), and so and shorter than the message
- * (2: MLC_ERR_TRUNCATE, the first elements written). On shm with single
- * copy the receiver then maps the sender's block of that round (it read it
- * in place); without single copy such messages stream through the ring. */
+ * waits (probe) from any source (1), and so, shorter than the message
+ * (2: MLC_ERR_TRUNCATE, the first elements written). On shm, where this
+ * process may read its predecessor's memory by single copy, the receiver
+ * then maps the sender's block of that round (it read it in place); without
+ * single copy such messages stream through the ring. */
 static int p2p_ring(mlc_comm_t *comm, uint32_t *seed)
 {
     int p = mlc_comm_size(comm), r = mlc_comm_rank(comm), next = (r + 1) % p, prev = (r + p - 1) % p;
     size_t count = 300001, n = count * 4;
     const char *cma = getenv("MLC_CMA");
     bool maps = p > 1 && strcmp(mlc_comm_backend(comm), "shm") == 0 && !(cma && strcmp(cma, "0") == 0);
+    CHECK_RUN(can_single_copy(comm, prev, &maps));
     void *rb;
     unsigned char *recv = take(true, n, &rb), *expect = mlc_test_alloc(n);
     uint64_t *inodes = mlc_test_alloc((size_t)p * sizeof *inodes);

@@ -25,7 +25,7 @@
  *   shared_send_kill[_nocma]  the victim sends 4 MiB from a shared block to
  *                    each survivor (a rendezvous naming the block; without
  *                    single copy streamed) and is SIGKILLed; they receive
- *                    0.2 s later
+ *                    once it is dead
  *   split_send_kill  the same from malloc'd memory on a split communicator
  *                    where the victim is rank 0 (a single-copy read that
  *                    fails): the message names "peer rank 0", as numbered
@@ -61,6 +61,21 @@ static const char *const scenarios[] = {"probe_kill",       "iprobe_kill",      
                                         "group_kill",       "shared_kill",           "shared_kill_nocma",
                                         "shared_send_kill", "shared_send_kill_nocma", "split_send_kill", NULL};
 static float *shared_send, *shared_recv; /* the shared_* scenarios' blocks */
+static int victim_pid;                   /* *send_kill: survivors receive once it is dead */
+
+/* Whether process pid is gone or a zombie. */
+static bool process_dead(int pid)
+{
+    char path[64], buf[256];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return true;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *rp = strrchr(buf, ')');
+    return rp && (rp[2] == 'Z' || rp[2] == 'X');
+}
 
 static void add_op(const void *in, void *inout, void *ctx)
 {
@@ -122,7 +137,10 @@ static mlc_status_t survivor_wait(const char *scen, mlc_comm_t *comm, int r)
     if (strncmp(scen, "combine", 7) == 0) return mlc_combine(&v, &v, 1, sizeof v, add_op, 0, NULL, comm);
     if (strcmp(scen, "freed_exit_coll") == 0) return mlc_allreduce(&v, &v, 1, MLC_INT32, MLC_SUM, comm, NULL);
     if (strstr(scen, "send_kill")) {
-        mlc_test_sleep_ms(2 * LEAVE_AFTER_MS);
+        /* Its messages are announced, and it must be dead before they are
+         * read (else the read would succeed). */
+        for (double t0 = mlc_test_now(); !process_dead(victim_pid) && mlc_test_now() - t0 < BOUND_S;)
+            mlc_test_sleep_ms(5);
         int from = strncmp(scen, "split", 5) == 0 ? 0 : VICTIM;
         return mlc_recv(shared_recv, SHARED_COUNT, MLC_FLOAT32, from, TAG, comm, NULL, NULL);
     }
@@ -165,6 +183,10 @@ static int run_rank(const char *scen)
     if (strncmp(scen, "split", 5) == 0 && strstr(scen, "send_kill")) { /* malloc'd */
         shared_send = calloc(SHARED_COUNT, sizeof(float));
         shared_recv = calloc(SHARED_COUNT, sizeof(float));
+        if (!shared_send || !shared_recv) {
+            printf("out of memory\n");
+            return 2;
+        }
     }
     mlc_comm_t *comm = NULL;
     mlc_status_t st = mlc_comm_init(NULL, &comm);
@@ -190,6 +212,15 @@ static int run_rank(const char *scen)
             return 1;
         }
         used = renumbered;
+    }
+    if (strstr(scen, "send_kill")) {
+        int32_t pids[3], mine = (int32_t)getpid();
+        st = mlc_allgather(&mine, pids, 1, MLC_INT32, comm, NULL);
+        if (st != MLC_SUCCESS) {
+            printf("rank %d: allgather: %s: %s\n", r, mlc_status_name(st), mlc_last_error());
+            return 1;
+        }
+        victim_pid = pids[VICTIM];
     }
     if (r == VICTIM) victim(scen, used);
     double t0 = mlc_test_now();

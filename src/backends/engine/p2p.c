@@ -267,7 +267,8 @@ mlc_status_t eng_rndv_copy(eng_ep_t *ep, const eng_comm_t *ec, int src, uint64_t
             for (int pass = 0; pass < 2; pass++)
                 for (int i = 0; i < ep->wsize; i++) {
                     int w = (src + i) % ep->wsize, gone;
-                    if (w == ep->wrank || (gone = eng_peer_gone_within(ep, w, 0, why, sizeof why)) == ENG_ALIVE ||
+                    if (w == ep->wrank || (ec && ec->comm_of[w] < 0) || /* members only */
+                        (gone = eng_peer_gone_within(ep, w, 0, why, sizeof why)) == ENG_ALIVE ||
                         (pass == 0 && gone != ENG_DIED))
                         continue;
                     return mlc_error(MLC_ERR_PEER_LOST, "single-copy read of %zu bytes from %s failed (%s): peer %s %s",
@@ -322,6 +323,12 @@ static void rndv_deliver(eng_ep_t *ep, eng_op_t *op, int src, uint64_t tag, uint
     if (st != MLC_SUCCESS) {
         op->src_world = src;
         op->rtag = tag;
+        /* A member that failed first (and left since, so the read failed) posted why: report that. */
+        mlc_status_t fst = op->comm && eng_fail_posted(op->comm) ? eng_fail_adopt(op->comm) : MLC_SUCCESS;
+        if (fst != MLC_SUCCESS) {
+            op_fail(op, fst, "%.300s", op->comm->comm->fail_msg);
+            return;
+        }
         op_fail(op, st, "%s", mlc_last_error());
         return;
     }
