@@ -12,6 +12,7 @@
  */
 #ifndef MLC_TEST_HARNESS_H
 #define MLC_TEST_HARNESS_H
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -112,4 +113,6 @@ int mlc_test_algo_order_preserving(mlc_coll_t coll, const char *name);
 double mlc_test_now(void);
 /* Sleep for ms milliseconds. */
 void mlc_test_sleep_ms(int ms);
+/* Whether process pid has ended: gone, or a zombie its parent has not reaped. */
+bool mlc_test_process_ended(int pid);
 #endif

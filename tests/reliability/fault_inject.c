@@ -57,7 +57,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-#include "mlcomm.h"
+#include "harness.h"
 
 #define MAX_RANKS 4
 #define MAX_OPS 8
@@ -470,18 +470,7 @@ static void set_text(unsigned set, char *buf, size_t len)
     if (!o) snprintf(buf, len, "none");
 }
 
-static bool alive(pid_t pid)
-{
-    char path[64], st[512];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f) return false;
-    size_t n = fread(st, 1, sizeof st - 1, f);
-    fclose(f);
-    st[n] = '\0';
-    const char *c = strrchr(st, ')');
-    return c && c[1] == ' ' && c[2] != 'Z' && c[2] != 'X';
-}
+static bool alive(pid_t pid) { return !mlc_test_process_ended((int)pid); }
 
 static int cmp_double(const void *a, const void *b)
 {

@@ -63,20 +63,6 @@ static const char *const scenarios[] = {"probe_kill",       "iprobe_kill",      
 static float *shared_send, *shared_recv; /* the shared_* scenarios' blocks */
 static int victim_pid;                   /* *send_kill: survivors receive once it is dead */
 
-/* Whether process pid is gone or a zombie. */
-static bool process_dead(int pid)
-{
-    char path[64], buf[256];
-    snprintf(path, sizeof path, "/proc/%d/stat", pid);
-    FILE *f = fopen(path, "r");
-    if (!f) return true;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    const char *rp = strrchr(buf, ')');
-    return rp && (rp[2] == 'Z' || rp[2] == 'X');
-}
-
 static void add_op(const void *in, void *inout, void *ctx)
 {
     (void)ctx;
@@ -139,7 +125,7 @@ static mlc_status_t survivor_wait(const char *scen, mlc_comm_t *comm, int r)
     if (strstr(scen, "send_kill")) {
         /* Its messages are announced, and it must be dead before they are
          * read (else the read would succeed). */
-        for (double t0 = mlc_test_now(); !process_dead(victim_pid) && mlc_test_now() - t0 < BOUND_S;)
+        for (double t0 = mlc_test_now(); !mlc_test_process_ended(victim_pid) && mlc_test_now() - t0 < BOUND_S;)
             mlc_test_sleep_ms(5);
         int from = strncmp(scen, "split", 5) == 0 ? 0 : VICTIM;
         return mlc_recv(shared_recv, SHARED_COUNT, MLC_FLOAT32, from, TAG, comm, NULL, NULL);
