@@ -358,11 +358,7 @@ static mlc_status_t single_copy(const mlc_request_t *req, int r, int which, size
 {
     eng_comm_t *ec = req->comm->impl;
     const eng_slot_t *s = slot_of(ec, r);
-    mlc_status_t st = eng_rndv_copy(ec->ep, ec, ec->world_of[r], peer_buf(s, which) + at, dst, n);
-    /* A member that failed first (and left since, so the read failed) posted why: report that. */
-    if (st != MLC_SUCCESS && eng_fail_posted(ec))
-        st = eng_fail_adopt(ec) != MLC_SUCCESS ? mlc_comm_check(req->comm) : st;
-    return st;
+    return eng_rndv_copy(ec->ep, ec, ec->world_of[r], peer_buf(s, which) + at, dst, n);
 }
 
 /* The same from its mapped block when it has one, else by single copy. */

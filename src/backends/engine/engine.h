@@ -417,10 +417,11 @@ bool eng_ux_mismatch(eng_comm_t *ec, const mlc_sig_t *sig, char *msg, size_t len
 void eng_cancel_comm(eng_comm_t *ec);
 /* Nothing unread in the inbound rings and no unexpected message queued (no lock needed). */
 bool eng_p2p_quiet(eng_ep_t *ep);
-/* Copy `bytes` from world rank src's buffer (rendezvous, single copy); a
- * failure names a peer that is gone, if one is, by its rank in ec (may be
- * NULL: world ranks). */
-mlc_status_t eng_rndv_copy(eng_ep_t *ep, const eng_comm_t *ec, int src, uint64_t addr, void *dst, size_t bytes);
+/* Copy `bytes` from world rank src's buffer (rendezvous, single copy). A
+ * failure reports the failure a member of ec posted first, if one did (it
+ * may have left since, which is why the read failed), else names a peer
+ * that is gone, if one is, by its rank in ec (may be NULL: world ranks). */
+mlc_status_t eng_rndv_copy(eng_ep_t *ep, eng_comm_t *ec, int src, uint64_t addr, void *dst, size_t bytes);
 
 /* --- peers' shared blocks (peer_mem.c; caller holds ep->lock) --------------- */
 /* A read-only local pointer to byte `at` of world rank w's buffer [buf,

@@ -242,7 +242,7 @@ static const char *rank_name(const eng_comm_t *ec, int w, char *buf, size_t len)
     return buf;
 }
 
-mlc_status_t eng_rndv_copy(eng_ep_t *ep, const eng_comm_t *ec, int src, uint64_t addr, void *dst, size_t bytes)
+mlc_status_t eng_rndv_copy(eng_ep_t *ep, eng_comm_t *ec, int src, uint64_t addr, void *dst, size_t bytes)
 {
     if (bytes == 0) return MLC_SUCCESS;
     if (ep->threads || src == ep->wrank) {
@@ -257,6 +257,11 @@ mlc_status_t eng_rndv_copy(eng_ep_t *ep, const eng_comm_t *ec, int src, uint64_t
         if (n <= 0) {
             if (n < 0 && errno == EINTR) continue;
             int err = n < 0 ? errno : 0;
+            /* A member that failed first (and left since, so the read failed) posted why: report that. */
+            if (ec && eng_fail_posted(ec)) {
+                mlc_status_t fst = eng_fail_adopt(ec);
+                if (fst != MLC_SUCCESS) return mlc_error(fst, "%.300s", ec->comm->fail_msg);
+            }
             /* A peer's memory goes away when the job is failing: it died, or it
              * left this collective because another rank died. Report the death. */
             char why[160], from[32], who[32];
@@ -288,7 +293,7 @@ mlc_status_t eng_rndv_copy(eng_ep_t *ep, const eng_comm_t *ec, int src, uint64_t
  * sender's shared block mapped here when it has one and it maps, else by
  * single copy (a sender names its block only where this rank may read it
  * by single copy too: eng_isend). */
-static mlc_status_t rndv_read(eng_ep_t *ep, const eng_comm_t *ec, int src, const mlc_shmem_ref_t *block,
+static mlc_status_t rndv_read(eng_ep_t *ep, eng_comm_t *ec, int src, const mlc_shmem_ref_t *block,
                               uint64_t addr, uint64_t bytes, void *dst, size_t n)
 {
     if (n == 0) return MLC_SUCCESS;
@@ -323,12 +328,6 @@ static void rndv_deliver(eng_ep_t *ep, eng_op_t *op, int src, uint64_t tag, uint
     if (st != MLC_SUCCESS) {
         op->src_world = src;
         op->rtag = tag;
-        /* A member that failed first (and left since, so the read failed) posted why: report that. */
-        mlc_status_t fst = op->comm && eng_fail_posted(op->comm) ? eng_fail_adopt(op->comm) : MLC_SUCCESS;
-        if (fst != MLC_SUCCESS) {
-            op_fail(op, fst, "%.300s", op->comm->comm->fail_msg);
-            return;
-        }
         op_fail(op, st, "%s", mlc_last_error());
         return;
     }
