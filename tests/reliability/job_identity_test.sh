@@ -11,6 +11,10 @@
 #   initkill  a rank _exits at a named init point (MLC_FAULT_INIT): every
 #             survivor gets MLC_ERR_PEER_LOST naming it within 2 s, with and
 #             without mlcomm-run, and /dev/shm is clean
+#   initlate  under mlcomm-run, rank 0 dies after publishing the segment
+#             while rank 2 has not yet started its init (it sleeps 1.5 s):
+#             rank 1 reports MLC_ERR_PEER_LOST naming rank 0 within 1 s,
+#             before mlcomm-run stops the job
 #   full      a full /dev/shm (a 64 KiB tmpfs in a private mount namespace):
 #             every rank fails within 2 s
 #   hydra     mpiexec.mpich -n 2 on the default backend, no MLC_JOB_ID
@@ -130,6 +134,19 @@ initkill)
             rm -f "$tmp"/k.*
         done
     done
+    ;;
+initlate)
+    [ -n "$run" ] || skip "mlcomm-run not built"
+    # JOB_DELAY=2:1.5: rank 2 sleeps 1.5 s before mlc_comm_init; mlcomm-run
+    # stops it 1 s after rank 0's death, so it never claims its entry.
+    $clean MLC_TIMEOUT=20 MLC_FAULT_INIT=0:attach JOB_DELAY=2:1.5 MLC_BACKEND=shm \
+        "$run" -n 3 "$prog" >"$tmp/launcher" 2>&1
+    cat "$tmp/launcher"
+    line=$(grep "^rank 1[:/]" "$tmp/launcher" | grep "FAIL") || fail "rank 1 reported nothing before mlcomm-run stopped it"
+    echo "$line" | grep -q "FAIL MLC_ERR_PEER_LOST after" || fail "rank 1: not PEER_LOST: $line"
+    echo "$line" | sed 's/^rank [^:]*: //' | grep -q "rank 0" || fail "rank 1 does not name rank 0: $line"
+    s=$(echo "$line" | sed -n 's/.* after \([0-9.]*\) s.*/\1/p')
+    awk -v s="$s" 'BEGIN { exit !(s < 1.0) }' || fail "rank 1 took $s s (limit 1 s)"
     ;;
 full)
     [ "$(id -u)" -eq 0 ] || skip "needs root for a private /dev/shm"

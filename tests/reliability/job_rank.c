@@ -8,9 +8,12 @@
  *   rank R: FAIL MLC_ERR_X after T s: msg  init or the allreduce failed (R from
  *                                          MLC_RANK or RANK when init failed)
  * Exit status: 0 ok, 3 cross-job, 2 failure.
+ * JOB_DELAY=R:S makes rank R (MLC_RANK or RANK) sleep S seconds before init:
+ * a rank that is late to the rendezvous.
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include "mlcomm.h"
 
@@ -21,16 +24,33 @@ static double now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+static const char *rank_env(void)
+{
+    return getenv("MLC_RANK") ? getenv("MLC_RANK") : getenv("RANK") ? getenv("RANK") : "?";
+}
+
+static void delay_if_late(void)
+{
+    const char *d = getenv("JOB_DELAY"), *me = rank_env();
+    char *end;
+    long r = d ? strtol(d, &end, 10) : -1;
+    if (r < 0 || *end != ':' || me[0] < '0' || me[0] > '9' || atol(me) != r) return;
+    double s = atof(end + 1);
+    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    nanosleep(&ts, NULL);
+}
+
 int main(void)
 {
     const char *v = getenv("JOB_VALUE");
     long long value = v ? atoll(v) : 1;
+    delay_if_late();
     double t0 = now();
     mlc_comm_t *comm = NULL;
     mlc_status_t st = mlc_comm_init(NULL, &comm);
     if (st != MLC_SUCCESS) {
-        const char *r = getenv("MLC_RANK") ? getenv("MLC_RANK") : getenv("RANK") ? getenv("RANK") : "?";
-        printf("rank %s: FAIL %s after %.3f s: %s\n", r, mlc_status_name(st), now() - t0, mlc_last_error());
+        printf("rank %s: FAIL %s after %.3f s: %s\n", rank_env(), mlc_status_name(st), now() - t0,
+               mlc_last_error());
         return 2;
     }
     double t_init = now() - t0;

@@ -671,11 +671,17 @@ mlc_status_t shm_rdv_fail(shm_rdv_t *v, mlc_status_t st)
      * timeout or a death the ranks still in may never come out (stopped,
      * hung): every rank that gives up removes them after the grace. */
     bool stuck = st == MLC_ERR_TIMEOUT || st == MLC_ERR_PEER_LOST;
+    /* Under mlcomm-run (a job state) nothing waits: the launcher removes what
+     * the job left in /dev/shm when it ends, and it stops the job 1 s after a
+     * rank dies, while a rank that never claimed its entry may be late or may
+     * have left already (an exit 0 is not recorded): holding this error back
+     * for it would lose the error. Late ranks still find the failure. */
+    bool swept = v->use_jobstate && mlc_jobstate_get() != NULL;
     double until = mlc_now() + RDV_GRACE_S;
     int unclaimed;
     for (;;) {
         bool out = all_out(v, &unclaimed);
-        if (!out && !stuck) break;
+        if (!(out && unclaimed == 0) && (swept || (!out && !stuck))) break;
         if ((out && unclaimed == 0) || mlc_now() > until) {
             if (v->seg_name[0]) shm_unlink(v->seg_name);
             unlink_if_same(v->name, v->dev, v->ino);
