@@ -66,6 +66,7 @@ int mlc_run_job_create(int nranks, mlc_run_job_t *job, char *err, size_t errlen)
     }
     j.state = p; /* a fresh memfd reads as zeros: every rank alive */
     j.state->nranks = (uint32_t)nranks;
+    snprintf(j.state->swept_id, sizeof j.state->swept_id, "%s", j.id); /* mlc_run_job_sweep_shm's */
     j.state->magic = MLC_JOBSTATE_MAGIC;
     *job = j;
     return 0;

@@ -68,6 +68,13 @@ const mlc_jobstate_t *mlc_jobstate_get(void)
     return mlc_jobstate;
 }
 
+int mlc_jobstate_sweeps(const char *job_id)
+{
+    const mlc_jobstate_t *js = mlc_jobstate_get();
+    return js != NULL && js->swept_id[0] != '\0' && memchr(js->swept_id, '\0', sizeof js->swept_id) != NULL &&
+           strcmp(js->swept_id, job_id) == 0;
+}
+
 uint64_t mlc_jobstate_tag(void)
 {
     return mlc_jobstate_get() ? mlc_jobstate_id : 0;

@@ -13,7 +13,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#define MLC_JOBSTATE_MAGIC 0x4d4c434au /* "MLCJ" */
+#define MLC_JOBSTATE_MAGIC 0x4d4c434bu /* "MLCK" (the layout with swept_id) */
 #define MLC_JOBSTATE_MAX_RANKS 4096
 
 /* dead[r] encoding: 0 alive (or exited 0); 0x100 | code = exited with code; 0x200 | sig = killed by sig */
@@ -25,6 +25,7 @@ typedef struct mlc_jobstate {
     uint32_t nranks;
     atomic_uint epoch;    /* bumped on every change */
     atomic_uint ndead;
+    char swept_id[32]; /* the job id whose /dev/shm names the launcher removes when the job ends */
     atomic_int pid[MLC_JOBSTATE_MAX_RANKS];
     atomic_uint dead[MLC_JOBSTATE_MAX_RANKS];
 } mlc_jobstate_t;
@@ -39,6 +40,9 @@ const mlc_jobstate_t *mlc_jobstate_get(void);
  * same in every rank of one mlcomm-run job and different in any other job
  * alive at the same time; 0 when there is none. */
 uint64_t mlc_jobstate_tag(void);
+/* Whether a launcher will remove this job id's names from /dev/shm when the
+ * job ends (its job state names that id: a caller may give its own). */
+int mlc_jobstate_sweeps(const char *job_id);
 /* Start time of process pid (clock ticks since boot, /proc/<pid>/stat field
  * 22); 0 if it cannot be read. With the pid it names one process for good. */
 uint64_t mlc_proc_start_time(int pid);

@@ -14,7 +14,8 @@
 #   initlate  under mlcomm-run, rank 0 dies after publishing the segment
 #             while rank 2 has not yet started its init (it sleeps 1.5 s):
 #             rank 1 reports MLC_ERR_PEER_LOST naming rank 0 within 1 s,
-#             before mlcomm-run stops the job
+#             before mlcomm-run stops the job, and /dev/shm holds nothing of
+#             the job after it
 #   full      a full /dev/shm (a 64 KiB tmpfs in a private mount namespace):
 #             every rank fails within 2 s
 #   hydra     mpiexec.mpich -n 2 on the default backend, no MLC_JOB_ID
@@ -36,7 +37,8 @@ skip() {
 # A clean environment for the ranks: nothing inherited names a job or ranks.
 clean="env -u MLC_JOB_ID -u MLC_JOB_FD -u MLC_RANK -u MLC_WORLD_SIZE -u MLC_LOCAL_RANK -u MLC_LOCAL_SIZE
        -u MLC_BACKEND -u MASTER_ADDR -u MASTER_PORT -u RANK -u WORLD_SIZE -u LOCAL_RANK -u LOCAL_WORLD_SIZE
-       -u TORCHELASTIC_RUN_ID -u PMI_RANK -u PMI_SIZE -u SLURM_JOB_ID -u SLURM_PROCID -u MLC_FAULT_INIT"
+       -u TORCHELASTIC_RUN_ID -u PMI_RANK -u PMI_SIZE -u SLURM_JOB_ID -u SLURM_PROCID -u MLC_FAULT_INIT
+       -u JOB_DELAY -u JOB_PRINT_ID"
 left_in_shm() { # prefix: prints what /dev/shm holds of it
     for f in /dev/shm/mlc-"$1"*; do [ -e "$f" ] && echo "$f"; done
 }
@@ -116,8 +118,12 @@ initkill)
                 wait
             else
                 [ -n "$run" ] || continue
-                $clean MLC_TIMEOUT=20 MLC_FAULT_INIT=$rp MLC_BACKEND=shm "$run" -n 3 "$prog" >"$tmp/launcher" 2>&1
+                $clean MLC_TIMEOUT=20 MLC_FAULT_INIT=$rp JOB_PRINT_ID=1 MLC_BACKEND=shm "$run" -n 3 "$prog" \
+                    >"$tmp/launcher" 2>&1
                 cat "$tmp/launcher"
+                # mlcomm-run names the job: check what it leaves in /dev/shm below.
+                id=$(sed -n 's/^rank [0-9]*: job id \([0-9a-f]*\)$/\1/p' "$tmp/launcher" | head -n 1)
+                [ -n "$id" ] || fail "$rp $how: no rank printed its job id"
                 for r in 0 1 2; do grep "^rank $r[:/]" "$tmp/launcher" >"$tmp/k.$r"; done
             fi
             echo "--- MLC_FAULT_INIT=$rp ($how)"
@@ -130,7 +136,7 @@ initkill)
                 s=$(echo "$line" | sed -n 's/.* after \([0-9.]*\) s.*/\1/p')
                 awk -v s="$s" 'BEGIN { exit !(s < 2.0) }' || fail "$rp $how: rank $r took $s s (limit 2 s)"
             done
-            [ -z "$(left_in_shm "jobid-kill-$$-")" ] || fail "$rp $how: left in /dev/shm: $(left_in_shm "jobid-kill-$$-")"
+            [ -z "$(left_in_shm "$id-")" ] || fail "$rp $how: left in /dev/shm: $(left_in_shm "$id-")"
             rm -f "$tmp"/k.*
         done
     done
@@ -139,14 +145,18 @@ initlate)
     [ -n "$run" ] || skip "mlcomm-run not built"
     # JOB_DELAY=2:1.5: rank 2 sleeps 1.5 s before mlc_comm_init; mlcomm-run
     # stops it 1 s after rank 0's death, so it never claims its entry.
-    $clean MLC_TIMEOUT=20 MLC_FAULT_INIT=0:attach JOB_DELAY=2:1.5 MLC_BACKEND=shm \
+    $clean MLC_TIMEOUT=20 MLC_FAULT_INIT=0:attach JOB_DELAY=2:1.5 JOB_PRINT_ID=1 MLC_BACKEND=shm \
         "$run" -n 3 "$prog" >"$tmp/launcher" 2>&1
     cat "$tmp/launcher"
+    id=$(sed -n 's/^rank 1: job id \([0-9a-f]*\)$/\1/p' "$tmp/launcher")
+    [ -n "$id" ] || fail "rank 1 did not print its job id"
     line=$(grep "^rank 1[:/]" "$tmp/launcher" | grep "FAIL") || fail "rank 1 reported nothing before mlcomm-run stopped it"
     echo "$line" | grep -q "FAIL MLC_ERR_PEER_LOST after" || fail "rank 1: not PEER_LOST: $line"
     echo "$line" | sed 's/^rank [^:]*: //' | grep -q "rank 0" || fail "rank 1 does not name rank 0: $line"
     s=$(echo "$line" | sed -n 's/.* after \([0-9.]*\) s.*/\1/p')
+    [ -n "$s" ] || fail "rank 1: no time in: $line"
     awk -v s="$s" 'BEGIN { exit !(s < 1.0) }' || fail "rank 1 took $s s (limit 1 s)"
+    [ -z "$(left_in_shm "$id-")" ] || fail "left in /dev/shm: $(left_in_shm "$id-")"
     ;;
 full)
     [ "$(id -u)" -eq 0 ] || skip "needs root for a private /dev/shm"

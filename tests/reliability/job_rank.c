@@ -9,7 +9,8 @@
  *                                          MLC_RANK or RANK when init failed)
  * Exit status: 0 ok, 3 cross-job, 2 failure.
  * JOB_DELAY=R:S makes rank R (MLC_RANK or RANK) sleep S seconds before init:
- * a rank that is late to the rendezvous.
+ * a rank that is late to the rendezvous. JOB_PRINT_ID=1 first prints
+ *   rank R: job id ID                      MLC_JOB_ID as this rank got it
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,8 +35,9 @@ static void delay_if_late(void)
     const char *d = getenv("JOB_DELAY"), *me = rank_env();
     char *end;
     long r = d ? strtol(d, &end, 10) : -1;
-    if (r < 0 || *end != ':' || me[0] < '0' || me[0] > '9' || atol(me) != r) return;
+    if (r < 0 || end == d || *end != ':' || me[0] < '0' || me[0] > '9' || atol(me) != r) return;
     double s = atof(end + 1);
+    if (!(s > 0 && s < 60)) return;
     struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
     nanosleep(&ts, NULL);
 }
@@ -44,6 +46,10 @@ int main(void)
 {
     const char *v = getenv("JOB_VALUE");
     long long value = v ? atoll(v) : 1;
+    if (getenv("JOB_PRINT_ID")) {
+        printf("rank %s: job id %s\n", rank_env(), getenv("MLC_JOB_ID") ? getenv("MLC_JOB_ID") : "(none)");
+        fflush(stdout);
+    }
     delay_if_late();
     double t0 = now();
     mlc_comm_t *comm = NULL;

@@ -5,7 +5,9 @@
  * mapping is made once per process).
  */
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -22,6 +24,7 @@ static int make_state(size_t size, uint32_t magic, uint32_t nranks)
         if (js == MAP_FAILED) return -1;
         js->magic = magic;
         js->nranks = nranks;
+        snprintf(js->swept_id, sizeof js->swept_id, "0123456789abcdef");
         atomic_store(&js->dead[1], MLC_JOB_DEAD_SIGNAL | 9);
         munmap(js, sizeof *js);
     }
@@ -43,7 +46,22 @@ static int in_child(const char *value, int (*body)(void))
     return WIFEXITED(status) ? WEXITSTATUS(status) : 100 + WTERMSIG(status);
 }
 
-static int expect_null(void) { return mlc_jobstate_get() == NULL ? 0 : 1; }
+static int expect_null(void) { return mlc_jobstate_get() == NULL && !mlc_jobstate_sweeps("0123456789abcdef") ? 0 : 1; }
+
+/* The launcher sweeps its own job id's names only, and a name that fills
+ * the field without a NUL is no name. */
+static int expect_sweeps(void)
+{
+    if (!mlc_jobstate_sweeps("0123456789abcdef")) return 1;
+    if (mlc_jobstate_sweeps("0123456789abcde") || mlc_jobstate_sweeps("my-own-id") || mlc_jobstate_sweeps("")) return 2;
+    mlc_jobstate_t *js = (mlc_jobstate_t *)mlc_jobstate_get();
+    memset(js->swept_id, 'a', sizeof js->swept_id);
+    char full[sizeof js->swept_id + 1];
+    memset(full, 'a', sizeof js->swept_id);
+    full[sizeof js->swept_id] = '\0';
+    if (mlc_jobstate_sweeps(full)) return 3;
+    return 0;
+}
 
 static int expect_mapped(void)
 {
@@ -66,6 +84,9 @@ int main(void)
     CHECK(in_child(num, expect_mapped) == 0, "valid job state mapped");
     mlc_jobstate_t *js = mmap(NULL, sizeof *js, PROT_READ, MAP_SHARED, good, 0);
     CHECK(js != MAP_FAILED && atomic_load(&js->epoch) == 1, "child's write visible");
+    int sweeps = make_state(sizeof(mlc_jobstate_t), MLC_JOBSTATE_MAGIC, 4);
+    snprintf(num, sizeof num, "%d", sweeps);
+    CHECK(in_child(num, expect_sweeps) == 0, "mlc_jobstate_sweeps: the launcher's job id only");
 
     CHECK(in_child(NULL, expect_null) == 0, "unset -> NULL");
     CHECK(in_child("", expect_null) == 0, "empty -> NULL");

@@ -671,18 +671,23 @@ mlc_status_t shm_rdv_fail(shm_rdv_t *v, mlc_status_t st)
      * timeout or a death the ranks still in may never come out (stopped,
      * hung): every rank that gives up removes them after the grace. */
     bool stuck = st == MLC_ERR_TIMEOUT || st == MLC_ERR_PEER_LOST;
-    /* Under mlcomm-run (a job state) nothing waits: the launcher removes what
-     * the job left in /dev/shm when it ends, and it stops the job 1 s after a
-     * rank dies, while a rank that never claimed its entry may be late or may
-     * have left already (an exit 0 is not recorded): holding this error back
-     * for it would lose the error. Late ranks still find the failure. */
-    bool swept = v->use_jobstate && mlc_jobstate_get() != NULL;
+    /* Under mlcomm-run, for its job id, nothing waits: the launcher removes
+     * the job's names from /dev/shm when it ends, and it stops the job 1 s
+     * after a rank dies, while a rank that never claimed its entry may be
+     * late or may have left already (an exit 0 is not recorded): holding
+     * this error back for it would lose the error. The segment goes now
+     * (late ranks learn of the failure from the rendezvous record alone). */
+    bool swept = v->use_jobstate && mlc_jobstate_sweeps(v->job_id);
     double until = mlc_now() + RDV_GRACE_S;
     int unclaimed;
     for (;;) {
-        bool out = all_out(v, &unclaimed);
-        if (!(out && unclaimed == 0) && (swept || (!out && !stuck))) break;
-        if ((out && unclaimed == 0) || mlc_now() > until) {
+        bool out = all_out(v, &unclaimed), last = out && unclaimed == 0;
+        if (!last && swept) { /* the launcher's sweep removes the record */
+            if (v->seg_name[0]) shm_unlink(v->seg_name);
+            break;
+        }
+        if (!out && !stuck) break; /* a rank still in will be the last one out */
+        if (last || mlc_now() > until) {
             if (v->seg_name[0]) shm_unlink(v->seg_name);
             unlink_if_same(v->name, v->dev, v->ino);
             break;
