@@ -9,10 +9,29 @@
  * after a shared start barrier, buffers freshly written with --seed's data,
  * the slowest process's average.
  *
- * Output, one line per size ('#' lines are comments):
- *   memcpy SIZE ITERS TIME_US GBPS        (GBPS = SIZE / TIME_US)
+ * --pass times instead the work one rank of a two-rank float32 sum allreduce
+ * of SIZE bytes does on its own, with no peer and no waiting: the ceiling of
+ * each design on this machine (docs/PERFORMANCE.md, "The memcpy bound"):
+ *   copy    memcpy (the default; the bound itself)
+ *   staged  the staged allreduce of two ranks: every 64 KiB chunk of the send
+ *           buffer is copied into a 256 KiB ring (its stage), then two chunks
+ *           of the ring (its own and, here, a stand-in for the peer's) are
+ *           summed into the receive buffer
+ *   halves  reduce-scatter and allgather through the stages: a copy of half
+ *           the send buffer into the ring; the other half summed with a ring
+ *           chunk into the receive buffer and the ring; a copy of a ring chunk
+ *           into the receive buffer's other half
+ *   mapped  reading peers' buffers in place (shared blocks): half the result
+ *           summed from two buffers, the other half copied
+ * Every pass reads and writes only cache-sized rings beside the two buffers,
+ * so what it costs beyond `copy` is work no data movement between
+ * processes can remove.
  *
- * Usage: memcpy-probe [-p P] [-n ITERS] [-B BYTES] [-S SEED] [--bind core|none] SIZE...
+ * Output, one line per size ('#' lines are comments):
+ *   PASS SIZE ITERS TIME_US GBPS        (GBPS = SIZE / TIME_US)
+ *
+ * Usage: memcpy-probe [-p P] [-n ITERS] [-B BYTES] [-S SEED] [--bind core|none]
+ *                     [--pass copy|staged|halves|mapped] SIZE...
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -29,6 +48,11 @@
 #include <unistd.h>
 
 #define MAX_SIZES 64
+#define CHUNK ((size_t)64 << 10) /* the engine's stage chunk (ENG_STAGE_CHUNK) */
+#define RING_CHUNKS 4            /* and its depth */
+
+enum { PASS_COPY, PASS_STAGED, PASS_HALVES, PASS_MAPPED };
+static const char *const pass_names[] = {"copy", "staged", "halves", "mapped"};
 
 typedef struct shared {
     pthread_barrier_t start, done;
@@ -55,6 +79,74 @@ static void fill(unsigned char *buf, size_t n, unsigned long long seed)
     memset(buf + 8 * words, (int)(x & 0xff), n - 8 * words);
 }
 
+/* The sums are written in 8-float vectors so that -O2 vectorizes them, as
+ * the library's reduction kernels are (AVX2 where the cpu has it). */
+typedef float v8f __attribute__((vector_size(32)));
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define FASTEST __attribute__((target_clones("avx2", "default")))
+#else
+#define FASTEST
+#endif
+
+/* n: a multiple of 8 (a chunk's floats) */
+FASTEST static void sum(const float *a, const float *b, float *out, size_t n)
+{
+    for (size_t i = 0; i < n; i += 8) {
+        v8f x, y;
+        memcpy(&x, a + i, sizeof x);
+        memcpy(&y, b + i, sizeof y);
+        x += y;
+        memcpy(out + i, &x, sizeof x);
+    }
+}
+
+FASTEST static void sum2(const float *a, const float *b, float *out, float *out2, size_t n)
+{
+    for (size_t i = 0; i < n; i += 8) {
+        v8f x, y;
+        memcpy(&x, a + i, sizeof x);
+        memcpy(&y, b + i, sizeof y);
+        x += y;
+        memcpy(out + i, &x, sizeof x);
+        memcpy(out2 + i, &x, sizeof x);
+    }
+}
+
+static float *ring_at(float *ring, size_t c) { return ring + (c % RING_CHUNKS) * (CHUNK / sizeof(float)); }
+
+/* One pass of `pass` over n bytes (whole chunks; a tail is copied). */
+static void run_pass(int pass, unsigned char *dst, const unsigned char *src, float *ring, size_t n)
+{
+    size_t chunks = n / CHUNK, half = chunks / 2, tail = n - chunks * CHUNK, cf = CHUNK / sizeof(float);
+    switch (pass) {
+    case PASS_COPY: memcpy(dst, src, n); return;
+    case PASS_STAGED:
+        for (size_t c = 0; c < chunks; c++) {
+            memcpy(ring_at(ring, c), src + c * CHUNK, CHUNK);
+            sum(ring_at(ring, c), ring_at(ring, c + 1), (float *)(dst + c * CHUNK), cf);
+        }
+        break;
+    case PASS_HALVES:
+        for (size_t c = 0; c < half; c++) {
+            memcpy(ring_at(ring, c), src + c * CHUNK, CHUNK);
+            sum2((const float *)(src + (half + c) * CHUNK), ring_at(ring, c + 1),
+                 (float *)(dst + (half + c) * CHUNK), ring_at(ring, c + 2), cf);
+            memcpy(dst + c * CHUNK, ring_at(ring, c + 3), CHUNK);
+        }
+        break;
+    case PASS_MAPPED:
+        for (size_t c = 0; c < half; c++) {
+            sum((const float *)(src + c * CHUNK), (const float *)(src + (half + c) * CHUNK),
+                (float *)(dst + c * CHUNK), cf);
+            memcpy(dst + (half + c) * CHUNK, src + c * CHUNK, CHUNK);
+        }
+        break;
+    }
+    size_t done = pass == PASS_STAGED ? chunks * CHUNK : 2 * half * CHUNK;
+    memcpy(dst + done, src + done, tail + (chunks * CHUNK - done));
+}
+
 static int parse_size(const char *s, size_t *out)
 {
     char *end;
@@ -73,7 +165,7 @@ static int parse_size(const char *s, size_t *out)
  * process that cannot set up still keeps step with the barriers (its time
  * is -1) so that nobody waits forever. */
 static int copier(shared_t *sh, int me, const size_t *sizes, int nsizes, const long *iters,
-                  unsigned long long seed, int bind)
+                  unsigned long long seed, int bind, int pass)
 {
     int ok = 1;
     if (bind) {
@@ -89,20 +181,22 @@ static int copier(shared_t *sh, int me, const size_t *sizes, int nsizes, const l
     size_t max = 0;
     for (int k = 0; k < nsizes; k++) max = sizes[k] > max ? sizes[k] : max;
     unsigned char *src = malloc(max), *dst = malloc(max);
-    if (!src || !dst) {
+    float *ring = aligned_alloc(64, RING_CHUNKS * CHUNK);
+    if (!src || !dst || !ring) {
         fprintf(stderr, "memcpy-probe: process %d: cannot allocate 2 x %zu bytes\n", me, max);
         ok = 0;
     }
     if (ok) fill(dst, max, seed + 7919u * (unsigned)me + 1);
+    if (ok) fill((unsigned char *)ring, RING_CHUNKS * CHUNK, seed + 3u);
     for (int k = 0; k < nsizes; k++) {
         if (ok) {
             fill(src, sizes[k], seed + 7919u * (unsigned)me + (unsigned)k);
-            memcpy(dst, src, sizes[k]); /* warm-up */
+            run_pass(pass, dst, src, ring, sizes[k]); /* warm-up */
         }
         pthread_barrier_wait(&sh->start);
         double t0 = now();
         for (long it = 0; ok && it < iters[k]; it++) {
-            memcpy(dst, src, sizes[k]);
+            run_pass(pass, dst, src, ring, sizes[k]);
             /* keep the copies from being optimised away or merged */
             __asm__ volatile("" : : "r"(dst) : "memory");
         }
@@ -112,18 +206,20 @@ static int copier(shared_t *sh, int me, const size_t *sizes, int nsizes, const l
     }
     free(src);
     free(dst);
+    free(ring);
     return !ok;
 }
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: memcpy-probe [-p P] [-n ITERS] [-B BYTES] [-S SEED] [--bind core|none] SIZE...\n");
+    fprintf(stderr, "usage: memcpy-probe [-p P] [-n ITERS] [-B BYTES] [-S SEED] [--bind core|none]\n"
+                    "                    [--pass copy|staged|halves|mapped] SIZE...\n");
 }
 
 int main(int argc, char **argv)
 {
     size_t sizes[MAX_SIZES];
-    int nsizes = 0, p = 2, bind = 1;
+    int nsizes = 0, p = 2, bind = 1, pass = PASS_COPY;
     long iters = 10;
     size_t min_bytes = 0;
     long per_size[MAX_SIZES];
@@ -147,6 +243,13 @@ int main(int argc, char **argv)
                 return 2;
             }
             bind = strcmp(v, "core") == 0;
+        } else if (strcmp(argv[i], "--pass") == 0 && i + 1 < argc) {
+            const char *v = argv[++i];
+            for (pass = 0; pass <= PASS_MAPPED && strcmp(v, pass_names[pass]) != 0; pass++) continue;
+            if (pass > PASS_MAPPED) {
+                usage();
+                return 2;
+            }
         } else if (nsizes < MAX_SIZES && parse_size(argv[i], &sizes[nsizes]) == 0) {
             nsizes++;
         } else {
@@ -175,13 +278,13 @@ int main(int argc, char **argv)
     /* the parent joins both barriers so it can read each size's times */
     pthread_barrier_init(&sh->start, &attr, (unsigned)p + 1);
     pthread_barrier_init(&sh->done, &attr, (unsigned)p + 1);
-    printf("# memcpy-probe: %d processes copying at once, bind %s, at least %ld iterations, seed %llu\n",
-           p, bind ? "core" : "none", iters, seed);
+    printf("# memcpy-probe: %d processes at once, pass %s, bind %s, at least %ld iterations, seed %llu\n", p,
+           pass_names[pass], bind ? "core" : "none", iters, seed);
     fflush(stdout);
     pid_t *pids = calloc((size_t)p, sizeof *pids);
     for (int r = 0; r < p; r++) {
         pids[r] = fork();
-        if (pids[r] == 0) _exit(copier(sh, r, sizes, nsizes, per_size, seed, bind));
+        if (pids[r] == 0) _exit(copier(sh, r, sizes, nsizes, per_size, seed, bind, pass));
         if (pids[r] < 0) {
             perror("memcpy-probe: fork");
             /* the started ones wait at a barrier that never fills: end them */
@@ -202,8 +305,8 @@ int main(int argc, char **argv)
             pthread_barrier_wait(&sh->start);
             continue;
         }
-        printf("memcpy %zu %ld %.3f %.4f\n", sizes[k], per_size[k], worst * 1e6,
-               worst > 0 ? (double)sizes[k] / worst / 1e9 : 0);
+        printf("%s %zu %ld %.3f %.4f\n", pass == PASS_COPY ? "memcpy" : pass_names[pass], sizes[k], per_size[k],
+               worst * 1e6, worst > 0 ? (double)sizes[k] / worst / 1e9 : 0);
         fflush(stdout);
         pthread_barrier_wait(&sh->start);
     }
