@@ -682,14 +682,10 @@ mlc_status_t shm_rdv_fail(shm_rdv_t *v, mlc_status_t st)
     int unclaimed;
     for (;;) {
         bool out = all_out(v, &unclaimed), last = out && unclaimed == 0;
-        if (!last && swept) { /* the launcher's sweep removes the record */
+        if (!out && !stuck && !swept) break; /* a rank still in will be the last one out */
+        if (last || swept || mlc_now() > until) {
             if (v->seg_name[0]) shm_unlink(v->seg_name);
-            break;
-        }
-        if (!out && !stuck) break; /* a rank still in will be the last one out */
-        if (last || mlc_now() > until) {
-            if (v->seg_name[0]) shm_unlink(v->seg_name);
-            unlink_if_same(v->name, v->dev, v->ino);
+            if (last || !swept) unlink_if_same(v->name, v->dev, v->ino); /* else the launcher's sweep removes it */
             break;
         }
         nap();
