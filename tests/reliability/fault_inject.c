@@ -525,6 +525,11 @@ static int run_trial(const char *self, const char *run, uint64_t plan_no, int tr
     for (int k = 0; k < nkids; k++) {
         pid_t pid = fork();
         if (pid == 0) {
+            /* A rank of its own process group, as under mlcomm-run: a stopped
+             * rank in this program's group would be sent SIGHUP by the kernel
+             * if that group were orphaned (the shell that started the test
+             * exits), and would die instead of staying stopped. */
+            if (!pl.launcher) setpgid(0, 0);
             setenv("FAULT_SPEC", spec_text, 1);
             setenv("FAULT_DIR", dir, 1);
             setenv("MLC_BACKEND", "shm", 1);

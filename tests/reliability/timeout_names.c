@@ -127,6 +127,11 @@ static int trial(const char *kind, int idx, unsigned seed)
             return 1;
         }
         if (pids[i] == 0) {
+            /* A process group of its own: were the rank stopped in this
+             * program's group and that group orphaned (the shell that started
+             * the test exits), the kernel would send it SIGHUP and it would die
+             * instead of staying stopped. */
+            setpgid(0, 0);
             char rank[16], size[16];
             snprintf(rank, sizeof rank, "%d", i);
             snprintf(size, sizeof size, "%d", N);
@@ -150,8 +155,21 @@ static int trial(const char *kind, int idx, unsigned seed)
         waitpid(pids[i], &status, 0);
         if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) bad = 1;
     }
-    kill(pids[FROZEN], SIGKILL);
-    waitpid(pids[FROZEN], NULL, 0);
+    /* The frozen rank must still be there (stopped): one that ended on its own
+     * is a failure of its own, and how it ended says why. */
+    int fst;
+    if (waitpid(pids[FROZEN], &fst, WNOHANG) == pids[FROZEN]) {
+        if (WIFSIGNALED(fst))
+            printf("rank 3 (pid %d) ended before it was killed: signal %d (%s)\n", (int)pids[FROZEN],
+                   WTERMSIG(fst), strsignal(WTERMSIG(fst)));
+        else
+            printf("rank 3 (pid %d) ended before it was killed: exit code %d\n", (int)pids[FROZEN],
+                   WIFEXITED(fst) ? WEXITSTATUS(fst) : -1);
+        bad = 1;
+    } else {
+        kill(pids[FROZEN], SIGKILL);
+        waitpid(pids[FROZEN], NULL, 0);
+    }
     printf("trial %s #%d (rank 3 stops after %d ms): %d of %d survivors named exactly rank 3\n", kind, idx,
            stop_after_ms, atomic_load(&sh->good), N - 1);
     return bad;

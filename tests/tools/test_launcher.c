@@ -81,6 +81,10 @@ static void run(result_t *res, during_fn during, ...)
         exit(1);
     }
     if (pid == 0) {
+        /* Its own process group: a scenario stops the launcher, and stopped
+         * in this program's group it would be sent SIGHUP by the kernel if
+         * that group were orphaned (the shell that started the test exits). */
+        setpgid(0, 0);
         dup2(p[1], STDERR_FILENO);
         close(p[0]);
         close(p[1]);
