@@ -10,8 +10,10 @@
  *    that reader before it reuses a chunk;
  *  - a second communicator (ranks reversed) broadcasts through its own stages
  *    between broadcasts of the first.
- * Out-of-place roots come last: they keep the single-copy path, and a reader
- * must follow whichever path its root announced.
+ * Out-of-place roots come last: under MLC_STAGES=on they stage too (copying
+ * each chunk on into their own receive buffer), and in a job where single
+ * copy is fast they keep the single-copy path; a reader must follow whichever
+ * path its root announced, also with a reader late.
  */
 #include "harness.h"
 
@@ -80,6 +82,12 @@ static int body(mlc_comm_t *comm)
     for (int root = 0; root < p; root++) {
         CHECK_RUN(one(comm, buf, send, 3 * MIB + 17, root, 0, seed++, "out of place"));
         CHECK_RUN(one(comm, buf, send, 3 * MIB + 17, root, 1, seed++, "in place again"));
+    }
+    for (size_t k = 0; k < NSIZES; k++)
+        CHECK_RUN(one(comm, buf, send, sizes[k], (int)(k + 1) % p, 0, seed++, "out of place, every size"));
+    for (int root = 0; root < p; root++) {
+        if (r == (root + 1) % p && p > 1) mlc_test_sleep_ms(50);
+        CHECK_RUN(one(comm, buf, send, 5 * MIB - 3, root, 0, seed++, "out of place, one reader late"));
     }
 
     CHECK_OK(mlc_comm_free(rev));

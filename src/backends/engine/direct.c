@@ -876,12 +876,15 @@ static bool stages_eager(const eng_comm_t *ec)
 }
 
 /* Whether the root of this large broadcast streams it through its stage: in
- * place only (out of place the root would copy twice, and a single-copy read
- * of its send buffer beside its own copy to the receive buffer is faster). */
+ * place, and out of place where every large allgather is staged too
+ * (stages_eager: single copy slow or missing). Out of place the root then
+ * copies each chunk twice, into its stage and on into its receive buffer;
+ * where single copy costs about one memcpy, a single-copy read of its send
+ * buffer beside its own copy to the receive buffer is faster. */
 static bool stages_bcast(const mlc_request_t *req)
 {
     const eng_comm_t *ec = req->comm->impl;
-    return stages_usable(ec) && req->comm->size > 1 && req->args.inplace &&
+    return stages_usable(ec) && req->comm->size > 1 && (req->args.inplace || stages_eager(ec)) &&
            req->args.count * req->args.esize >= ENG_STAGE_MIN;
 }
 
@@ -936,10 +939,14 @@ static int stage_in(mlc_request_t *req, eng_direct_t *d)
     const mlc_args_t *a = &req->args;
     eng_slot_t *mine = slot_of(ec, a->root);
     size_t n = a->count * a->esize, chunks = stage_chunks(req);
-    bool copied = false;
+    const char *src = a->inplace ? a->recvbuf : a->sendbuf;
+    bool copied = false, stream = streams(ec, n);
     while (d->chunk < chunks && stage_free(ec, d, d->chunk, a->root)) {
-        memcpy(stage_line(ec, a->root, d->chunk), (const char *)a->recvbuf + d->chunk * ENG_STAGE_CHUNK,
-               stage_len(n, d->chunk));
+        size_t off = d->chunk * ENG_STAGE_CHUNK, len = stage_len(n, d->chunk);
+        char *line = stage_line(ec, a->root, d->chunk);
+        memcpy(line, src + off, len);
+        if (!a->inplace) /* from the stage: it is in this core's cache now */
+            copy_streamed_if(stream, (char *)a->recvbuf + off, line, len);
         d->chunk++;
         atomic_store_explicit(&mine->staged, progress_word(d->v, d->chunk), memory_order_release);
         copied = true;
