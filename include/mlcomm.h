@@ -46,6 +46,10 @@
  *    one that reads from its peers). Always on for `threads` and `shm` (the
  *    signature rides in their slots and message headers); on `mpi` and
  *    `nccl` with MLC_CHECK=1, at the cost of one small allgather per call.
+ *    On `threads` and `shm` the collectives mlc_comm_init and mlc_comm_split
+ *    run on the communicator count as steps too, each named by its call: a
+ *    rank in mlc_comm_split while another calls a collective fails both
+ *    ("allgather(count=2, int32) inside mlc_comm_split vs ...").
  */
 #ifndef MLCOMM_H
 #define MLCOMM_H

@@ -189,7 +189,9 @@ mlc_status_t mlc_comm_agree_settings(mlc_comm_t *c)
     memset(c->algo_forced, 0, sizeof c->algo_forced); /* the exchange itself runs unforced */
     uint64_t seq = c->coll_seq;
     c->internal_depth++;
+    c->comm_call = MLC_COMM_CALL_SETTINGS;
     mlc_status_t st = check_agreement(c);
+    c->comm_call = MLC_COMM_CALL_NONE;
     c->internal_depth--;
     c->seq_base += c->coll_seq - seq; /* call numbers never repeat (signature.h) */
     c->coll_seq = seq;
@@ -224,10 +226,12 @@ static mlc_status_t create(const mlc_cfg_t *cfg, const mlc_boot_t *boot, const m
     st = be->init(c, boot);
     if (st != MLC_SUCCESS) goto fail;
     c->internal_depth++;
+    c->comm_call = MLC_COMM_CALL_INIT;
     st = check_agreement(c);
     if (st == MLC_SUCCESS) st = force_algos(c);
     if (st == MLC_SUCCESS) st = mlc_model_agree(c);
     if (st == MLC_SUCCESS) st = mlc_decorate(c);
+    c->comm_call = MLC_COMM_CALL_NONE;
     c->internal_depth--;
     c->seq_base += c->coll_seq; /* signatures keep counting (src/core/signature.h) */
     c->coll_seq = 0; /* init's own collectives are complete: the user's first is #0 */
@@ -381,6 +385,14 @@ typedef struct split_entry {
     int32_t color, key;
 } split_entry_t;
 
+const char *mlc_comm_call_name(int call)
+{
+#define MLC_COMM_CALL_NAME(id, name) name,
+    static const char *const names[] = {MLC_COMM_CALLS(MLC_COMM_CALL_NAME)};
+#undef MLC_COMM_CALL_NAME
+    return call >= 0 && call < MLC_COMM_CALL_COUNT ? names[call] : "a communicator call";
+}
+
 mlc_status_t mlc_comm_split(mlc_comm_t *comm, int color, int key, mlc_comm_t **out)
 {
     mlc_error_clear();
@@ -398,7 +410,9 @@ mlc_status_t mlc_comm_split(mlc_comm_t *comm, int color, int key, mlc_comm_t **o
         goto out;
     }
     comm->internal_depth++; /* the split's own traffic is not the user's */
+    comm->comm_call = MLC_COMM_CALL_SPLIT;
     st = mlc_allgather(&mine, all, 2, MLC_INT32, comm, NULL);
+    comm->comm_call = MLC_COMM_CALL_NONE;
     comm->internal_depth--;
     if (st != MLC_SUCCESS) goto out;
     /* Members of my colour, ordered by (key, parent rank): insertion sort, p is small. */
@@ -434,7 +448,9 @@ mlc_status_t mlc_comm_split(mlc_comm_t *comm, int color, int key, mlc_comm_t **o
         child->model = comm->model;
     }
     comm->internal_depth++;
+    comm->comm_call = MLC_COMM_CALL_SPLIT;
     st = comm->be->split(comm, color, key, members, n, child);
+    comm->comm_call = MLC_COMM_CALL_NONE;
     comm->internal_depth--;
     if (st == MLC_SUCCESS && child) st = mlc_prof_open(child, comm, color);
     if (st != MLC_SUCCESS) {

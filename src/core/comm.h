@@ -71,6 +71,21 @@ struct mlc_request {
 
 #define MLC_COMM_KEYS 4
 
+/* The communicator calls that run collectives of their own on a communicator:
+ * their signatures carry the call (signature.h), so a user's collective on
+ * another rank never matches one of them, and a mismatch names the call.
+ * X(id, name shown in messages). */
+#define MLC_COMM_CALLS(X)                                                                                   \
+    X(NONE, "")                                                                                             \
+    X(INIT, "mlc_comm_init")                                                                                \
+    X(SPLIT, "mlc_comm_split")                                                                              \
+    X(SETTINGS, "the settings agreement of a tensor-parallel communicator")
+#define MLC_COMM_CALL_ENUM(id, name) MLC_COMM_CALL_##id,
+typedef enum mlc_comm_call { MLC_COMM_CALLS(MLC_COMM_CALL_ENUM) MLC_COMM_CALL_COUNT } mlc_comm_call_t;
+#undef MLC_COMM_CALL_ENUM
+/* Its name ("" for NONE). */
+const char *mlc_comm_call_name(int call);
+
 struct mlc_comm {
     const struct mlc_backend *be;
     void *impl;            /* backend state */
@@ -89,6 +104,7 @@ struct mlc_comm {
     struct mlc_profiler *prof;
     mlc_cost_model_t model;  /* the selector's alpha/beta/gamma, identical on every rank */
     int internal_depth;    /* > 0 while mlcomm runs its own collectives on this communicator */
+    int comm_call;         /* mlc_comm_call_t: the communicator call whose own collectives run now */
     int group_ops;         /* operations in an open group (mlc_group_start) not yet ended */
     int gpu_kind;          /* mlc_gpu_kind_t whose device memory calls take; -1: host memory only */
     int gpu_device;        /* the device of that memory (mlc_comm_device); -1 without one */

@@ -29,7 +29,7 @@ void mlc_sig_of(const mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_t *a, ui
     s->mine = a->count;
     s->root = MLC_SIG_NONE;
     s->op = MLC_SIG_NONE;
-    s->coll = (uint32_t)coll;
+    s->coll = (uint32_t)coll | (uint32_t)comm->comm_call << MLC_SIG_CALL_SHIFT;
     s->dtype = (int32_t)a->dtype;
     switch (coll) {
     case MLC_COLL_REDUCE:
@@ -54,9 +54,9 @@ void mlc_sig_of(const mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_t *a, ui
     }
 }
 
-void mlc_sig_describe(const mlc_sig_t *s, char *buf, size_t len)
+static void describe_coll(const mlc_sig_t *s, char *buf, size_t len)
 {
-    mlc_coll_t coll = (mlc_coll_t)s->coll;
+    mlc_coll_t coll = (mlc_coll_t)(s->coll & MLC_SIG_COLL_MASK);
     const char *name = mlc_coll_name(coll);
     if (coll == MLC_COLL_BARRIER) {
         snprintf(buf, len, "%s()", name);
@@ -98,10 +98,18 @@ void mlc_sig_describe(const mlc_sig_t *s, char *buf, size_t len)
     }
 }
 
+void mlc_sig_describe(const mlc_sig_t *s, char *buf, size_t len)
+{
+    describe_coll(s, buf, len);
+    int call = (int)(s->coll >> MLC_SIG_CALL_SHIFT);
+    size_t used = strlen(buf);
+    if (call && used < len) snprintf(buf + used, len - used, " inside %s", mlc_comm_call_name(call));
+}
+
 void mlc_sig_mismatch(const mlc_sig_t *mine, int my_rank, const mlc_sig_t *peer, int peer_rank, char *buf,
                       size_t len)
 {
-    char a[128], b[128];
+    char a[192], b[192];
     mlc_sig_describe(mine, a, sizeof a);
     mlc_sig_describe(peer, b, sizeof b);
     if (mine->call == peer->call)

@@ -17,6 +17,10 @@
 
 #define MLC_SIG_NONE (-1)     /* root/op not part of this collective */
 #define MLC_SIG_USER_OP (-2)  /* a user op not compared (mlc_op_signature_id: generated code) */
+/* coll holds the collective in its low bits and, above them, the
+ * communicator call (mlc_comm_call_t) that runs it: 0 for the user's own. */
+#define MLC_SIG_CALL_SHIFT 16
+#define MLC_SIG_COLL_MASK ((1u << MLC_SIG_CALL_SHIFT) - 1)
 
 typedef struct mlc_sig {
     uint64_t call;  /* the communicator's collective number, never reset (init's own calls included) */

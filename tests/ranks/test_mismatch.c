@@ -261,6 +261,44 @@ static int two_roots_loop(mlc_comm_t *comm)
     return 0;
 }
 
+/* Rank 0 splits the communicator while the others call collectives with the
+ * very signatures of the split's own (an allgather of 2 int32, then an
+ * allreduce of 1 uint32 with max): nobody may succeed with the other's data.
+ * Rank 0's split fails with MLC_ERR_MISMATCH naming mlc_comm_split and
+ * returns no communicator; every other rank fails its allgather, or its
+ * allreduce, or the barrier after them. The mpi backend compares calls only
+ * with MLC_CHECK, and never a communicator call's own: not run there. */
+static int split_against_user(mlc_comm_t *comm)
+{
+    int r = mlc_comm_rank(comm);
+    if (strcmp(mlc_comm_backend(comm), "mpi") == 0) return 0;
+    mlc_comm_t *c = NULL;
+    CHECK_RUN(join(comm, &c));
+    CHECK_OK(mlc_barrier(comm, NULL));
+    mlc_status_t st;
+    char msg[600];
+    if (r == 0) {
+        mlc_comm_t *sub = NULL;
+        st = mlc_comm_split(c, 3, 0, &sub);
+        snprintf(msg, sizeof msg, "%s", mlc_last_error());
+        CHECK(st == MLC_ERR_MISMATCH, "rank 0 split while the others all-gathered 2 int32: %s, expected "
+              "MLC_ERR_MISMATCH (%s)", mlc_status_name(st), msg);
+        CHECK(strstr(msg, "mlc_comm_split") != NULL, "the message does not name mlc_comm_split: %s", msg);
+        CHECK(sub == NULL, "a failed split handed out a communicator");
+    } else {
+        int32_t mine[2] = {3, 0}, all[2 * 8];
+        uint32_t v = 1, m = 0;
+        st = mlc_allgather(mine, all, 2, MLC_INT32, c, NULL);
+        if (st == MLC_SUCCESS) st = mlc_allreduce(&v, &m, 1, MLC_UINT32, MLC_MAX, c, NULL);
+        if (st == MLC_SUCCESS) st = mlc_barrier(c, NULL);
+        snprintf(msg, sizeof msg, "%s", mlc_last_error());
+        CHECK(st == MLC_ERR_MISMATCH, "an allgather of 2 int32 while rank 0 split: %s, expected "
+              "MLC_ERR_MISMATCH (%s)", mlc_status_name(st), msg);
+    }
+    mlc_comm_free(c);
+    return 0;
+}
+
 static int body(mlc_comm_t *comm)
 {
     int p = mlc_comm_size(comm), r = mlc_comm_rank(comm);
@@ -298,7 +336,8 @@ static int body(mlc_comm_t *comm)
                 }
         }
     /* The cases a single call plus a barrier cannot show. */
-    static int (*const sequences[])(mlc_comm_t *) = {unread_then_slot, paths_apart_loop, two_roots_loop};
+    static int (*const sequences[])(mlc_comm_t *) = {unread_then_slot, paths_apart_loop, two_roots_loop,
+                                                     split_against_user};
     for (size_t i = 0; i < sizeof sequences / sizeof *sequences; i++) {
         int bad = sequences[i](comm);
         failed |= bad;
