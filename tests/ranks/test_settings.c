@@ -16,8 +16,10 @@
  *                                    the option algo_allreduce=ring
  *
  * CASE: allreduce / broadcast (MLC_ALGO_<COLL>=ring on the last rank only),
- * chunk (MLC_STAGE_CHUNK=8K on the last rank only), same (every rank sets
- * MLC_ALGO_ALLREDUCE=ring: init succeeds and the allreduce runs ring).
+ * chunk (MLC_STAGE_CHUNK=8K on the last rank only), worldsize (the last
+ * rank's MLC_WORLD_SIZE one more than the job's; one rank per process
+ * only), same (every rank sets MLC_ALGO_ALLREDUCE=ring: init succeeds and
+ * the allreduce runs ring).
  * Run with MLC_TIMEOUT=20: before the agreement ignored forced algorithms,
  * init deadlocked in its own allreduce until that timeout.
  */
@@ -50,6 +52,7 @@ static const tcase_t cases[] = {
     {"broadcast", "MLC_ALGO_BROADCAST", "scatter_allgather", "'scatter_allgather'", 0, MLC_COLL_BROADCAST},
     {"unknown", "MLC_ALGO_ALLREDUCE", "nosuch", "'nosuch'", 0, -1},
     {"chunk", "MLC_STAGE_CHUNK", "8K", "8192", 0, -1},
+    {"worldsize", "MLC_WORLD_SIZE", "+1", "", 0, -1}, /* "+1": the job's size plus one (run_process) */
     {"same", "MLC_ALGO_ALLREDUCE", "ring", "", 1, MLC_COLL_ALLREDUCE},
 };
 
@@ -114,6 +117,15 @@ static int run_process(const tcase_t *tc)
     int rank = env_rank(), size = env_size();
     if (rank < 0 || size < 1) FAIL("no rank in the environment: run under mlcomm-run or mpiexec");
     if (size < 2) return 77;
+    tcase_t sized = *tc;
+    char value[16], want[32];
+    if (strcmp(tc->value, "+1") == 0) {
+        snprintf(value, sizeof value, "%d", size + 1);
+        snprintf(want, sizeof want, "expects %d", size + 1);
+        sized.value = value;
+        sized.want_text = want;
+        tc = &sized;
+    }
     if (tc->all_ranks || rank == size - 1) setenv(tc->var, tc->value, 1);
     mlc_comm_t *comm = NULL;
     double t0 = now_s();

@@ -491,9 +491,13 @@ static void join_pass(join_t *j, bool last)
         j->over = true;
         if (r->nranks != (uint32_t)v->n) {
             uint32_t theirs = r->nranks;
+            j->st = mlc_error(MLC_ERR_MISMATCH, "shm init: job id %s: MLC_WORLD_SIZE differs: rank 0 started a "
+                              "job of %u ranks, rank %d expects %d", v->job_id, theirs, v->rank, v->n);
+            /* Tell the job, which would otherwise wait for this rank until
+             * its timeout; its entry, where it has one, says it left. */
+            publish_failure(r, v->rank, j->st, mlc_last_error());
+            if ((uint32_t)v->rank < theirs) atomic_store(&r->pid[v->rank], -(int)getpid());
             munmap(r, len);
-            j->st = mlc_error(MLC_ERR_MISMATCH, "shm init: job id %s: rank 0 started a job of %u ranks, this "
-                              "rank expects %d (MLC_WORLD_SIZE differs?)", v->job_id, theirs, v->n);
             return;
         }
         j->st = claim(v, r, len, &sb);
