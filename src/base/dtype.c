@@ -59,8 +59,8 @@ static const struct {
 mlc_status_t mlc_dtype_from_name(const char *name, mlc_dtype_t *dtype)
 {
     mlc_error_clear();
-    if (name == NULL) return mlc_error(MLC_ERR_INVALID_ARG, "dtype name is NULL");
-    if (dtype == NULL) return mlc_error(MLC_ERR_INVALID_ARG, "dtype output pointer is NULL");
+    if (name == NULL) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_dtype_from_name: name is NULL");
+    if (dtype == NULL) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_dtype_from_name: dtype is NULL");
     static const struct {
         const char *name;
         mlc_dtype_t dtype;
@@ -83,7 +83,7 @@ mlc_status_t mlc_dtype_from_name(const char *name, mlc_dtype_t *dtype)
     }
 #define MLC_X_NAME(id, str, size) str ", "
     return mlc_error(MLC_ERR_INVALID_ARG,
-                     "unknown dtype name '%s' (expected one of " MLC_DTYPE_LIST(MLC_X_NAME)
+                     "mlc_dtype_from_name: unknown dtype name '%s' (expected one of " MLC_DTYPE_LIST(MLC_X_NAME)
                      "or an alias such as fp16, bf16, f32)",
                      name);
 #undef MLC_X_NAME

@@ -35,6 +35,13 @@ void mlc_error_set_text(const char *text)
     mlc_errmsg[n] = '\0';
 }
 
+mlc_status_t mlc_error_in(const char *fn, mlc_status_t st)
+{
+    size_t n = strlen(fn);
+    if (st == MLC_SUCCESS || (strncmp(mlc_errmsg, fn, n) == 0 && mlc_errmsg[n] == ':')) return st;
+    return mlc_error(st, "%s: %s", fn, mlc_errmsg);
+}
+
 void mlc_error_clear(void) { mlc_errmsg[0] = '\0'; }
 
 const char *mlc_last_error(void) { return mlc_errmsg; }

@@ -19,6 +19,9 @@
 mlc_status_t mlc_error(mlc_status_t st, const char *fmt, ...) MLC_PRINTF(2, 3);
 /* Set the thread's message verbatim (used to hand a request's message to its waiter). */
 void mlc_error_set_text(const char *text);
+/* The thread's message of a failure st as "fn: message", so that it names the
+ * public function called (unless it does already); returns st. */
+mlc_status_t mlc_error_in(const char *fn, mlc_status_t st);
 /* Clear the thread's message (called at the start of every public call that can fail). */
 void mlc_error_clear(void);
 

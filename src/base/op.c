@@ -159,8 +159,8 @@ const char *mlc_op_name(mlc_op_t op)
 mlc_status_t mlc_op_from_name(const char *name, mlc_op_t *op)
 {
     mlc_error_clear();
-    if (name == NULL) return mlc_error(MLC_ERR_INVALID_ARG, "op name is NULL");
-    if (op == NULL) return mlc_error(MLC_ERR_INVALID_ARG, "op output pointer is NULL");
+    if (name == NULL) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_op_from_name: name is NULL");
+    if (op == NULL) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_op_from_name: op is NULL");
     for (mlc_op_t i = 0; i < MLC_OP_BUILTIN_COUNT; i++) {
         if (strcasecmp(name, mlc_op_names[i]) == 0) {
             *op = i;
@@ -168,7 +168,7 @@ mlc_status_t mlc_op_from_name(const char *name, mlc_op_t *op)
         }
     }
 #define MLC_X_NAME(id, str) " " str
-    return mlc_error(MLC_ERR_INVALID_ARG, "unknown op name '%s' (expected one of:" MLC_OP_LIST(MLC_X_NAME) ")",
+    return mlc_error(MLC_ERR_INVALID_ARG, "mlc_op_from_name: unknown op name '%s' (expected one of:" MLC_OP_LIST(MLC_X_NAME) ")",
                      name);
 #undef MLC_X_NAME
 }

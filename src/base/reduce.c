@@ -296,7 +296,7 @@ mlc_status_t mlc_reduce_local(const void *in, void *inout, size_t count, mlc_dty
 {
     mlc_error_clear();
     mlc_status_t st = mlc_op_check(dtype, op);
-    if (st != MLC_SUCCESS) return st;
+    if (st != MLC_SUCCESS) return mlc_error_in("mlc_reduce_local", st);
     if (count == 0) return MLC_SUCCESS;
     if (in == NULL)
         return mlc_error(MLC_ERR_INVALID_ARG, "mlc_reduce_local: in is NULL with count %zu", count);

@@ -27,9 +27,10 @@ const char *mlc_coll_name(mlc_coll_t coll)
     return coll >= 0 && coll < MLC_COLL_COUNT ? coll_names[coll] : NULL;
 }
 
-static mlc_status_t check_comm(const mlc_comm_t *comm, mlc_coll_t coll)
+/* fn: the public function's name without "mlc_" (coll_names[coll], or "probe"). */
+static mlc_status_t check_comm(const mlc_comm_t *comm, const char *fn)
 {
-    if (!comm) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_%s: comm is NULL", coll_names[coll]);
+    if (!comm) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_%s: comm is NULL", fn);
     return mlc_comm_check(comm);
 }
 
@@ -38,6 +39,15 @@ static mlc_status_t check_dtype(mlc_coll_t coll, mlc_dtype_t dtype)
     if (!(mlc_dtype_size(dtype) > 0))
         return mlc_error(MLC_ERR_INVALID_ARG, "mlc_%s: unknown dtype %d", coll_names[coll], (int)dtype);
     return MLC_SUCCESS;
+}
+
+static mlc_status_t check_op(mlc_coll_t coll, mlc_dtype_t dtype, mlc_op_t op)
+{
+    mlc_status_t st = mlc_op_check(dtype, op);
+    if (st == MLC_SUCCESS) return st;
+    char fn[48];
+    snprintf(fn, sizeof fn, "mlc_%s", coll_names[coll]);
+    return mlc_error_in(fn, st);
 }
 
 static mlc_status_t check_buf(mlc_coll_t coll, const char *what, const void *buf, size_t count)
@@ -332,7 +342,7 @@ mlc_status_t mlc_broadcast(const void *sendbuf, void *recvbuf, size_t count, mlc
                            int root, mlc_comm_t *comm, mlc_request_t **req)
 {
     mlc_error_clear();
-    mlc_status_t st = check_comm(comm, MLC_COLL_BROADCAST);
+    mlc_status_t st = check_comm(comm, coll_names[MLC_COLL_BROADCAST]);
     if (st != MLC_SUCCESS) return st;
     mlc_args_t a; /* each operation fills it whole, once */
     if ((st = check_dtype(MLC_COLL_BROADCAST, dtype)) != MLC_SUCCESS) return st;
@@ -353,11 +363,11 @@ mlc_status_t mlc_reduce(const void *sendbuf, void *recvbuf, size_t count, mlc_dt
                         mlc_op_t op, int root, mlc_comm_t *comm, mlc_request_t **req)
 {
     mlc_error_clear();
-    mlc_status_t st = check_comm(comm, MLC_COLL_REDUCE);
+    mlc_status_t st = check_comm(comm, coll_names[MLC_COLL_REDUCE]);
     if (st != MLC_SUCCESS) return st;
     mlc_args_t a; /* each operation fills it whole, once */
     if ((st = check_dtype(MLC_COLL_REDUCE, dtype)) != MLC_SUCCESS) return st;
-    if ((st = mlc_op_check(dtype, op)) != MLC_SUCCESS) return st;
+    if ((st = check_op(MLC_COLL_REDUCE, dtype, op)) != MLC_SUCCESS) return st;
     if ((st = check_rank(MLC_COLL_REDUCE, "root", root, comm)) != MLC_SUCCESS) return st;
     size_t n = 0;
     if ((st = bytes_of(MLC_COLL_REDUCE, count, mlc_dtype_size(dtype), &n)) != MLC_SUCCESS) return st;
@@ -375,11 +385,11 @@ mlc_status_t mlc_allreduce(const void *sendbuf, void *recvbuf, size_t count, mlc
                            mlc_op_t op, mlc_comm_t *comm, mlc_request_t **req)
 {
     mlc_error_clear();
-    mlc_status_t st = check_comm(comm, MLC_COLL_ALLREDUCE);
+    mlc_status_t st = check_comm(comm, coll_names[MLC_COLL_ALLREDUCE]);
     if (st != MLC_SUCCESS) return st;
     mlc_args_t a; /* each operation fills it whole, once */
     if ((st = check_dtype(MLC_COLL_ALLREDUCE, dtype)) != MLC_SUCCESS) return st;
-    if ((st = mlc_op_check(dtype, op)) != MLC_SUCCESS) return st;
+    if ((st = check_op(MLC_COLL_ALLREDUCE, dtype, op)) != MLC_SUCCESS) return st;
     size_t n = 0;
     if ((st = bytes_of(MLC_COLL_ALLREDUCE, count, mlc_dtype_size(dtype), &n)) != MLC_SUCCESS) return st;
     if ((st = check_buf(MLC_COLL_ALLREDUCE, "sendbuf", sendbuf, count)) != MLC_SUCCESS) return st;
@@ -395,7 +405,7 @@ mlc_status_t mlc_allgather(const void *sendbuf, void *recvbuf, size_t count, mlc
                            mlc_comm_t *comm, mlc_request_t **req)
 {
     mlc_error_clear();
-    mlc_status_t st = check_comm(comm, MLC_COLL_ALLGATHER);
+    mlc_status_t st = check_comm(comm, coll_names[MLC_COLL_ALLGATHER]);
     if (st != MLC_SUCCESS) return st;
     mlc_args_t a; /* each operation fills it whole, once */
     if ((st = check_dtype(MLC_COLL_ALLGATHER, dtype)) != MLC_SUCCESS) return st;
@@ -417,7 +427,7 @@ mlc_status_t mlc_allgatherv(const void *sendbuf, size_t sendcount, void *recvbuf
                             mlc_comm_t *comm, mlc_request_t **req)
 {
     mlc_error_clear();
-    mlc_status_t st = check_comm(comm, MLC_COLL_ALLGATHERV);
+    mlc_status_t st = check_comm(comm, coll_names[MLC_COLL_ALLGATHERV]);
     if (st != MLC_SUCCESS) return st;
     mlc_args_t a; /* each operation fills it whole, once */
     if ((st = check_dtype(MLC_COLL_ALLGATHERV, dtype)) != MLC_SUCCESS) return st;
@@ -441,11 +451,11 @@ mlc_status_t mlc_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvc
                                 mlc_dtype_t dtype, mlc_op_t op, mlc_comm_t *comm, mlc_request_t **req)
 {
     mlc_error_clear();
-    mlc_status_t st = check_comm(comm, MLC_COLL_REDUCE_SCATTER);
+    mlc_status_t st = check_comm(comm, coll_names[MLC_COLL_REDUCE_SCATTER]);
     if (st != MLC_SUCCESS) return st;
     mlc_args_t a; /* each operation fills it whole, once */
     if ((st = check_dtype(MLC_COLL_REDUCE_SCATTER, dtype)) != MLC_SUCCESS) return st;
-    if ((st = mlc_op_check(dtype, op)) != MLC_SUCCESS) return st;
+    if ((st = check_op(MLC_COLL_REDUCE_SCATTER, dtype, op)) != MLC_SUCCESS) return st;
     size_t es = mlc_dtype_size(dtype), n = 0, total = 0;
     if ((st = bytes_of(MLC_COLL_REDUCE_SCATTER, recvcount, es, &n)) != MLC_SUCCESS) return st;
     if ((st = total_of(MLC_COLL_REDUCE_SCATTER, recvcount, comm->size, es, &total)) != MLC_SUCCESS) return st;
@@ -469,7 +479,7 @@ mlc_status_t mlc_alltoall(const void *sendbuf, void *recvbuf, size_t count, mlc_
                           mlc_comm_t *comm, mlc_request_t **req)
 {
     mlc_error_clear();
-    mlc_status_t st = check_comm(comm, MLC_COLL_ALLTOALL);
+    mlc_status_t st = check_comm(comm, coll_names[MLC_COLL_ALLTOALL]);
     if (st != MLC_SUCCESS) return st;
     mlc_args_t a; /* each operation fills it whole, once */
     if ((st = check_dtype(MLC_COLL_ALLTOALL, dtype)) != MLC_SUCCESS) return st;
@@ -490,7 +500,7 @@ mlc_status_t mlc_alltoallv(const void *sendbuf, const size_t *sendcounts, const 
                            mlc_dtype_t dtype, mlc_comm_t *comm, mlc_request_t **req)
 {
     mlc_error_clear();
-    mlc_status_t st = check_comm(comm, MLC_COLL_ALLTOALLV);
+    mlc_status_t st = check_comm(comm, coll_names[MLC_COLL_ALLTOALLV]);
     if (st != MLC_SUCCESS) return st;
     mlc_args_t a; /* each operation fills it whole, once */
     if ((st = check_dtype(MLC_COLL_ALLTOALLV, dtype)) != MLC_SUCCESS) return st;
@@ -510,7 +520,7 @@ mlc_status_t mlc_gather(const void *sendbuf, void *recvbuf, size_t count, mlc_dt
                         mlc_comm_t *comm, mlc_request_t **req)
 {
     mlc_error_clear();
-    mlc_status_t st = check_comm(comm, MLC_COLL_GATHER);
+    mlc_status_t st = check_comm(comm, coll_names[MLC_COLL_GATHER]);
     if (st != MLC_SUCCESS) return st;
     mlc_args_t a; /* each operation fills it whole, once */
     if ((st = check_dtype(MLC_COLL_GATHER, dtype)) != MLC_SUCCESS) return st;
@@ -535,7 +545,7 @@ mlc_status_t mlc_gatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
                          mlc_comm_t *comm, mlc_request_t **req)
 {
     mlc_error_clear();
-    mlc_status_t st = check_comm(comm, MLC_COLL_GATHERV);
+    mlc_status_t st = check_comm(comm, coll_names[MLC_COLL_GATHERV]);
     if (st != MLC_SUCCESS) return st;
     mlc_args_t a; /* each operation fills it whole, once */
     if ((st = check_dtype(MLC_COLL_GATHERV, dtype)) != MLC_SUCCESS) return st;
@@ -564,7 +574,7 @@ mlc_status_t mlc_scatter(const void *sendbuf, void *recvbuf, size_t count, mlc_d
                          mlc_comm_t *comm, mlc_request_t **req)
 {
     mlc_error_clear();
-    mlc_status_t st = check_comm(comm, MLC_COLL_SCATTER);
+    mlc_status_t st = check_comm(comm, coll_names[MLC_COLL_SCATTER]);
     if (st != MLC_SUCCESS) return st;
     mlc_args_t a; /* each operation fills it whole, once */
     if ((st = check_dtype(MLC_COLL_SCATTER, dtype)) != MLC_SUCCESS) return st;
@@ -593,7 +603,7 @@ mlc_status_t mlc_scatterv(const void *sendbuf, const size_t *sendcounts, const s
                           mlc_comm_t *comm, mlc_request_t **req)
 {
     mlc_error_clear();
-    mlc_status_t st = check_comm(comm, MLC_COLL_SCATTERV);
+    mlc_status_t st = check_comm(comm, coll_names[MLC_COLL_SCATTERV]);
     if (st != MLC_SUCCESS) return st;
     mlc_args_t a; /* each operation fills it whole, once */
     if ((st = check_dtype(MLC_COLL_SCATTERV, dtype)) != MLC_SUCCESS) return st;
@@ -624,7 +634,7 @@ mlc_status_t mlc_scatterv(const void *sendbuf, const size_t *sendcounts, const s
 mlc_status_t mlc_barrier(mlc_comm_t *comm, mlc_request_t **req)
 {
     mlc_error_clear();
-    mlc_status_t st = check_comm(comm, MLC_COLL_BARRIER);
+    mlc_status_t st = check_comm(comm, coll_names[MLC_COLL_BARRIER]);
     if (st != MLC_SUCCESS) return st;
     mlc_args_t a; /* each operation fills it whole, once */
     MLC_SET_ARGS(a, .dtype = MLC_UINT8, .esize = 1);
@@ -633,22 +643,22 @@ mlc_status_t mlc_barrier(mlc_comm_t *comm, mlc_request_t **req)
 
 /* ---- point-to-point ------------------------------------------------------ */
 
-static mlc_status_t check_tag(mlc_coll_t coll, const char *what, int tag, bool any_ok, const mlc_comm_t *comm)
+static mlc_status_t check_tag(const char *fn, const char *what, int tag, bool any_ok, const mlc_comm_t *comm)
 {
     if (any_ok && tag == MLC_ANY_TAG) return MLC_SUCCESS;
     int tmax = mlc_comm_tag_max(comm);
     if (!(tag >= 0 && tag <= tmax))
-        return mlc_error(MLC_ERR_INVALID_ARG, "mlc_%s: %s %d is out of range [0, %d]%s", coll_names[coll], what, tag,
+        return mlc_error(MLC_ERR_INVALID_ARG, "mlc_%s: %s %d is out of range [0, %d]%s", fn, what, tag,
               tmax, any_ok ? " (or MLC_ANY_TAG)" : "");
     return MLC_SUCCESS;
 }
 
-static mlc_status_t check_peer(mlc_coll_t coll, const char *what, int peer, bool any_ok, const mlc_comm_t *comm)
+static mlc_status_t check_peer(const char *fn, const char *what, int peer, bool any_ok, const mlc_comm_t *comm)
 {
     if (any_ok && peer == MLC_ANY_SOURCE) return MLC_SUCCESS;
     if (!(peer >= 0 && peer < comm->size))
         return mlc_error(MLC_ERR_INVALID_ARG, "mlc_%s: %s %d is out of range (communicator of %d ranks%s)",
-              coll_names[coll], what, peer, comm->size, any_ok ? ", or MLC_ANY_SOURCE" : "");
+              fn, what, peer, comm->size, any_ok ? ", or MLC_ANY_SOURCE" : "");
     return MLC_SUCCESS;
 }
 
@@ -656,12 +666,12 @@ mlc_status_t mlc_send(const void *buf, size_t count, mlc_dtype_t dtype, int peer
                       mlc_request_t **req)
 {
     mlc_error_clear();
-    mlc_status_t st = check_comm(comm, MLC_COLL_SEND);
+    mlc_status_t st = check_comm(comm, coll_names[MLC_COLL_SEND]);
     if (st != MLC_SUCCESS) return st;
     mlc_args_t a; /* each operation fills it whole, once */
     if ((st = check_dtype(MLC_COLL_SEND, dtype)) != MLC_SUCCESS) return st;
-    if ((st = check_peer(MLC_COLL_SEND, "peer", peer, false, comm)) != MLC_SUCCESS) return st;
-    if ((st = check_tag(MLC_COLL_SEND, "tag", tag, false, comm)) != MLC_SUCCESS) return st;
+    if ((st = check_peer(coll_names[MLC_COLL_SEND], "peer", peer, false, comm)) != MLC_SUCCESS) return st;
+    if ((st = check_tag(coll_names[MLC_COLL_SEND], "tag", tag, false, comm)) != MLC_SUCCESS) return st;
     size_t n = 0;
     if ((st = bytes_of(MLC_COLL_SEND, count, mlc_dtype_size(dtype), &n)) != MLC_SUCCESS) return st;
     if ((st = check_buf(MLC_COLL_SEND, "buf", buf, count)) != MLC_SUCCESS) return st;
@@ -674,12 +684,12 @@ mlc_status_t mlc_recv(void *buf, size_t count, mlc_dtype_t dtype, int peer, int 
                       mlc_msg_status_t *status, mlc_request_t **req)
 {
     mlc_error_clear();
-    mlc_status_t st = check_comm(comm, MLC_COLL_RECV);
+    mlc_status_t st = check_comm(comm, coll_names[MLC_COLL_RECV]);
     if (st != MLC_SUCCESS) return st;
     mlc_args_t a; /* each operation fills it whole, once */
     if ((st = check_dtype(MLC_COLL_RECV, dtype)) != MLC_SUCCESS) return st;
-    if ((st = check_peer(MLC_COLL_RECV, "peer", peer, true, comm)) != MLC_SUCCESS) return st;
-    if ((st = check_tag(MLC_COLL_RECV, "tag", tag, true, comm)) != MLC_SUCCESS) return st;
+    if ((st = check_peer(coll_names[MLC_COLL_RECV], "peer", peer, true, comm)) != MLC_SUCCESS) return st;
+    if ((st = check_tag(coll_names[MLC_COLL_RECV], "tag", tag, true, comm)) != MLC_SUCCESS) return st;
     size_t n = 0;
     if ((st = bytes_of(MLC_COLL_RECV, count, mlc_dtype_size(dtype), &n)) != MLC_SUCCESS) return st;
     if ((st = check_buf(MLC_COLL_RECV, "buf", buf, count)) != MLC_SUCCESS) return st;
@@ -693,14 +703,14 @@ mlc_status_t mlc_sendrecv(const void *sendbuf, size_t sendcount, int dest, int s
                           mlc_msg_status_t *status, mlc_request_t **req)
 {
     mlc_error_clear();
-    mlc_status_t st = check_comm(comm, MLC_COLL_SENDRECV);
+    mlc_status_t st = check_comm(comm, coll_names[MLC_COLL_SENDRECV]);
     if (st != MLC_SUCCESS) return st;
     mlc_args_t a; /* each operation fills it whole, once */
     if ((st = check_dtype(MLC_COLL_SENDRECV, dtype)) != MLC_SUCCESS) return st;
-    if ((st = check_peer(MLC_COLL_SENDRECV, "dest", dest, false, comm)) != MLC_SUCCESS) return st;
-    if ((st = check_peer(MLC_COLL_SENDRECV, "source", source, true, comm)) != MLC_SUCCESS) return st;
-    if ((st = check_tag(MLC_COLL_SENDRECV, "sendtag", sendtag, false, comm)) != MLC_SUCCESS) return st;
-    if ((st = check_tag(MLC_COLL_SENDRECV, "recvtag", recvtag, true, comm)) != MLC_SUCCESS) return st;
+    if ((st = check_peer(coll_names[MLC_COLL_SENDRECV], "dest", dest, false, comm)) != MLC_SUCCESS) return st;
+    if ((st = check_peer(coll_names[MLC_COLL_SENDRECV], "source", source, true, comm)) != MLC_SUCCESS) return st;
+    if ((st = check_tag(coll_names[MLC_COLL_SENDRECV], "sendtag", sendtag, false, comm)) != MLC_SUCCESS) return st;
+    if ((st = check_tag(coll_names[MLC_COLL_SENDRECV], "recvtag", recvtag, true, comm)) != MLC_SUCCESS) return st;
     size_t es = mlc_dtype_size(dtype), sn = 0, rn = 0;
     if ((st = bytes_of(MLC_COLL_SENDRECV, sendcount, es, &sn)) != MLC_SUCCESS) return st;
     if ((st = bytes_of(MLC_COLL_SENDRECV, recvcount, es, &rn)) != MLC_SUCCESS) return st;
@@ -717,12 +727,12 @@ mlc_status_t mlc_sendrecv(const void *sendbuf, size_t sendcount, int dest, int s
 mlc_status_t mlc_iprobe(int source, int tag, mlc_comm_t *comm, int *flag, mlc_msg_status_t *status)
 {
     mlc_error_clear();
-    mlc_status_t st = check_comm(comm, MLC_COLL_RECV);
+    mlc_status_t st = check_comm(comm, "iprobe");
     if (st != MLC_SUCCESS) return st;
     if (!(flag))
         return mlc_error(MLC_ERR_INVALID_ARG, "mlc_iprobe: flag is NULL");
-    if ((st = check_peer(MLC_COLL_RECV, "source", source, true, comm)) != MLC_SUCCESS) return st;
-    if ((st = check_tag(MLC_COLL_RECV, "tag", tag, true, comm)) != MLC_SUCCESS) return st;
+    if ((st = check_peer("iprobe", "source", source, true, comm)) != MLC_SUCCESS) return st;
+    if ((st = check_tag("iprobe", "tag", tag, true, comm)) != MLC_SUCCESS) return st;
     mlc_msg_status_t tmp;
     int f = 0;
     st = comm->be->iprobe(comm, source, tag, &f, &tmp);
@@ -781,10 +791,10 @@ static int probe_block(void *p, double max_s)
 mlc_status_t mlc_probe(int source, int tag, mlc_comm_t *comm, mlc_msg_status_t *status)
 {
     mlc_error_clear();
-    mlc_status_t st = check_comm(comm, MLC_COLL_RECV);
+    mlc_status_t st = check_comm(comm, "probe");
     if (st != MLC_SUCCESS) return st;
-    if ((st = check_peer(MLC_COLL_RECV, "source", source, true, comm)) != MLC_SUCCESS) return st;
-    if ((st = check_tag(MLC_COLL_RECV, "tag", tag, true, comm)) != MLC_SUCCESS) return st;
+    if ((st = check_peer("probe", "source", source, true, comm)) != MLC_SUCCESS) return st;
+    if ((st = check_tag("probe", "tag", tag, true, comm)) != MLC_SUCCESS) return st;
     /* Probe polls iprobe under the same rules as every wait: timeout, abort, death. */
     probe_wait_t pw = {.comm = comm, .source = source, .tag = tag, .st = MLC_SUCCESS};
     mlc_wait_t w = {.step = probe_step, .done = probe_done, .check = probe_check, .block = probe_block,

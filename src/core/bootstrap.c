@@ -331,7 +331,7 @@ static mlc_status_t resolve(const char *caller, const mlc_config_t *cfg_in, int 
     if (nranks < 1 || rank < 0 || rank >= nranks)
         return mlc_error(MLC_ERR_INVALID_ARG, "%s: rank %d of %d is out of range", caller, rank, nranks);
     mlc_status_t st = mlc_config_resolve_given_ranks(cfg_in, cfg);
-    if (st != MLC_SUCCESS) return st;
+    if (st != MLC_SUCCESS) return mlc_error_in(caller, st);
     mlc_log_configure(cfg->log_level, cfg->log_file);
     cfg->rank_source = caller;
     snprintf(cfg->rank_origin, sizeof cfg->rank_origin, "rank and size from %s's arguments", caller);

@@ -262,7 +262,7 @@ mlc_status_t mlc_comm_init(const mlc_config_t *cfg_in, mlc_comm_t **out)
     if (!out) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_comm_init: comm (output) is NULL");
     mlc_cfg_t cfg;
     mlc_status_t st = mlc_config_resolve(cfg_in, &cfg);
-    if (st != MLC_SUCCESS) return st;
+    if (st != MLC_SUCCESS) return mlc_error_in("mlc_comm_init", st);
     mlc_log_configure(cfg.log_level, cfg.log_file);
     const mlc_backend_t *be;
     st = mlc_backend_select(&cfg, &be);
@@ -291,7 +291,7 @@ mlc_status_t mlc_comm_create_with(const mlc_backend_t *be, const mlc_config_t *c
                          boot_in->size);
     mlc_cfg_t cfg;
     mlc_status_t st = mlc_config_resolve(cfg_in, &cfg);
-    if (st != MLC_SUCCESS) return st;
+    if (st != MLC_SUCCESS) return mlc_error_in("mlc_comm_create_with", st);
     mlc_log_configure(cfg.log_level, cfg.log_file);
     /* Rank and size come from whoever handed the communicator over, not the environment. */
     snprintf(cfg.backend, sizeof cfg.backend, "%s", be->name);
@@ -315,7 +315,7 @@ mlc_status_t mlc_comm_init_all(int n, const mlc_config_t *cfg_in, mlc_comm_t **c
     if (n < 1) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_comm_init_all: n = %d, need at least 1", n);
     mlc_cfg_t cfg;
     mlc_status_t st = mlc_config_resolve_given_ranks(cfg_in, &cfg);
-    if (st != MLC_SUCCESS) return st;
+    if (st != MLC_SUCCESS) return mlc_error_in("mlc_comm_init_all", st);
     mlc_log_configure(cfg.log_level, cfg.log_file);
     if (cfg_in && cfg_in->backend && strcmp(cfg_in->backend, "threads") != 0)
         return mlc_error(MLC_ERR_INVALID_ARG, "mlc_comm_init_all creates threads ranks; backend '%s' "

@@ -82,6 +82,9 @@ mlc_status_t mlc_combine(const void *value, void *result, size_t count, size_t v
                          : value_bytes == 0 ? "value_bytes is 0"
                          : !value ? "NULL value" : "NULL result");
     if (count == 0) return MLC_SUCCESS;
+    if (count > (size_t)PTRDIFF_MAX / value_bytes)
+        return mlc_error(MLC_ERR_INVALID_ARG, "mlc_combine: count %zu of %zu-byte values is larger than any "
+                         "buffer can be (PTRDIFF_MAX bytes)", count, value_bytes);
     combine_closure_t c = {fn, ctx, value_bytes};
     if (value_bytes <= MLC_RECORD_MAX) return combine_allreduce(value, result, count, &c, commutative, comm);
     /* The fold below reads `value` from the gathered copy, so in place is fine. */

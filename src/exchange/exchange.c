@@ -387,8 +387,8 @@ mlc_status_t mlc_exchange_finish(mlc_exchange_t *ex)
 mlc_status_t mlc_exchange_run(mlc_exchange_t *ex)
 {
     mlc_status_t st = mlc_exchange_start(ex);
-    if (st) return st;
-    return mlc_exchange_finish(ex);
+    if (st) return mlc_error_in("mlc_exchange_run", st);
+    return mlc_error_in("mlc_exchange_run", mlc_exchange_finish(ex));
 }
 
 mlc_status_t mlc_exchange_info(const mlc_exchange_t *ex, mlc_exchange_info_t *info)

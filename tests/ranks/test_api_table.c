@@ -50,6 +50,8 @@ static void cover(const char *fn)
         CHECK(st_ == (code), "%s -> %s, expected %s (%s)", #call, mlc_status_name(st_),       \
               mlc_status_name(code), mlc_last_error());                                      \
         CHECK(mlc_last_error()[0] != '\0', "%s failed without a message", #call);            \
+        CHECK(strstr(mlc_last_error(), #fn ":") != NULL, "%s: the message does not name %s: %s", \
+              #call, #fn, mlc_last_error());                                                 \
     } while (0)
 /* A value-returning call whose bad input gives the documented "none" value. */
 #define BADV(fn, cond)                                                                       \
