@@ -140,9 +140,10 @@ enum {
 };
 /**
  * An opaque fixed-size record of `n` bytes (1..65535): moved as bytes, and
- * reduced only by user-defined ops.
+ * reduced only by user-defined ops. Any other n gives a dtype every call
+ * refuses with MLC_ERR_INVALID_ARG (n is evaluated twice).
  */
-#define MLC_RECORD(n) ((mlc_dtype_t)(0x10000 | (int32_t)(n)))
+#define MLC_RECORD(n) ((mlc_dtype_t)(0x10000 | ((uint32_t)(n) <= 0xFFFFu ? (int32_t)(n) : 0x20000)))
 
 /** Size in bytes of one element, or 0 for an unknown dtype. */
 MLC_API size_t mlc_dtype_size(mlc_dtype_t dtype);
@@ -333,7 +334,10 @@ typedef struct mlc_unique_id {
  * MLC_WORLD_SIZE, MLC_MEMORY, MLC_STAGE_CHUNK or any MLC_ALGO_<COLL>; every
  * rank fails, and the message names the variable, both values and the ranks,
  * e.g. "MLC_ALGO_ALLREDUCE differs: rank 0 unset (auto), rank 1 'ring'"),
- * TIMEOUT, SYSTEM (shared memory could not be created).
+ * TIMEOUT, SYSTEM (shared memory could not be created), PEER_LOST or
+ * ABORTED (a peer died, or called mlc_comm_abort, before this rank's init
+ * completed: init is collective, so a rank still in it can see what a peer
+ * did just after its own init returned).
  */
 MLC_API mlc_status_t mlc_comm_init(const mlc_config_t *cfg, mlc_comm_t **comm);
 

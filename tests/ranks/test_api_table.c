@@ -204,6 +204,8 @@ static int core_api(mlc_comm_t *comm, unsigned char *a, unsigned char *b, size_t
     BAD(mlc_broadcast, mlc_broadcast(a, b, 4, MLC_INT32, 0, NULL, NULL), E);
     BAD(mlc_broadcast, mlc_broadcast(a, b, 4, MLC_INT32, p, comm, NULL), E);
     BAD(mlc_broadcast, mlc_broadcast(a, b, big, MLC_UINT8, 0, comm, NULL), E);
+    BAD(mlc_broadcast, mlc_broadcast(a, b, 1, MLC_RECORD(70000), 0, comm, NULL), E); /* records: 1..65535 bytes */
+    BAD(mlc_broadcast, mlc_broadcast(a, b, 1, MLC_RECORD(0), 0, comm, NULL), E);
     BAD(mlc_reduce, mlc_reduce(a, b, 4, MLC_INT32, MLC_SUM, -1, comm, NULL), E);
     BAD(mlc_reduce, mlc_reduce(a, b, 4, MLC_INT32, (mlc_op_t)999, 0, comm, NULL), E);
     BAD(mlc_allreduce, mlc_allreduce(a, b, 4, (mlc_dtype_t)999, MLC_SUM, comm, NULL), E);
