@@ -46,8 +46,8 @@
  *    one that reads from its peers). Always on for `threads` and `shm` (the
  *    signature rides in their slots and message headers); on `mpi` and
  *    `nccl` with MLC_CHECK=1, at the cost of one small allgather per call.
- *    On `threads` and `shm` the collectives mlc_comm_init and mlc_comm_split
- *    run on the communicator count as steps too, each named by its call: a
+ *    On `threads` and `shm` the collectives that creating a communicator and
+ *    mlc_comm_split run on it count as steps too, each named by its call: a
  *    rank in mlc_comm_split while another calls a collective fails both
  *    ("allgather(count=2, int32) inside mlc_comm_split vs ...").
  */
@@ -141,9 +141,9 @@ enum {
 /**
  * An opaque fixed-size record of `n` bytes (1..65535): moved as bytes, and
  * reduced only by user-defined ops. Any other n gives a dtype every call
- * refuses with MLC_ERR_INVALID_ARG (n is evaluated twice).
+ * refuses with MLC_ERR_INVALID_ARG (n is evaluated up to three times).
  */
-#define MLC_RECORD(n) ((mlc_dtype_t)(0x10000 | ((uint32_t)(n) <= 0xFFFFu ? (int32_t)(n) : 0x20000)))
+#define MLC_RECORD(n) ((mlc_dtype_t)(0x10000 | ((n) >= 1 && (n) <= 0xFFFF ? (int32_t)(n) : 0x20000)))
 
 /** Size in bytes of one element, or 0 for an unknown dtype. */
 MLC_API size_t mlc_dtype_size(mlc_dtype_t dtype);

@@ -86,7 +86,7 @@ typedef struct mlc_exchange_config {
     uint32_t magic;    /* MLC_EXCHANGE_CONFIG_MAGIC */
     uint32_t version;  /* MLC_EXCHANGE_CONFIG_VERSION */
     int ndim;          /* 1..MLC_EXCHANGE_MAX_DIMS (required) */
-    mlc_dtype_t dtype; /* element type (required); MLC_RECORD(n) for any n-byte element */
+    mlc_dtype_t dtype; /* element type (required); MLC_RECORD(n) for n-byte elements, n 1..65535 */
     unsigned flags;    /* MLC_EXCHANGE_* flags */
     /* The global index space. Optional (domain.ndim == 0: none) unless an axis
      * is periodic; when given, every provided region must lie inside it. */

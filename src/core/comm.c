@@ -188,10 +188,11 @@ mlc_status_t mlc_comm_agree_settings(mlc_comm_t *c)
     memcpy(forced, c->algo_forced, sizeof forced);
     memset(c->algo_forced, 0, sizeof c->algo_forced); /* the exchange itself runs unforced */
     uint64_t seq = c->coll_seq;
+    int outer = c->comm_call;
     c->internal_depth++;
     c->comm_call = MLC_COMM_CALL_SETTINGS;
     mlc_status_t st = check_agreement(c);
-    c->comm_call = MLC_COMM_CALL_NONE;
+    c->comm_call = outer;
     c->internal_depth--;
     c->seq_base += c->coll_seq - seq; /* call numbers never repeat (signature.h) */
     c->coll_seq = seq;
@@ -409,10 +410,11 @@ mlc_status_t mlc_comm_split(mlc_comm_t *comm, int color, int key, mlc_comm_t **o
         st = mlc_error(MLC_ERR_NO_MEMORY, "mlc_comm_split: out of memory");
         goto out;
     }
+    int outer = comm->comm_call;
     comm->internal_depth++; /* the split's own traffic is not the user's */
     comm->comm_call = MLC_COMM_CALL_SPLIT;
     st = mlc_allgather(&mine, all, 2, MLC_INT32, comm, NULL);
-    comm->comm_call = MLC_COMM_CALL_NONE;
+    comm->comm_call = outer;
     comm->internal_depth--;
     if (st != MLC_SUCCESS) goto out;
     /* Members of my colour, ordered by (key, parent rank): insertion sort, p is small. */
@@ -450,7 +452,7 @@ mlc_status_t mlc_comm_split(mlc_comm_t *comm, int color, int key, mlc_comm_t **o
     comm->internal_depth++;
     comm->comm_call = MLC_COMM_CALL_SPLIT;
     st = comm->be->split(comm, color, key, members, n, child);
-    comm->comm_call = MLC_COMM_CALL_NONE;
+    comm->comm_call = outer;
     comm->internal_depth--;
     if (st == MLC_SUCCESS && child) st = mlc_prof_open(child, comm, color);
     if (st != MLC_SUCCESS) {

@@ -77,7 +77,7 @@ struct mlc_request {
  * X(id, name shown in messages). */
 #define MLC_COMM_CALLS(X)                                                                                   \
     X(NONE, "")                                                                                             \
-    X(INIT, "mlc_comm_init")                                                                                \
+    X(INIT, "the communicator's creation")                                                                  \
     X(SPLIT, "mlc_comm_split")                                                                              \
     X(SETTINGS, "the settings agreement of a tensor-parallel communicator")
 #define MLC_COMM_CALL_ENUM(id, name) MLC_COMM_CALL_##id,

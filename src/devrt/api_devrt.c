@@ -47,25 +47,25 @@ MLC_API mlc_status_t mlc_pinned_pool_alloc(mlc_pinned_pool_t *pool, size_t bytes
 {
     NEED_POOL("mlc_pinned_pool_alloc");
     if (!ptr) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_pinned_pool_alloc: ptr is NULL");
-    return mlc_pinned_alloc(pool, bytes, ptr);
+    return mlc_error_in("mlc_pinned_pool_alloc", mlc_pinned_alloc(pool, bytes, ptr));
 }
 
 MLC_API mlc_status_t mlc_pinned_pool_release(mlc_pinned_pool_t *pool, void *ptr)
 {
     NEED_POOL("mlc_pinned_pool_release");
-    return mlc_pinned_free(pool, ptr);
+    return mlc_error_in("mlc_pinned_pool_release", mlc_pinned_free(pool, ptr));
 }
 
 MLC_API mlc_status_t mlc_pinned_pool_pin(mlc_pinned_pool_t *pool, void *ptr, size_t bytes)
 {
     NEED_POOL("mlc_pinned_pool_pin");
-    return mlc_pinned_register(pool, ptr, bytes);
+    return mlc_error_in("mlc_pinned_pool_pin", mlc_pinned_register(pool, ptr, bytes));
 }
 
 MLC_API mlc_status_t mlc_pinned_pool_unpin(mlc_pinned_pool_t *pool, void *ptr)
 {
     NEED_POOL("mlc_pinned_pool_unpin");
-    return mlc_pinned_unregister(pool, ptr);
+    return mlc_error_in("mlc_pinned_pool_unpin", mlc_pinned_unregister(pool, ptr));
 }
 
 MLC_API mlc_status_t mlc_pinned_pool_info(mlc_pinned_pool_t *pool, mlc_pinned_info_t *info)

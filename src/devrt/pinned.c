@@ -368,11 +368,11 @@ mlc_status_t mlc_pinned_default(mlc_pinned_pool_t **pool)
 
 mlc_status_t mlc_pinned_alloc(mlc_pinned_pool_t *pool, size_t bytes, void **ptr)
 {
-    if (!pool || !ptr) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_pinned_pool_alloc: pool or ptr is NULL");
+    if (!pool || !ptr) return mlc_error(MLC_ERR_INVALID_ARG, "pinned pool: pool or ptr is NULL");
     size_t size;
     unsigned cls;
     if (!class_of(bytes, &size, &cls))
-        return mlc_error(MLC_ERR_INVALID_ARG, "mlc_pinned_pool_alloc: bad size %zu bytes", bytes);
+        return mlc_error(MLC_ERR_INVALID_ARG, "pinned pool: bad size %zu bytes", bytes);
 
     pthread_mutex_lock(&pool->lock);
     mlc_pinned_mode_t how = current_how(pool);
@@ -388,12 +388,12 @@ mlc_status_t mlc_pinned_alloc(mlc_pinned_pool_t *pool, size_t bytes, void **ptr)
         return MLC_SUCCESS;
     }
     mlc_status_t st = reserve_and_unlock(pool, bytes, size);
-    if (st != MLC_SUCCESS) return mlc_error_in("mlc_pinned_pool_alloc", st);
+    if (st != MLC_SUCCESS) return st;
 
     /* Pin outside the lock: cudaHostAlloc can take milliseconds. */
     pin_block_t *b = calloc(1, sizeof *b);
     void *p = NULL;
-    if (!b) st = mlc_error(MLC_ERR_NO_MEMORY, "mlc_pinned_pool_alloc: out of memory");
+    if (!b) st = mlc_error(MLC_ERR_NO_MEMORY, "pinned pool: out of memory");
     else st = pin_new(how, size, &p);
 
     pthread_mutex_lock(&pool->lock);
@@ -416,7 +416,7 @@ mlc_status_t mlc_pinned_alloc(mlc_pinned_pool_t *pool, size_t bytes, void **ptr)
 
 mlc_status_t mlc_pinned_free(mlc_pinned_pool_t *pool, void *ptr)
 {
-    if (!pool) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_pinned_pool_release: pool is NULL");
+    if (!pool) return mlc_error(MLC_ERR_INVALID_ARG, "pinned pool: pool is NULL");
     if (!ptr) return MLC_SUCCESS;
     pthread_mutex_lock(&pool->lock);
     pin_block_t *b = hash_find(pool, ptr, false);
@@ -425,7 +425,7 @@ mlc_status_t mlc_pinned_free(mlc_pinned_pool_t *pool, void *ptr)
                           : b->state == BLK_CACHED ? "was already freed"
                                                    : "is registered user memory (use mlc_pinned_unregister)";
         pthread_mutex_unlock(&pool->lock);
-        return mlc_error(MLC_ERR_INVALID_ARG, "mlc_pinned_pool_release: %p %s", ptr, why);
+        return mlc_error(MLC_ERR_INVALID_ARG, "pinned pool: %p %s", ptr, why);
     }
     pool->in_use -= b->size;
     pool->blocks_in_use--;
@@ -437,7 +437,7 @@ mlc_status_t mlc_pinned_free(mlc_pinned_pool_t *pool, void *ptr)
 mlc_status_t mlc_pinned_register(mlc_pinned_pool_t *pool, void *ptr, size_t bytes)
 {
     if (!pool || !ptr || bytes == 0)
-        return mlc_error(MLC_ERR_INVALID_ARG, "mlc_pinned_pool_pin: pool, ptr or bytes is NULL/0");
+        return mlc_error(MLC_ERR_INVALID_ARG, "pinned pool: pool, ptr or bytes is NULL/0");
     uintptr_t start = (uintptr_t)ptr & ~(uintptr_t)(PIN_PAGE - 1);
     uintptr_t end = ((uintptr_t)ptr + bytes + PIN_PAGE - 1) & ~(uintptr_t)(PIN_PAGE - 1);
 
@@ -446,14 +446,14 @@ mlc_status_t mlc_pinned_register(mlc_pinned_pool_t *pool, void *ptr, size_t byte
     size_t size = how == MLC_PINNED_MLOCK ? (size_t)(end - start) : bytes;
     if (hash_find(pool, ptr, false)) {
         pthread_mutex_unlock(&pool->lock);
-        return mlc_error(MLC_ERR_INVALID_ARG, "mlc_pinned_pool_pin: %p is already pinned by this pool", ptr);
+        return mlc_error(MLC_ERR_INVALID_ARG, "pinned pool: %p is already pinned by this pool", ptr);
     }
     mlc_status_t st = reserve_and_unlock(pool, bytes, size);
-    if (st != MLC_SUCCESS) return mlc_error_in("mlc_pinned_pool_pin", st);
+    if (st != MLC_SUCCESS) return st;
 
     pin_block_t *b = calloc(1, sizeof *b);
     if (!b) {
-        st = mlc_error(MLC_ERR_NO_MEMORY, "mlc_pinned_pool_pin: out of memory");
+        st = mlc_error(MLC_ERR_NO_MEMORY, "pinned pool: out of memory");
     } else if (how == MLC_PINNED_MLOCK) {
         if (lock_pages((void *)start, size) != 0) st = mlock_error(errno, size, "mlock of user memory");
     } else {
@@ -478,12 +478,12 @@ mlc_status_t mlc_pinned_register(mlc_pinned_pool_t *pool, void *ptr, size_t byte
 
 mlc_status_t mlc_pinned_unregister(mlc_pinned_pool_t *pool, void *ptr)
 {
-    if (!pool || !ptr) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_pinned_pool_unpin: pool or ptr is NULL");
+    if (!pool || !ptr) return mlc_error(MLC_ERR_INVALID_ARG, "pinned pool: pool or ptr is NULL");
     pthread_mutex_lock(&pool->lock);
     pin_block_t *b = hash_find(pool, ptr, false);
     if (!b || b->state != BLK_REGISTERED) {
         pthread_mutex_unlock(&pool->lock);
-        return mlc_error(MLC_ERR_INVALID_ARG, "mlc_pinned_pool_unpin: %p was not registered with this pool", ptr);
+        return mlc_error(MLC_ERR_INVALID_ARG, "pinned pool: %p was not registered with this pool", ptr);
     }
     hash_find(pool, ptr, true);
     pool->in_use -= b->size;

@@ -52,6 +52,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -530,6 +531,7 @@ static int run_trial(const char *self, const char *run, uint64_t plan_no, int tr
              * if that group were orphaned (the shell that started the test
              * exits), and would die instead of staying stopped. */
             if (!pl.launcher) setpgid(0, 0);
+            prctl(PR_SET_PDEATHSIG, SIGKILL); /* nothing else ends a stopped rank whose test died */
             setenv("FAULT_SPEC", spec_text, 1);
             setenv("FAULT_DIR", dir, 1);
             setenv("MLC_BACKEND", "shm", 1);

@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <pthread.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include "harness.h"
@@ -130,8 +131,10 @@ static int trial(const char *kind, int idx, unsigned seed)
             /* A process group of its own: were the rank stopped in this
              * program's group and that group orphaned (the shell that started
              * the test exits), the kernel would send it SIGHUP and it would die
-             * instead of staying stopped. */
+             * instead of staying stopped. Nor would anything end it if this
+             * program died first: the kernel kills it then. */
             setpgid(0, 0);
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
             char rank[16], size[16];
             snprintf(rank, sizeof rank, "%d", i);
             snprintf(size, sizeof size, "%d", N);

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -85,6 +86,7 @@ static void run(result_t *res, during_fn during, ...)
          * in this program's group it would be sent SIGHUP by the kernel if
          * that group were orphaned (the shell that started the test exits). */
         setpgid(0, 0);
+        prctl(PR_SET_PDEATHSIG, SIGKILL); /* nothing else ends a stopped launcher whose test died */
         dup2(p[1], STDERR_FILENO);
         close(p[0]);
         close(p[1]);

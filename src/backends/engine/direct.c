@@ -876,8 +876,9 @@ static bool stages_eager(const eng_comm_t *ec)
 }
 
 /* Whether the root of this large broadcast streams it through its stage: in
- * place, and out of place where every large allgather is staged too
- * (stages_eager: single copy slow or missing). Out of place the root then
+ * place, and out of place where single copy is slow or MLC_STAGES=on
+ * (stages_eager; a large broadcast takes this path only where single copy
+ * works: eng_direct_choose). Out of place the root then
  * copies each chunk twice, into its stage and on into its receive buffer;
  * where single copy costs about one memcpy, a single-copy read of its send
  * buffer beside its own copy to the receive buffer is faster. */

@@ -235,8 +235,11 @@ int mlc_stage_copy_done(mlc_stage_t *op, pinbuf_t *s, int *gpu_wait)
 mlc_status_t mlc_stage_start_internal(mlc_stage_t *op, mlc_coll_t coll, const mlc_args_t *a, size_t bytes,
                                    mlc_request_t **sub)
 {
+    int outer = op->comm->comm_call;
     op->comm->internal_depth++;
+    op->comm->comm_call = op->comm_call;
     mlc_status_t st = mlc_submit_plain(op->comm, coll, a, bytes, sub);
+    op->comm->comm_call = outer;
     op->comm->internal_depth--;
     return st;
 }
@@ -684,6 +687,7 @@ static mlc_status_t start(mlc_comm_t *comm, mlc_stage_t *op, size_t bytes, mlc_r
     req->bytes = bytes;
     req->blocking = out == NULL;
     req->internal = comm->internal_depth > 0;
+    op->comm_call = comm->comm_call;
     if (comm->prof) req->t_start = mlc_now();
     req->decor = op;
     op->req = req;

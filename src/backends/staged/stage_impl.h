@@ -57,6 +57,7 @@ struct mlc_stage {
     mlc_request_t *req; /* the caller's request */
     mlc_stage_t *next;
     mlc_comm_t *comm;
+    int comm_call; /* the communicator call this op is part of (comm.h): its sub-operations, started later, carry it */
     mlc_coll_t coll;
     const mlc_gpurt_t *rt;
     void *stream;
