@@ -494,11 +494,11 @@ static void join_pass(join_t *j, bool last)
             j->st = mlc_error(MLC_ERR_MISMATCH, "shm init: job id %s: MLC_WORLD_SIZE differs: rank 0 started a "
                               "job of %u ranks, rank %d expects %d", v->job_id, theirs, v->rank, v->n);
             /* Tell the job, which would otherwise wait for this rank until
-             * its timeout, while it is still starting; its entry, where it has
-             * one nobody claimed, says it left. */
+             * its timeout (the first failure published wins; the record
+             * serves init only); its entry, where it has one nobody claimed,
+             * says it left, after the failure is there to explain it. */
             int unclaimed = 0;
-            if (atomic_load_explicit(&r->state, memory_order_acquire) == RDV_WAIT)
-                publish_failure(r, v->rank, j->st, mlc_last_error());
+            publish_failure(r, v->rank, j->st, mlc_last_error());
             if ((uint32_t)v->rank < theirs) atomic_compare_exchange_strong(&r->pid[v->rank], &unclaimed, -(int)getpid());
             munmap(r, len);
             return;
