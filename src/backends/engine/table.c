@@ -119,7 +119,9 @@ static void complete(eng_ep_t *ep, mlc_request_t *req, mlc_status_t st, const ch
         /* The message names both calls; every other member fails with it too. */
         eng_fail_comm(req_state(req)->entry.ec, st, msg);
         mlc_request_complete(req, st, "%s", msg);
-    } else
+    } else if (req->coll >= MLC_COLL_SEND) /* point-to-point calls have no call number */
+        mlc_request_complete(req, st, "rank %d: %s: %s", req->comm->rank, mlc_coll_name(req->coll), msg);
+    else
         mlc_request_complete(req, st, "rank %d: %s #%llu: %s", req->comm->rank, mlc_coll_name(req->coll),
                              (unsigned long long)req->seq, msg);
     eng_wake(ep, ep->wrank); /* a user thread may sleep on our doorbell waiting for this */
