@@ -188,12 +188,9 @@ mlc_status_t mlc_comm_agree_settings(mlc_comm_t *c)
     memcpy(forced, c->algo_forced, sizeof forced);
     memset(c->algo_forced, 0, sizeof c->algo_forced); /* the exchange itself runs unforced */
     uint64_t seq = c->coll_seq;
-    int outer = c->comm_call;
-    c->internal_depth++;
-    c->comm_call = MLC_COMM_CALL_SETTINGS;
+    int outer = mlc_comm_own_begin(c, MLC_COMM_CALL_SETTINGS);
     mlc_status_t st = check_agreement(c);
-    c->comm_call = outer;
-    c->internal_depth--;
+    mlc_comm_own_end(c, outer);
     c->seq_base += c->coll_seq - seq; /* call numbers never repeat (signature.h) */
     c->coll_seq = seq;
     memcpy(c->algo_forced, forced, sizeof forced);
@@ -226,14 +223,12 @@ static mlc_status_t create(const mlc_cfg_t *cfg, const mlc_boot_t *boot, const m
     if (st != MLC_SUCCESS) goto fail;
     st = be->init(c, boot);
     if (st != MLC_SUCCESS) goto fail;
-    c->internal_depth++;
-    c->comm_call = MLC_COMM_CALL_INIT;
+    int outer = mlc_comm_own_begin(c, MLC_COMM_CALL_INIT);
     st = check_agreement(c);
     if (st == MLC_SUCCESS) st = force_algos(c);
     if (st == MLC_SUCCESS) st = mlc_model_agree(c);
     if (st == MLC_SUCCESS) st = mlc_decorate(c);
-    c->comm_call = MLC_COMM_CALL_NONE;
-    c->internal_depth--;
+    mlc_comm_own_end(c, outer);
     c->seq_base += c->coll_seq; /* signatures keep counting (src/core/signature.h) */
     c->coll_seq = 0; /* init's own collectives are complete: the user's first is #0 */
     if (st == MLC_SUCCESS) st = mlc_prof_open(c, NULL, 0);
@@ -410,12 +405,9 @@ mlc_status_t mlc_comm_split(mlc_comm_t *comm, int color, int key, mlc_comm_t **o
         st = mlc_error(MLC_ERR_NO_MEMORY, "mlc_comm_split: out of memory");
         goto out;
     }
-    int outer = comm->comm_call;
-    comm->internal_depth++; /* the split's own traffic is not the user's */
-    comm->comm_call = MLC_COMM_CALL_SPLIT;
+    int outer = mlc_comm_own_begin(comm, MLC_COMM_CALL_SPLIT);
     st = mlc_allgather(&mine, all, 2, MLC_INT32, comm, NULL);
-    comm->comm_call = outer;
-    comm->internal_depth--;
+    mlc_comm_own_end(comm, outer);
     if (st != MLC_SUCCESS) goto out;
     /* Members of my colour, ordered by (key, parent rank): insertion sort, p is small. */
     int n = 0, newrank = -1;
@@ -449,11 +441,9 @@ mlc_status_t mlc_comm_split(mlc_comm_t *comm, int color, int key, mlc_comm_t **o
             if (child->algo_forced[k]) child->algo_forced[k] = child->cfg.algo[k];
         child->model = comm->model;
     }
-    comm->internal_depth++;
-    comm->comm_call = MLC_COMM_CALL_SPLIT;
+    outer = mlc_comm_own_begin(comm, MLC_COMM_CALL_SPLIT);
     st = comm->be->split(comm, color, key, members, n, child);
-    comm->comm_call = outer;
-    comm->internal_depth--;
+    mlc_comm_own_end(comm, outer);
     if (st == MLC_SUCCESS && child) st = mlc_prof_open(child, comm, color);
     if (st != MLC_SUCCESS) {
         if (child && child->impl) comm->be->destroy(child);

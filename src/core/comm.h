@@ -118,6 +118,22 @@ struct mlc_comm {
     mlc_scratch_t host_scratch; /* collectives' temporary host buffers, kept between calls (base/scratch.h) */
 };
 
+/* mlcomm runs collectives of its own on c, as part of communicator call
+ * `call` (not profiled, not the user's; their signatures carry the call):
+ * begin returns the outer call, which end restores. */
+static inline int mlc_comm_own_begin(mlc_comm_t *c, int call)
+{
+    int outer = c->comm_call;
+    c->internal_depth++;
+    c->comm_call = call;
+    return outer;
+}
+static inline void mlc_comm_own_end(mlc_comm_t *c, int outer)
+{
+    c->comm_call = outer;
+    c->internal_depth--;
+}
+
 /* --- used by backends ---------------------------------------------------- */
 
 /*

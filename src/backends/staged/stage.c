@@ -235,12 +235,9 @@ int mlc_stage_copy_done(mlc_stage_t *op, pinbuf_t *s, int *gpu_wait)
 mlc_status_t mlc_stage_start_internal(mlc_stage_t *op, mlc_coll_t coll, const mlc_args_t *a, size_t bytes,
                                    mlc_request_t **sub)
 {
-    int outer = op->comm->comm_call;
-    op->comm->internal_depth++;
-    op->comm->comm_call = op->comm_call;
+    int outer = mlc_comm_own_begin(op->comm, op->comm_call);
     mlc_status_t st = mlc_submit_plain(op->comm, coll, a, bytes, sub);
-    op->comm->comm_call = outer;
-    op->comm->internal_depth--;
+    mlc_comm_own_end(op->comm, outer);
     return st;
 }
 
