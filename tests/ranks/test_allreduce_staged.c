@@ -10,8 +10,9 @@
  * local reference, bitwise identical on every rank, no byte written past a
  * buffer and no send buffer changed. Non-commutative user ops at these
  * sizes are in test_userop; here one more, on records of 12 bytes (which
- * a chunk of 64 KiB would split) and of 40008 (one to a chunk at 2 and 3
- * ranks; at 4 no chunk holds one, and they take single copy).
+ * a chunk of a power of two would split) and of 40008 (a few to a chunk
+ * at 2-4 ranks, where a chunk is 512, 170 and 128 KiB; from 8 ranks no
+ * chunk holds one, and they take single copy).
  */
 #include <stdbool.h>
 #include <string.h>
@@ -139,8 +140,8 @@ static int body(mlc_comm_t *comm)
         {MLC_FLOAT32, MLC_SUM, 4 * MIB + 333, 1},
         /* Below 16 MiB from here: every shm variant of this test forces the
          * path (MLC_STAGES=on or off, or MLC_CMA=0, where auto stages every
-         * allreduce past the slots), and 4-6 MiB wrap the 256 KiB stages
-         * 16-24 times. */
+         * allreduce past the slots), and 4-6 MiB take 4 to 12 steps, so
+         * each of the two places of a stage is reused. */
         {MLC_FLOAT64, MLC_AVG, MIB / 2 + 77, 0},     /* 4 MiB */
         {MLC_INT8, MLC_MAX, 4 * MIB + 5, 1},
         {MLC_FLOAT16, MLC_MIN, 2 * MIB + 1, 0},

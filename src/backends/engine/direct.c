@@ -865,11 +865,11 @@ static bool stages_usable(const eng_comm_t *ec)
  * (the segment creator's probe, shm/cma_probe.c; figures in docs/ENGINE.md,
  * eager stages: on an AMD EPYC guest where a 1 MiB single copy takes 2-3.5
  * memcpys, a 2 MiB allreduce of two ranks took 264 us staged, by the
- * reduce-scatter steps, against 383 by single copy; 241 on their own
- * path). Where a single copy costs about one memcpy, it does less work than
- * staging below ENG_STAGE_ALLREDUCE_MIN (each byte crosses between
- * processes in one copy, not two), and allgathers keep it. The same on
- * every rank. */
+ * reduce-scatter steps, against 383 by single copy; on another, with
+ * 2 MiB stages, 132 against 219-256). Where a single copy costs about one
+ * memcpy, it does less work than staging below ENG_STAGE_ALLREDUCE_MIN
+ * (each byte crosses between processes in one copy, not two), and
+ * allgathers keep it. The same on every rank. */
 static bool stages_eager(const eng_comm_t *ec)
 {
     return ec->comm->cfg.stages == MLC_STAGES_ON || !ec->cma_all || ec->ep->cma_slow;
@@ -889,22 +889,16 @@ static bool stages_bcast(const mlc_request_t *req)
            req->args.count * req->args.esize >= ENG_STAGE_MIN;
 }
 
-/* Bytes of a chunk of a staged broadcast, allgather or two-rank allreduce:
- * a reduction takes whole elements (a record may be up to 65535 bytes). */
-static size_t stage_chunk(const mlc_request_t *req)
-{
-    return req->coll == MLC_COLL_ALLREDUCE ? ENG_STAGE_CHUNK / req->args.esize * req->args.esize : ENG_STAGE_CHUNK;
-}
-
+/* Chunks of ENG_STAGE_CHUNK bytes in a staged broadcast or allgather block. */
 static size_t stage_chunks(const mlc_request_t *req)
 {
-    size_t n = req->args.count * req->args.esize, chunk = stage_chunk(req);
-    return (n + chunk - 1) / chunk;
+    size_t n = req->args.count * req->args.esize;
+    return (n + ENG_STAGE_CHUNK - 1) / ENG_STAGE_CHUNK;
 }
 
 static char *stage_line(const eng_comm_t *ec, int r, uint64_t chunk)
 {
-    return ec->stages + (size_t)ec->world_of[r] * ENG_STAGE_BYTES + (size_t)(chunk % ENG_STAGE_DEPTH) * ENG_STAGE_CHUNK;
+    return ec->stages + (size_t)ec->world_of[r] * ec->stage_bytes + (size_t)(chunk % ec->stage_depth) * ENG_STAGE_CHUNK;
 }
 
 /* Bytes of chunk c of n bytes cut into chunks of `chunk`. */
@@ -921,7 +915,7 @@ static size_t stage_len(size_t n, uint64_t c) { return chunk_len(n, ENG_STAGE_CH
  * previous op's readers finished before this op began: prev_done). */
 static bool stage_reader_behind(const eng_comm_t *ec, const eng_direct_t *d, uint64_t c, int r)
 {
-    return c >= ENG_STAGE_DEPTH && progress_of(&slot_of(ec, r)->unstaged, d->v) < c - ENG_STAGE_DEPTH + 1;
+    return c >= ec->stage_depth && progress_of(&slot_of(ec, r)->unstaged, d->v) < c - ec->stage_depth + 1;
 }
 
 /* Whether every reader has copied out the chunk that chunk `c` reuses. */
@@ -982,10 +976,9 @@ static int stage_out(mlc_request_t *req, eng_direct_t *d)
     return 1;
 }
 
-/* ---- staged allreduce (large, between three or more processes) --------------- */
+/* ---- staged allreduce (large, between processes) ------------------------------ */
 
-/* (Two ranks take the staged allgather's path, below.)
- * Each rank reduces its slice of the result (slice()), chunk by chunk, in
+/* Each rank reduces its slice of the result (slice()), chunk by chunk, in
  * steps k = 0, 1, ...; all through the ranks' stages, AR_DEPTH steps deep:
  *   copy in   every rank copies chunk k of every other rank's slice from its
  *             send buffer into its stage;
@@ -1015,10 +1008,13 @@ static bool ar_others_reached(const eng_comm_t *ec, int which, uint64_t v, int64
     return true;
 }
 
-/* Bytes of a chunk: whole elements, AR_DEPTH steps of p chunks per stage. */
+/* Bytes of a chunk: whole elements, AR_DEPTH steps of p chunks per stage
+ * (2 ranks: 512 KiB, 4 ranks: 128 KiB; a record too large for a chunk
+ * takes single copy). */
 static size_t ar_chunk(const mlc_request_t *req)
 {
-    size_t c = ENG_STAGE_BYTES / (AR_DEPTH * (size_t)req->comm->size);
+    const eng_comm_t *ec = req->comm->impl;
+    size_t c = ec->stage_bytes / (AR_DEPTH * (size_t)req->comm->size);
     return c / req->args.esize * req->args.esize;
 }
 
@@ -1032,7 +1028,7 @@ static bool stages_allreduce(const mlc_request_t *req)
 /* Rank `owner`'s stage place for step k and slice q (q = owner: its result). */
 static char *ar_place(const eng_comm_t *ec, int owner, uint64_t k, int q, size_t chunk)
 {
-    return ec->stages + (size_t)ec->world_of[owner] * ENG_STAGE_BYTES +
+    return ec->stages + (size_t)ec->world_of[owner] * ec->stage_bytes +
            ((size_t)(k % AR_DEPTH) * (size_t)ec->comm->size + (size_t)q) * chunk;
 }
 
@@ -1126,27 +1122,16 @@ static bool stage_allreduce_waits_for(const eng_comm_t *ec, const eng_direct_t *
     }
 }
 
-/* ---- staged allgather, and the staged allreduce of two ranks ----------------- */
+/* ---- staged allgather -------------------------------------------------------- */
 
 /* Every rank is the root of its own block: it copies chunk c of its block
  * into its stage (and, out of place, on into its receive buffer) while the
  * others copy the chunks before it out; as with the broadcast, a stage
  * place is reused once every reader counted past it (staged / unstaged
- * words). Staging runs ahead of copying out by up to ENG_STAGE_DEPTH chunks,
+ * words). Staging runs ahead of copying out by up to a stage of chunks,
  * so a rank does not wait for a slow reader at every chunk. The single-copy
  * path reads each peer's block through the kernel, which pins every page;
- * here the chunks cross between caches, and nothing needs CMA.
- *
- * An allreduce of two ranks takes the same path: each rank's block is its
- * whole send buffer, and instead of copying chunk c out of both stages a
- * rank reduces them (rank 0's, then rank 1's) into its receive buffer.
- * Each rank then reads as many bytes from the other's stage and writes as
- * many to its own as the staged reduce-scatter and allgather above make it
- * do, but it waits for its peer once per chunk instead of twice and never
- * copies a reduced chunk a second time: 15-35% faster from 64 KiB to
- * 128 MiB (docs/ENGINE.md). With more ranks every rank would read every
- * other rank's whole send buffer, (p - 1) S bytes against 2 (p - 1) S / p,
- * and that path lost at 3 and 4 ranks. */
+ * here the chunks cross between caches, and nothing needs CMA. */
 static bool stages_allgather(const mlc_request_t *req)
 {
     const eng_comm_t *ec = req->comm->impl;
@@ -1168,50 +1153,28 @@ static bool gather_out(mlc_request_t *req, eng_direct_t *d, size_t n, uint64_t c
     return true;
 }
 
-/* Reduce chunk c of every rank's stage, in rank order, into the receive
- * buffer, once every rank has staged it (this one too: in place, chunk c of
- * the receive buffer is written only after it was staged). Plain stores:
- * reducing into a cached chunk and streaming that out took about 20%
- * longer (32 MiB: 6.5 against 5.4 ms). */
-static bool reduce_out(mlc_request_t *req, eng_direct_t *d, size_t n, uint64_t c)
-{
-    eng_comm_t *ec = req->comm->impl;
-    const mlc_args_t *a = &req->args;
-    int p = req->comm->size;
-    if (c >= d->chunk || !ar_others_reached(ec, AR_STAGED, d->v, (int64_t)c + 1)) return false;
-    size_t chunk = stage_chunk(req), off = (size_t)c * chunk, cnt = chunk_len(n, chunk, c) / a->esize;
-    char *out = (char *)a->recvbuf + off;
-    mlc_reduce_apply3(stage_line(ec, 0, c), stage_line(ec, 1, c), out, cnt, a->dtype, a->op);
-    for (int r = 2; r < p; r++) mlc_reduce_apply3(out, stage_line(ec, r, c), out, cnt, a->dtype, a->op);
-    if (a->op == MLC_AVG) mlc_reduce_divide(out, cnt, a->dtype, p);
-    return true;
-}
-
 static int stage_allgather(mlc_request_t *req, eng_direct_t *d)
 {
     eng_comm_t *ec = req->comm->impl;
     const mlc_args_t *a = &req->args;
     int me = req->comm->rank;
-    bool reduces = req->coll == MLC_COLL_ALLREDUCE;
-    size_t n = a->count * a->esize, chunk = stage_chunk(req), chunks = stage_chunks(req);
-    const char *own = a->inplace ? (const char *)a->recvbuf + (reduces ? 0 : (size_t)me * n) : a->sendbuf;
+    size_t n = a->count * a->esize, chunks = stage_chunks(req);
+    const char *own = a->inplace ? (const char *)a->recvbuf + (size_t)me * n : a->sendbuf;
     char *own_out = (char *)a->recvbuf + (size_t)me * n;
     bool stream = streams(ec, n);
     for (;;) {
         bool moved = false;
-        /* A reduction reads its own stage too: it reuses a place only once it reduced that chunk. */
-        while (d->chunk < chunks && (!reduces || d->chunk < d->out + ENG_STAGE_DEPTH) &&
-               stage_free(ec, d, d->chunk, me)) {
-            size_t off = (size_t)d->chunk * chunk, len = chunk_len(n, chunk, d->chunk);
+        while (d->chunk < chunks && stage_free(ec, d, d->chunk, me)) {
+            size_t off = (size_t)d->chunk * ENG_STAGE_CHUNK, len = stage_len(n, d->chunk);
             char *line = stage_line(ec, me, d->chunk);
             memcpy(line, own + off, len);
-            if (!a->inplace && !reduces) /* from the stage: it is in this core's cache now */
+            if (!a->inplace) /* from the stage: it is in this core's cache now */
                 copy_streamed_if(stream, own_out + off, line, len);
             d->chunk++;
             ar_publish(ec, AR_STAGED, d->v, d->chunk);
             moved = true;
         }
-        if (d->out < chunks && (reduces ? reduce_out(req, d, n, d->out) : gather_out(req, d, n, d->out, stream))) {
+        if (d->out < chunks && gather_out(req, d, n, d->out, stream)) {
             d->out++;
             ar_publish(ec, AR_UNSTAGED, d->v, d->out);
             moved = true;
@@ -1411,9 +1374,9 @@ static int large_progress(mlc_request_t *req, eng_direct_t *d)
             d->stage = 4;
             return all_at_least(ec, F_DONE2, v) ? 1 : 0;
         }
-        if (stages_allreduce(req) && !shared) { /* two ranks: on the staged allgather's path */
-            d->stage = p == 2 ? 8 : 7;
-            return p == 2 ? stage_allgather(req, d) : stage_allreduce(req, d);
+        if (stages_allreduce(req) && !shared) {
+            d->stage = 7;
+            return stage_allreduce(req, d);
         }
         if ((st = take_scratch(req, d)) != MLC_SUCCESS) return st;
         if (shared && none_in_place(req)) {

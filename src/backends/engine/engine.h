@@ -67,7 +67,8 @@ typedef struct eng_seg {
     uint64_t ctl_off, ring_hdr_off, ring_data_off, cma_off;
     uint64_t slot_off;     /* direct-collective slots: [area][world rank] */
     uint32_t slot_areas;   /* communicators (context pairs) that get an area */
-    uint64_t stage_off;    /* broadcast stages: [area][world rank], ENG_STAGE_BYTES each */
+    uint64_t stage_off;    /* stages: [area][world rank], stage_bytes each */
+    uint64_t stage_bytes;  /* each rank's stage: ENG_STAGE_CHUNK times a power of two (segment.c) */
     uint32_t stage_areas;  /* the first this many slot areas have stages */
     /* More ranks than the creator's online cores: decided once, here, so
      * that every rank sees the same (it chooses protocols, see direct.c). */
@@ -115,10 +116,12 @@ _Static_assert(sizeof(eng_quick_t) == ENG_QUICK_LINES * ENG_LINE, "an announceme
  * stage (direct.c): the root copies chunk k in while its readers copy chunk
  * k - 1 out. A single-copy read (CMA) pins every 4 KiB page it reads and
  * runs ~25% below memcpy; the stage's chunks stay in cache, so both sides
- * copy at about memcpy speed at once (4 x 64 KiB did as well as 8). */
+ * copy at about memcpy speed at once. A rank's stage holds up to 2 MiB of
+ * chunks (eng_seg_t.stage_bytes, segment.c): a deep stage lets a writer run
+ * ahead of a reader that was held up, where a shallow one made both wait
+ * at every reuse (2 ranks, 2 MiB allgather: 250 us with 4 chunks, 70 with
+ * 32; docs/ENGINE.md). */
 #define ENG_STAGE_CHUNK ((size_t)64 << 10)
-#define ENG_STAGE_DEPTH 4
-#define ENG_STAGE_BYTES (ENG_STAGE_CHUNK * ENG_STAGE_DEPTH)
 #define ENG_STAGE_MIN ((size_t)1 << 20) /* below it single-copy reads do as well */
 /* A large allreduce between processes goes through the ranks' stages too
  * (direct.c): every rank reads its send buffer and writes its receive buffer
@@ -280,7 +283,9 @@ struct eng_ep {
 typedef struct eng_comm {
     eng_ep_t *ep;
     eng_slot_t *slots;  /* this communicator's slot area, indexed by comm rank's world rank; NULL = none */
-    char *stages;       /* its broadcast stages, ENG_STAGE_BYTES per world rank; NULL = none */
+    char *stages;       /* its stages, stage_bytes per world rank; NULL = none */
+    size_t stage_bytes; /* the segment's stage_bytes */
+    uint64_t stage_depth; /* chunks in a stage: stage_bytes / ENG_STAGE_CHUNK */
     uint64_t direct_seq;/* direct collectives started */
     uint64_t quick_seq; /* the latest of them that took the quick path */
     uint64_t lines_free_to; /* quick path: ops up to this one may overwrite their line (direct.c) */
@@ -317,12 +322,12 @@ typedef struct eng_direct {
     bool quick;        /* the quick path: payload and flag in one announcement line per rank */
     bool after_quick;  /* op v - 1 took the quick path */
     int peer;          /* next peer to visit */
-    uint64_t chunk;    /* staged broadcast / allgather / two-rank allreduce: next chunk to copy in (root: its
-                          own); staged allreduce of more ranks: next step; allreduce of shared buffers: next
+    uint64_t chunk;    /* staged broadcast / allgather: next chunk to copy in (root: its
+                          own); staged allreduce: next step; allreduce of shared buffers: next
                           chunk of this rank's slice to reduce */
-    uint64_t out;      /* staged allgather / two-rank allreduce: next chunk to copy out of (reduce from) every stage;
+    uint64_t out;      /* staged allgather: next chunk to copy out of every stage;
                           allreduce of shared buffers: next chunk of the current peer's slice to copy */
-    int part;          /* staged allreduce of more ranks: the part of that step to do next; allreduce of shared
+    int part;          /* staged allreduce: the part of that step to do next; allreduce of shared
                           buffers: the peers whose slices are copied */
     void *tmp;         /* in-place accumulation / bounce buffers */
 } eng_direct_t;

@@ -28,14 +28,26 @@ static uint32_t slot_areas_for(int n)
     return (uint32_t)(areas > 32 ? 32 : areas);
 }
 
-/* Broadcast stages (direct.c): for the first slot areas, at most 8 MiB in
- * all (2 ranks: 16 communicators, 32 ranks: 1, more: none). A communicator
- * without one broadcasts by single-copy reads. */
-#define STAGES_MAX ((size_t)8 << 20)
+/* Stages (direct.c): for the first slot areas, at most 16 MiB in all. Each
+ * rank's stage is as deep as lets STAGES_WANTED communicators have one,
+ * from 4 chunks (256 KiB) to 32 (2 MiB): 2 ranks 2 MiB each, 4 ranks 1 MiB,
+ * 8 ranks 512 KiB, 16 to 64 ranks 256 KiB (4, 2, 1 communicators), more:
+ * none. A communicator without stages takes the single-copy paths. */
+#define STAGES_MAX ((size_t)16 << 20)
+#define STAGES_WANTED 4
+#define STAGE_MIN_BYTES (ENG_STAGE_CHUNK * 4)
+#define STAGE_MAX_BYTES (ENG_STAGE_CHUNK * 32)
+static size_t stage_bytes_for(int n)
+{
+    size_t b = STAGE_MAX_BYTES;
+    while (b > STAGE_MIN_BYTES && b * (size_t)n * STAGES_WANTED > STAGES_MAX) b >>= 1;
+    return b;
+}
+
 static uint32_t stage_areas_for(int n, bool stages)
 {
     if (!stages) return 0;
-    size_t areas = STAGES_MAX / (ENG_STAGE_BYTES * (size_t)n);
+    size_t areas = STAGES_MAX / (stage_bytes_for(n) * (size_t)n);
     uint32_t slots = slot_areas_for(n);
     return areas < slots ? (uint32_t)areas : slots;
 }
@@ -48,7 +60,7 @@ size_t eng_seg_size(int n, bool stages, size_t *ring_bytes)
     off += ALIGN_UP(sizeof(eng_ring_hdr_t) * (size_t)n * (size_t)n, 4096);
     off += ALIGN_UP((size_t)n * (size_t)n, 4096);
     off += ALIGN_UP(sizeof(eng_slot_t) * (size_t)n * slot_areas_for(n), 4096);
-    off += ENG_STAGE_BYTES * (size_t)n * stage_areas_for(n, stages);
+    off += stage_bytes_for(n) * (size_t)n * stage_areas_for(n, stages);
     off += r * (size_t)n * (size_t)n;
     *ring_bytes = r;
     return off;
@@ -74,7 +86,8 @@ void eng_seg_format(eng_seg_t *seg, int n, bool stages, bool cma_slow, size_t r,
     off += ALIGN_UP(sizeof(eng_slot_t) * (size_t)n * seg->slot_areas, 4096);
     seg->stage_off = off;
     seg->stage_areas = stage_areas_for(n, stages);
-    off += ENG_STAGE_BYTES * (size_t)n * seg->stage_areas;
+    seg->stage_bytes = stage_bytes_for(n);
+    off += seg->stage_bytes * (size_t)n * seg->stage_areas;
     seg->ring_data_off = off;
     /* ctl blocks, ring headers and the CMA matrix start zeroed (fresh memory). */
     atomic_store_explicit(&seg->nattached, 0, memory_order_relaxed);
