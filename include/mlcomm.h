@@ -21,9 +21,15 @@
  *  - Counts are size_t elements; counts above INT_MAX work on every backend.
  *  - In-place forms (as NCCL): allreduce/reduce/broadcast/alltoall take
  *    sendbuf == recvbuf; allgather takes sendbuf == recvbuf + rank*count;
- *    reduce_scatter takes recvbuf == sendbuf + rank*recvcount. Any other
- *    overlap of send and receive buffers is MLC_ERR_INVALID_ARG. Buffers only
- *    the root uses may be NULL on other ranks.
+ *    reduce_scatter takes recvbuf == sendbuf + rank*recvcount. As MPI's
+ *    MPI_IN_PLACE, where a rank's own block already sits in its place:
+ *    allgatherv takes sendbuf == recvbuf + displs[rank] elements; at the
+ *    root, gather takes sendbuf == recvbuf + root*count, gatherv sendbuf ==
+ *    recvbuf + displs[root], scatter recvbuf == sendbuf + root*count and
+ *    scatterv recvbuf == sendbuf + displs[root] (that block is left as it
+ *    is). Any other overlap of send and receive buffers is
+ *    MLC_ERR_INVALID_ARG. Buffers only the root uses may be NULL on other
+ *    ranks.
  *  - allreduce and allgather give bitwise-identical results on every rank.
  *  - A communicator is used by one thread at a time (as NCCL); different
  *    communicators may be used from different threads at once;
@@ -43,7 +49,10 @@
  *    agree with the root's while a later rank's differ) gets the error from
  *    a later call on
  *    the communicator (the next one, or, when no rank compared, the next
- *    one that reads from its peers). Always on for `threads` and `shm` (the
+ *    one that reads from its peers). Ranks whose arguments agree may have
+ *    exchanged data before one that differs was compared (a subtree of a
+ *    tree algorithm): as after any failed call, a receive buffer then holds
+ *    unspecified data (as MPI's). Always on for `threads` and `shm` (the
  *    signature rides in their slots and message headers); on `mpi` and
  *    `nccl` with MLC_CHECK=1, at the cost of one small allgather per call.
  *    On `threads` and `shm` the collectives that creating a communicator and
