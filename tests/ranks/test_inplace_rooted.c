@@ -103,12 +103,12 @@ static int scatter_in_place(mlc_comm_t *comm, size_t count, int root, uint64_t s
     return 0;
 }
 
-static int gatherv_in_place(mlc_comm_t *comm, size_t count, int root, uint64_t seed)
+static int gatherv_in_place(mlc_comm_t *comm, size_t count, int root, uint64_t seed, const char *algo)
 {
     int p = mlc_comm_size(comm), r = mlc_comm_rank(comm);
     size_t vcounts[64], displs[64], es = 2, ext = vlayout(p, count, vcounts, displs);
     char what[96];
-    snprintf(what, sizeof what, "gatherv in place, count=%zu root=%d", count, root);
+    snprintf(what, sizeof what, "gatherv in place, count=%zu root=%d algo=%s", count, root, algo);
     size_t mine = vcounts[r] * es;
     unsigned char *buf = mlc_test_alloc(r == root ? ext * es : mine);
     if (r == root) {
@@ -125,12 +125,12 @@ static int gatherv_in_place(mlc_comm_t *comm, size_t count, int root, uint64_t s
     return 0;
 }
 
-static int scatterv_in_place(mlc_comm_t *comm, size_t count, int root, uint64_t seed)
+static int scatterv_in_place(mlc_comm_t *comm, size_t count, int root, uint64_t seed, const char *algo)
 {
     int p = mlc_comm_size(comm), r = mlc_comm_rank(comm);
     size_t vcounts[64], displs[64], es = 2, ext = vlayout(p, count, vcounts, displs);
     char what[96];
-    snprintf(what, sizeof what, "scatterv in place, count=%zu root=%d", count, root);
+    snprintf(what, sizeof what, "scatterv in place, count=%zu root=%d algo=%s", count, root, algo);
     size_t mine = vcounts[r] * es;
     unsigned char *buf = mlc_test_alloc(r == root ? ext * es : mine);
     if (r == root) {
@@ -181,6 +181,13 @@ static int near_misses(mlc_comm_t *comm)
     CHECK(strstr(msg, "mlc_gather:") && strstr(msg, "overlap"), "gather's message: %s", msg);
     CHECK(mlc_scatter(buf, buf + (size_t)r * 4 + 1, 4, MLC_FLOAT32, r, comm, NULL) == MLC_ERR_INVALID_ARG,
           "scatter with the root's block one element off its place was not refused");
+    msg = mlc_last_error();
+    CHECK(strstr(msg, "mlc_scatter:") && strstr(msg, "overlap"), "scatter's message: %s", msg);
+    CHECK(mlc_gatherv(buf + displs[r] + 1, vcounts[r], buf, vcounts, displs, MLC_FLOAT32, r, comm, NULL) ==
+              MLC_ERR_INVALID_ARG,
+          "gatherv with the root's block one element off its place was not refused");
+    msg = mlc_last_error();
+    CHECK(strstr(msg, "mlc_gatherv:") && strstr(msg, "overlap"), "gatherv's message: %s", msg);
     CHECK(mlc_allgatherv(buf + displs[r] + 1, vcounts[r], buf, vcounts, displs, MLC_FLOAT32, comm, NULL) ==
               MLC_ERR_INVALID_ARG,
           "allgatherv with this rank's block one element off its place was not refused");
@@ -196,7 +203,8 @@ static int body(mlc_comm_t *comm)
     CHECK(p <= 64, "at most 64 ranks");
     uint64_t seed = 7;
     CHECK_RUN(near_misses(comm));
-    static const mlc_coll_t colls[] = {MLC_COLL_GATHER, MLC_COLL_SCATTER, MLC_COLL_ALLGATHERV};
+    static const mlc_coll_t colls[] = {MLC_COLL_GATHER,  MLC_COLL_SCATTER,  MLC_COLL_GATHERV,
+                                       MLC_COLL_SCATTERV, MLC_COLL_ALLGATHERV};
     for (size_t c = 0; c < sizeof colls / sizeof *colls; c++) {
         const char *algos[32];
         size_t nalgo = mlc_test_algos(comm, colls[c], algos, 32);
@@ -210,18 +218,17 @@ static int body(mlc_comm_t *comm)
                 for (int root = 0; root < p; root++) {
                     if (colls[c] == MLC_COLL_GATHER)
                         CHECK_RUN(gather_in_place(comm, counts[k], root, seed++, algos[a]));
-                    else
+                    else if (colls[c] == MLC_COLL_SCATTER)
                         CHECK_RUN(scatter_in_place(comm, counts[k], root, seed++, algos[a]));
+                    else if (colls[c] == MLC_COLL_GATHERV)
+                        CHECK_RUN(gatherv_in_place(comm, counts[k], root, seed++, algos[a]));
+                    else
+                        CHECK_RUN(scatterv_in_place(comm, counts[k], root, seed++, algos[a]));
                 }
             }
         }
         CHECK_OK(mlc_comm_set_algo(comm, colls[c], NULL));
     }
-    for (size_t k = 0; k < NCOUNTS; k++)
-        for (int root = 0; root < p; root++) {
-            CHECK_RUN(gatherv_in_place(comm, counts[k], root, seed++));
-            CHECK_RUN(scatterv_in_place(comm, counts[k], root, seed++));
-        }
     CHECK(!mlc_test_any_failed(comm, 0), "another rank failed");
     return 0;
 }

@@ -126,8 +126,11 @@ _Static_assert(sizeof(eng_quick_t) == ENG_QUICK_LINES * ENG_LINE, "an announceme
 /* A large allreduce between processes goes through the ranks' stages too
  * (direct.c): every rank reads its send buffer and writes its receive buffer
  * once, all else stays in the caches. Below this size the single-copy path
- * is faster (2 ranks, 8 MiB: 1.3 ms against 1.6 staged; 32 MiB: 10 ms
- * against 7). The same on every rank: it chooses the protocol. */
+ * was faster where single copy costs about a memcpy (2 ranks, 8 MiB: 1.3 ms
+ * against 1.6 staged; 32 MiB: 10 ms against 7), measured with 256 KiB
+ * stages; with today's deeper ones it has not been measured on such a host
+ * (where single copy is slow the stages are eager and take every size).
+ * The same on every rank: it chooses the protocol. */
 #define ENG_STAGE_ALLREDUCE_MIN ((size_t)16 << 20)
 typedef struct eng_slot {
     _Alignas(ENG_LINE) atomic_uint_fast64_t pub; /* data / addresses of op v published */

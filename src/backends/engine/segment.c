@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Segment layout: header, per-rank control blocks, ring headers, CMA matrix,
- * direct-collective slots, broadcast stages, ring data. */
+ * direct-collective slots, stages, ring data. */
 #include <string.h>
 #include <unistd.h>
 #include "engine.h"
@@ -32,7 +32,10 @@ static uint32_t slot_areas_for(int n)
  * rank's stage is as deep as lets STAGES_WANTED communicators have one,
  * from 4 chunks (256 KiB) to 32 (2 MiB): 2 ranks 2 MiB each, 4 ranks 1 MiB,
  * 8 ranks 512 KiB, 16 to 64 ranks 256 KiB (4, 2, 1 communicators), more:
- * none. A communicator without stages takes the single-copy paths. */
+ * none; one rank none (every staged path needs a peer). A communicator
+ * without stages takes the single-copy paths (without single copy, the
+ * rings). A deep stage for a few communicators beat a shallow one for many
+ * (with 256 KiB, 2 ranks had 16): docs/ENGINE.md, stage depth. */
 #define STAGES_MAX ((size_t)16 << 20)
 #define STAGES_WANTED 4
 #define STAGE_MIN_BYTES (ENG_STAGE_CHUNK * 4)
@@ -46,7 +49,7 @@ static size_t stage_bytes_for(int n)
 
 static uint32_t stage_areas_for(int n, bool stages)
 {
-    if (!stages) return 0;
+    if (!stages || n < 2) return 0;
     size_t areas = STAGES_MAX / (stage_bytes_for(n) * (size_t)n);
     uint32_t slots = slot_areas_for(n);
     return areas < slots ? (uint32_t)areas : slots;
