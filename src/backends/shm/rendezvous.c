@@ -25,6 +25,7 @@
 #define RDV_NAMES 16          /* /mlc-<id>-<n>, then .1 .. .15 */
 #define RDV_STALE_S 0.5       /* an object still unformatted after this long was left by a dead creator */
 #define RDV_GRACE_S 1.5       /* the last rank out waits this long for ranks that never claimed an entry */
+#define RDV_CLAIM_WAIT_S 0.1  /* for the report of a failure another rank claimed */
 #define RDV_UNREPLACED_S 1.0  /* a dead rank 0's rendezvous not replaced this long: it was ours */
 
 enum { RDV_WAIT = 0, RDV_READY = 1, RDV_FAILED = 2 };
@@ -102,9 +103,15 @@ void shm_fault_point(int rank, const char *point)
     if (v == NULL) return;
     char *end;
     long r = strtol(v, &end, 10);
-    if (end == v || *end != ':' || r != rank || strcmp(end + 1, point) != 0) return;
-    MLC_WARN("MLC_FAULT_INIT=%s: rank %d kills itself at shm init point '%s'", v, rank, point);
-    kill(getpid(), SIGKILL);
+    if (end == v || *end != ':' || r != rank) return;
+    size_t len = strlen(point);
+    if (strncmp(end + 1, point, len) != 0) return;
+    const char *rest = end + 1 + len;
+    bool stop = strcmp(rest, ":stop") == 0;
+    if (*rest != '\0' && !stop) return;
+    MLC_WARN("MLC_FAULT_INIT=%s: rank %d %s itself at shm init point '%s'", v, rank, stop ? "stops" : "kills",
+             point);
+    kill(getpid(), stop ? SIGSTOP : SIGKILL);
 }
 
 /* Is the creator recorded in a rendezvous object gone (pid reused counts as gone)? */
@@ -271,14 +278,18 @@ static seen_t inspect(const shm_rdv_t *v, const char *name, shm_rdv_rec_t **rec,
 }
 
 /* First failure wins; published before the state flips. */
-static void publish_failure(shm_rdv_rec_t *rec, int rank, mlc_status_t st, const char *msg)
+/* Publish this init failure unless another rank claimed one first; returns
+ * whether this rank's is the one published. */
+static bool publish_failure(shm_rdv_rec_t *rec, int rank, mlc_status_t st, const char *msg)
 {
     int unclaimed = 0;
-    if (!atomic_compare_exchange_strong(&rec->fail_claim, &unclaimed, 1)) return;
+    if (!atomic_compare_exchange_strong(&rec->fail_claim, &unclaimed, 1)) return false;
+    shm_fault_point(rank, "failure-claimed");
     rec->fail_status = (int32_t)st;
     rec->fail_rank = rank;
     snprintf(rec->fail_msg, sizeof rec->fail_msg, "%s", msg);
     atomic_store_explicit(&rec->state, RDV_FAILED, memory_order_release);
+    return true;
 }
 
 static mlc_status_t rank0_open(shm_rdv_t *v, unsigned counter)
@@ -666,10 +677,20 @@ mlc_status_t shm_rdv_fail(shm_rdv_t *v, mlc_status_t st)
     if (!r) return st;
     char msg[400];
     snprintf(msg, sizeof msg, "%s", mlc_last_error());
-    publish_failure(r, v->rank, st, msg);
-    /* Report the cause: the first failure published, by whichever rank. */
-    if (r->fail_rank != v->rank) st = shm_rdv_check(v);
-    else mlc_error(st, "%s", msg);
+    /* Report the cause: the first failure published, by whichever rank.
+     * A rank that claimed one publishes it at once, unless it is stopped or
+     * killed in between: then this rank's own failure is the report (never
+     * success: this init has failed). */
+    if (!publish_failure(r, v->rank, st, msg)) {
+        double until = mlc_now() + RDV_CLAIM_WAIT_S;
+        while (atomic_load_explicit(&r->state, memory_order_acquire) != RDV_FAILED && mlc_now() < until) nap();
+        mlc_status_t cause = atomic_load_explicit(&r->state, memory_order_acquire) == RDV_FAILED ? shm_rdv_check(v)
+                                                                                                  : MLC_SUCCESS;
+        if (cause != MLC_SUCCESS) st = cause;
+        else mlc_error(st, "%s", msg);
+    } else {
+        mlc_error(st, "%s", msg);
+    }
     char keep[sizeof msg];
     snprintf(keep, sizeof keep, "%s", mlc_last_error());
     atomic_store(&r->pid[v->rank], -(int)getpid());

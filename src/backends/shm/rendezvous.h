@@ -69,6 +69,7 @@ void shm_rdv_close(shm_rdv_t *v);
 int shm_pid_gone(pid_t pid, char *why, size_t len);
 /* mlcomm-run's dead[] code as text. */
 int shm_describe_dead(unsigned code, char *why, size_t len);
-/* MLC_FAULT_INIT=R:POINT (testing only): rank R SIGKILLs itself at POINT. */
+/* MLC_FAULT_INIT=R:POINT (testing only): rank R SIGKILLs itself at POINT;
+ * R:POINT:stop, SIGSTOPs itself there. */
 void shm_fault_point(int rank, const char *point);
 #endif
