@@ -277,8 +277,8 @@ static seen_t inspect(const shm_rdv_t *v, const char *name, shm_rdv_rec_t **rec,
     return SEEN_MINE;
 }
 
-/* First failure wins; published before the state flips. */
-/* Publish this init failure unless another rank claimed one first; returns
+/* Publish this init failure unless another rank claimed one first (the
+ * first wins; its report is written before the state flips). Returns
  * whether this rank's is the one published. */
 static bool publish_failure(shm_rdv_rec_t *rec, int rank, mlc_status_t st, const char *msg)
 {
