@@ -897,9 +897,12 @@ static size_t stage_chunks(const mlc_request_t *req)
     return (n + ENG_STAGE_CHUNK - 1) / ENG_STAGE_CHUNK;
 }
 
+/* Chunks a stage holds (a power of two: segment.c). */
+static uint64_t stage_depth(const eng_comm_t *ec) { return ec->stage_bytes / ENG_STAGE_CHUNK; }
+
 static char *stage_line(const eng_comm_t *ec, int r, uint64_t chunk)
 {
-    return ec->stages + (size_t)ec->world_of[r] * ec->stage_bytes + (size_t)(chunk % ec->stage_depth) * ENG_STAGE_CHUNK;
+    return ec->stages + (size_t)ec->world_of[r] * ec->stage_bytes + (size_t)(chunk % stage_depth(ec)) * ENG_STAGE_CHUNK;
 }
 
 /* Bytes of chunk c of n bytes cut into chunks of `chunk`. */
@@ -916,7 +919,8 @@ static size_t stage_len(size_t n, uint64_t c) { return chunk_len(n, ENG_STAGE_CH
  * previous op's readers finished before this op began: prev_done). */
 static bool stage_reader_behind(const eng_comm_t *ec, const eng_direct_t *d, uint64_t c, int r)
 {
-    return c >= ec->stage_depth && progress_of(&slot_of(ec, r)->unstaged, d->v) < c - ec->stage_depth + 1;
+    uint64_t depth = stage_depth(ec);
+    return c >= depth && progress_of(&slot_of(ec, r)->unstaged, d->v) < c - depth + 1;
 }
 
 /* Whether every reader has copied out the chunk that chunk `c` reuses. */

@@ -287,8 +287,7 @@ typedef struct eng_comm {
     eng_ep_t *ep;
     eng_slot_t *slots;  /* this communicator's slot area, indexed by comm rank's world rank; NULL = none */
     char *stages;       /* its stages, stage_bytes per world rank; NULL = none */
-    size_t stage_bytes; /* the segment's stage_bytes */
-    uint64_t stage_depth; /* chunks in a stage: stage_bytes / ENG_STAGE_CHUNK */
+    size_t stage_bytes; /* the segment's stage_bytes (chunks in a stage: direct.c, stage_depth) */
     uint64_t direct_seq;/* direct collectives started */
     uint64_t quick_seq; /* the latest of them that took the quick path */
     uint64_t lines_free_to; /* quick path: ops up to this one may overwrite their line (direct.c) */

@@ -388,7 +388,6 @@ mlc_status_t eng_comm_create(mlc_comm_t *comm, eng_ep_t *ep, uint32_t ctx, const
         ec->slots = (eng_slot_t *)(ep->base + ep->seg->slot_off) + (size_t)area * (size_t)ep->wsize;
     if (area < ep->seg->stage_areas) {
         ec->stage_bytes = ep->seg->stage_bytes;
-        ec->stage_depth = ec->stage_bytes / ENG_STAGE_CHUNK;
         ec->stages = ep->base + ep->seg->stage_off + (size_t)area * (size_t)ep->wsize * ec->stage_bytes;
     }
     /* Every member computes the same answer from the shared probe matrix. */
