@@ -12,7 +12,8 @@
  * sizes are in test_userop; here one more, on records of 12 bytes (which
  * a chunk of a power of two would split) and of 40008 (a few to a chunk
  * at 2-4 ranks, where a chunk is 512, 170 and 128 KiB; from 8 ranks no
- * chunk holds one, and they take single copy).
+ * chunk holds one, and they take single copy). Last, one still in flight
+ * while its communicator is split.
  */
 #include <stdbool.h>
 #include <string.h>
@@ -133,6 +134,40 @@ static int interleave(mlc_comm_t *comm)
     return 0;
 }
 
+/* A staged allreduce still in flight while its communicator is split, and
+ * one on the new communicator (stages of its own) before the first is
+ * waited for: the split's own collectives queue behind the staged call,
+ * and neither communicator's stages are mistaken for the other's. */
+static int split_while_staged(mlc_comm_t *comm, uint32_t seed)
+{
+    int p = mlc_comm_size(comm), r = mlc_comm_rank(comm);
+    size_t count = MIB + 4099, bytes = count * 4; /* about 4 MiB of float32 */
+    unsigned char *send = mlc_test_alloc(bytes), *recv = mlc_test_alloc(bytes), *want = mlc_test_alloc(bytes);
+    unsigned char *sub_buf = mlc_test_alloc(bytes), *sub_want = mlc_test_alloc(bytes);
+    mlc_tv_fill(MLC_FLOAT32, MLC_SUM, p, r, seed, send, 0, count);
+    mlc_tv_fill_expected(MLC_FLOAT32, MLC_SUM, p, seed, want, 0, count);
+    mlc_request_t *req = NULL;
+    CHECK_OK(mlc_allreduce(send, recv, count, MLC_FLOAT32, MLC_SUM, comm, &req));
+    mlc_comm_t *sub = NULL; /* the ranks in reverse order: each new rank differs from its old one */
+    CHECK_OK(mlc_comm_split(comm, 0, p - 1 - r, &sub));
+    CHECK(mlc_comm_size(sub) == p && mlc_comm_rank(sub) == p - 1 - r, "split: rank %d of %d",
+          mlc_comm_rank(sub), mlc_comm_size(sub));
+    int sr = mlc_comm_rank(sub);
+    mlc_tv_fill(MLC_FLOAT32, MLC_MAX, p, sr, seed + 1, sub_buf, 0, count);
+    mlc_tv_fill_expected(MLC_FLOAT32, MLC_MAX, p, seed + 1, sub_want, 0, count);
+    CHECK_OK(mlc_allreduce(sub_buf, sub_buf, count, MLC_FLOAT32, MLC_MAX, sub, NULL));
+    CHECK_OK(mlc_request_wait(&req));
+    CHECK_MEM(recv, want, bytes, 4, "allreduce in flight across a split");
+    CHECK_MEM(sub_buf, sub_want, bytes, 4, "allreduce on the communicator split off beside a staged one");
+    CHECK_OK(mlc_comm_free(sub));
+    mlc_test_free(send);
+    mlc_test_free(recv);
+    mlc_test_free(want);
+    mlc_test_free(sub_buf);
+    mlc_test_free(sub_want);
+    return 0;
+}
+
 static int body(mlc_comm_t *comm)
 {
     static const staged_case_t cases[] = {
@@ -160,6 +195,7 @@ static int body(mlc_comm_t *comm)
     CHECK_RUN(check_records(comm, 12, 100003, 1));
     CHECK_RUN(check_records(comm, 40008, 5, 0)); /* past the slots, one record to a chunk */
     CHECK_RUN(check_records(comm, 40008, 5, 1));
+    CHECK_RUN(split_while_staged(comm, seed));
     CHECK(!mlc_test_any_failed(comm, 0), "another rank failed");
     return 0;
 }
