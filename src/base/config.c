@@ -37,6 +37,7 @@ static const char *const mlc_thread_level_names[] = {MLC_THREAD_LEVEL_LIST(MLC_X
 #undef MLC_X_STR
 static const char *const mlc_cuda_aware_names[] = {"auto", "0", "1", NULL};
 static const char *const mlc_stages_names[] = {"auto", "on", "off", NULL}; /* MLC_STAGES_AUTO, _ON, _OFF */
+static const char *const mlc_stage_stores_names[] = {"auto", "plain", "streaming", NULL}; /* MLC_STAGE_STORES_* */
 
 /* ---- the table ------------------------------------------------------------- */
 #define MLC_PUB(field) #field, offsetof(mlc_config_t, field)
@@ -686,6 +687,7 @@ static mlc_status_t mlc_resolve_misc(const mlc_config_t *cfg, mlc_cfg_t *r)
     if ((st = mlc_resolve_bool(MLC_UNSET, MLC_ENV_CHECK, &r->check)) != MLC_SUCCESS) return st;
     if ((st = mlc_resolve_bool(cfg ? cfg->cma : MLC_UNSET, MLC_ENV_CMA, &r->cma)) != MLC_SUCCESS) return st;
     if ((st = mlc_resolve_choice(MLC_UNSET, MLC_ENV_STAGES, &r->stages)) != MLC_SUCCESS) return st;
+    if ((st = mlc_resolve_choice(MLC_UNSET, MLC_ENV_STAGE_STORES, &r->stage_stores)) != MLC_SUCCESS) return st;
 
     st = mlc_resolve_path(cfg ? cfg->log_file : NULL, MLC_ENV_LOG_FILE, r->log_file, sizeof r->log_file);
     if (st != MLC_SUCCESS) return st;

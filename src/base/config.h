@@ -50,6 +50,7 @@
     X(CMA, "MLC_CMA", BOOL, "1", 0, 1, NULL, MLC_PUB(cma), MLC_LOCAL, "shm: single-copy transfers with process_vm_readv where allowed (0/1)") \
     X(STREAM_MIN, "MLC_STREAM_MIN", SIZE, "8M", 0, LLONG_MAX, NULL, MLC_NOPUB, MLC_LOCAL, "threads/shm: a result of at least this many bytes that no peer reads (own allgather block, reduce_scatter block, broadcast root copy, staged allreduce) bypasses the caches (streaming stores); 0 = never") \
     X(STAGES, "MLC_STAGES", CHOICE, "auto", 0, 0, mlc_stages_names, MLC_NOPUB, MLC_AGREE(stages), "shm: large allreduces, allgathers and broadcasts through the ranks' stages: auto (in-place broadcasts from 1 MiB, allreduces from 16 MiB, every allreduce and allgather past the slots and out-of-place broadcasts from 1 MiB where single copy is missing, the same but allgathers from 1 MiB in all where it is slow; not while more ranks than cores share the host and single copy works: waits in step with descheduled peers), on (as auto, and every allreduce and allgather past the slots and every broadcast from 1 MiB, also with more ranks than cores), off") \
+    X(STAGE_STORES, "MLC_STAGE_STORES", CHOICE, "auto", 0, 0, mlc_stage_stores_names, MLC_NOPUB, MLC_LOCAL, "shm: how a rank writes into its stage: auto (plain stores while they keep pace, streaming stores while they stall: on hosts whose cores at times share no cache), plain, streaming") \
     X(FAULT_INIT, "MLC_FAULT_INIT", STR, "", 0, 0, NULL, MLC_NOPUB, MLC_LOCAL, "testing only: R:POINT makes rank R SIGKILL itself at shm init POINT (rendezvous, attach, failure-claimed); R:POINT:stop, SIGSTOP") \
     X(ALGO_BROADCAST, "MLC_ALGO_BROADCAST", ALGO, "auto", 0, 0, NULL, MLC_NOPUB, MLC_AGREE(algo[MLC_COLL_BROADCAST]), "force the broadcast algorithm") \
     X(ALGO_REDUCE, "MLC_ALGO_REDUCE", ALGO, "auto", 0, 0, NULL, MLC_NOPUB, MLC_AGREE(algo[MLC_COLL_REDUCE]), "force the reduce algorithm") \
@@ -132,6 +133,8 @@ double mlc_env_default_seconds(mlc_env_id_t id);
 
 /* MLC_STAGES, in the order of its names (config.c). */
 enum { MLC_STAGES_AUTO, MLC_STAGES_ON, MLC_STAGES_OFF };
+/* MLC_STAGE_STORES, in the order of its names (config.c). */
+enum { MLC_STAGE_STORES_AUTO, MLC_STAGE_STORES_PLAIN, MLC_STAGE_STORES_STREAMING };
 
 /* Everything mlc_comm_init needs, resolved. Strings are owned copies. */
 typedef struct mlc_cfg {
@@ -147,6 +150,7 @@ typedef struct mlc_cfg {
     int mpi_thread_level;
     int cma;
     int stages;          /* MLC_STAGES: MLC_STAGES_AUTO, _ON, _OFF */
+    int stage_stores;    /* MLC_STAGE_STORES: MLC_STAGE_STORES_AUTO, _PLAIN, _STREAMING */
     size_t stage_chunk;  /* MLC_STAGE_CHUNK bytes; 0 = default */
     int mpi_cuda_aware;  /* MLC_MPI_CUDA_AWARE: -1 auto, 0, 1 */
     int cuda_ipc;        /* MLC_CUDA_IPC: 0 or 1 */

@@ -147,6 +147,7 @@ static void test_defaults(void)
     CHECK(c.memory == MLC_MEMORY_HOST, "memory %d", c.memory);
     CHECK(c.mpi_thread_level == 3, "thread level %d", c.mpi_thread_level);
     CHECK(c.cma == 1, "cma %d", c.cma);
+    CHECK(c.stage_stores == MLC_STAGE_STORES_AUTO, "stage stores %d", c.stage_stores);
     for (int k = 0; k < MLC_COLL_COUNT; k++) CHECK_STR(c.algo[k], "");
 
     mlc_config_t init = MLC_CONFIG_INIT;
@@ -172,6 +173,7 @@ static void test_env_values(void)
     set("MLC_ALGO_ALLREDUCE", "Ring");
     set("MLC_ALGO_BROADCAST", "auto");
     set("MLC_ALGO_ALLGATHERV", "recursive_doubling");
+    set("MLC_STAGE_STORES", "streaming");
     mlc_cfg_t c = RESOLVE(NULL);
     CHECK_STR(c.backend, "shm");
     CHECK_STR(c.job_id, "job-7");
@@ -186,6 +188,7 @@ static void test_env_values(void)
     CHECK_STR(c.algo[MLC_COLL_ALLREDUCE], "ring");
     CHECK_STR(c.algo[MLC_COLL_BROADCAST], "");
     CHECK_STR(c.algo[MLC_COLL_ALLGATHERV], "recursive_doubling");
+    CHECK(c.stage_stores == MLC_STAGE_STORES_STREAMING, "stage stores %d", c.stage_stores);
 
     set("MLC_MPI_THREAD_LEVEL", "2");
     set("MLC_TIMEOUT", "0");
@@ -260,7 +263,7 @@ static void test_malformed(void)
         {"MLC_MPI_THREAD_LEVEL", "7"}, {"MLC_MPI_THREAD_LEVEL", "high"}, {"MLC_CMA", "2"},
         {"MLC_CMA", "yes"},          {"MLC_JOB_FD", "x"},           {"MLC_JOB_FD", "-1"},
         {"MLC_ALGO_ALLREDUCE", "ring-2"}, {"MLC_ALGO_BARRIER", "a b"},
-        {"MLC_ALGO_SCATTERV", "0123456789012345678901234567890123"},
+        {"MLC_ALGO_SCATTERV", "0123456789012345678901234567890123"}, {"MLC_STAGE_STORES", "nt"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         clear_env();

@@ -905,6 +905,13 @@ static char *stage_line(const eng_comm_t *ec, int r, uint64_t chunk)
     return ec->stages + (size_t)ec->world_of[r] * ec->stage_bytes + (size_t)(chunk % stage_depth(ec)) * ENG_STAGE_CHUNK;
 }
 
+/* Copy n bytes of this rank's data into its stage (stage_store.c); true
+ * when streamed past this core's caches. */
+static bool stage_write(const eng_comm_t *ec, void *place, const void *src, size_t n)
+{
+    return eng_stage_store(&ec->ep->stage_gauge, ec->comm->cfg.stage_stores, place, src, n);
+}
+
 /* Bytes of chunk c of n bytes cut into chunks of `chunk`. */
 static size_t chunk_len(size_t n, size_t chunk, uint64_t c)
 {
@@ -944,9 +951,9 @@ static int stage_in(mlc_request_t *req, eng_direct_t *d)
     while (d->chunk < chunks && stage_free(ec, d, d->chunk, a->root)) {
         size_t off = d->chunk * ENG_STAGE_CHUNK, len = stage_len(n, d->chunk);
         char *line = stage_line(ec, a->root, d->chunk);
-        memcpy(line, src + off, len);
-        if (!a->inplace) /* from the stage: it is in this core's cache now */
-            copy_streamed_if(stream, (char *)a->recvbuf + off, line, len);
+        bool streamed = stage_write(ec, line, src + off, len);
+        if (!a->inplace) /* from the stage, which is in this core's cache now unless streamed */
+            copy_streamed_if(stream, (char *)a->recvbuf + off, streamed ? src + off : line, len);
         d->chunk++;
         atomic_store_explicit(&mine->staged, progress_word(d->v, d->chunk), memory_order_release);
         copied = true;
@@ -1077,7 +1084,7 @@ static int stage_allreduce(mlc_request_t *req, eng_direct_t *d)
             if (!ar_others_reached(ec, AR_REDUCED, v, freed)) return 0;
             for (int q = 0; q < p; q++)
                 if (q != me && (n = ar_piece(req, q, k, chunk, &off)) != 0)
-                    memcpy(ar_place(ec, me, k, q, chunk), (const char *)a->sendbuf + off * es, n * es);
+                    stage_write(ec, ar_place(ec, me, k, q, chunk), (const char *)a->sendbuf + off * es, n * es);
             ar_publish(ec, AR_STAGED, v, k + 1);
             d->part = 1;
             /* fall through */
@@ -1177,9 +1184,9 @@ static int stage_allgather(mlc_request_t *req, eng_direct_t *d)
         while (d->chunk < chunks && stage_free(ec, d, d->chunk, me)) {
             size_t off = (size_t)d->chunk * ENG_STAGE_CHUNK, len = stage_len(n, d->chunk);
             char *line = stage_line(ec, me, d->chunk);
-            memcpy(line, own + off, len);
-            if (!a->inplace) /* from the stage: it is in this core's cache now */
-                copy_streamed_if(stream, own_out + off, line, len);
+            bool streamed = stage_write(ec, line, own + off, len);
+            if (!a->inplace) /* from the stage, which is in this core's cache now unless streamed */
+                copy_streamed_if(stream, own_out + off, streamed ? own + off : line, len);
             d->chunk++;
             ar_publish(ec, AR_STAGED, d->v, d->chunk);
             moved = true;

@@ -239,6 +239,17 @@ typedef struct eng_ack {
     uint64_t cookie;
 } eng_ack_t;
 
+/* How this rank's plain stores into its stage fare against streaming ones
+ * (stage_store.c); per endpoint, under its lock. */
+typedef struct eng_store_gauge {
+    bool streaming;           /* writes stream (plain ones stalled), but for probes */
+    double stream_ns_per_kib; /* the timed streamed writes (quick to fall, slow to rise); 0: none yet */
+    unsigned slow_in_row;     /* plain: timed writes in a row slower than STREAM_WHEN times that */
+    unsigned plain_writes;    /* plain: timed writes (one in STREAM_SAMPLE_EVERY streams) */
+    unsigned fast_probes;     /* streaming: probes in a row that kept pace */
+    double probe_at, probe_s; /* streaming: the next plain probe, and the time between them */
+} eng_store_gauge_t;
+
 struct eng_ep {
     pthread_mutex_t lock;
     eng_seg_t *seg;
@@ -248,6 +259,7 @@ struct eng_ep {
     bool oversubscribed;   /* more ranks on this host than cores: yield while waiting */
     bool cma_slow;         /* single copy costs several memcpys here (eng_seg_t) */
     size_t stream_min;     /* MLC_STREAM_MIN: larger local results are streamed (0 = never) */
+    eng_store_gauge_t stage_gauge; /* writes into this rank's stages (stage_store.c) */
     bool light_fences;     /* every rank registered for membarrier: wakers need no fence (endpoint.c) */
     bool cma;              /* shm: single-copy allowed by config */
     const uint8_t *cma_ok; /* [reader * n + writer]: reader can process_vm_readv writer */
@@ -350,6 +362,16 @@ static inline void eng_cond_wait_slice(pthread_cond_t *cond, pthread_mutex_t *lo
     }
     pthread_cond_timedwait(cond, lock, &ts);
 }
+
+/* --- writes into the stages (stage_store.c; caller holds ep->lock) --------- */
+/* Copy n bytes into a stage place with plain or streaming stores, as `mode`
+ * (MLC_STAGE_STORES) and the gauge say; true when it streamed (the place is
+ * then not in this core's cache: copy on from src, not from it). */
+bool eng_stage_store(eng_store_gauge_t *g, int mode, void *place, const void *src, size_t n);
+/* Its two halves, apart for tests: whether the next timed write streams,
+ * and what one cost (nanoseconds per KiB, at `now`). */
+bool eng_gauge_pick(eng_store_gauge_t *g, double now);
+void eng_gauge_record(eng_store_gauge_t *g, bool streamed, double ns_per_kib, double now);
 
 /* --- segment layout ------------------------------------------------------ */
 /* stages: broadcast stages (process segments; threads copy directly). */
