@@ -1370,7 +1370,7 @@ static int large_progress(mlc_request_t *req, eng_direct_t *d)
             return stage_allgather(req, d);
         }
         if (req->coll == MLC_COLL_ALLGATHER) {
-            bool stream = streams(ec, n * (size_t)p); /* the whole result: allgather_streams() */
+            bool stream = streams(ec, n * (size_t)p); /* the whole result (streams()) */
             for (int r = 0; r < p; r++) {
                 char *dst = (char *)a->recvbuf + (size_t)r * n;
                 if (r == me) {
