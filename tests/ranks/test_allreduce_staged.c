@@ -12,8 +12,8 @@
  * sizes are in test_userop; here one more, on records of 12 bytes (which
  * a chunk of a power of two would split) and of 40008 (a few to a chunk
  * at 2-4 ranks, where a chunk is 512, 170 and 128 KiB; from 8 ranks no
- * chunk holds one, and they take single copy). Last, one still in flight
- * while its communicator is split.
+ * chunk holds one, and they take single copy). Last, one whose request is
+ * still pending while its communicator is split.
  */
 #include <stdbool.h>
 #include <string.h>
@@ -134,10 +134,11 @@ static int interleave(mlc_comm_t *comm)
     return 0;
 }
 
-/* A staged allreduce still in flight while its communicator is split, and
- * one on the new communicator (stages of its own) before the first is
- * waited for: the split's own collectives queue behind the staged call,
- * and neither communicator's stages are mistaken for the other's. */
+/* A staged allreduce whose request is still pending while its
+ * communicator is split, and one on the new communicator (stages of its
+ * own) before the first is waited for: the split's own collectives queue
+ * behind the staged call (on shm they complete only after it has), and
+ * both results are right. */
 static int split_while_staged(mlc_comm_t *comm, uint32_t seed)
 {
     int p = mlc_comm_size(comm), r = mlc_comm_rank(comm);

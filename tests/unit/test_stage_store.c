@@ -4,7 +4,7 @@
  * (src/backends/engine/stage_store.c), driven with made-up timings: plain
  * while plain writes keep pace (one write in 256 streamed, to keep the
  * streamed figure), streaming after two slow plain writes in a row (not
- * after one), a plain probe after 250 us, then after twice as long while
+ * after one, nor after two apart), a plain probe after 250 us, then after twice as long while
  * probes stay slow (up to 4 ms), plain again after three fast probes in a
  * row; a first streamed figure inflated by page faults is corrected. And
  * MLC_STAGE_STORES=plain / streaming and a probe (its first 64 KiB plain)
@@ -59,9 +59,15 @@ static void keeps_plain_while_fast(void)
         CHECK(!write_at(&g, t, FAST_PLAIN, STREAMED), "write %d after a single slow plain write streamed", i);
     }
     CHECK(!g.streaming, "streaming after a single slow plain write");
+    /* Slow writes apart, not in a row: still plain. */
+    for (int i = 0; i < 4; i++) {
+        t += 5e-6;
+        write_at(&g, t, i % 2 ? FAST_PLAIN : SLOW_PLAIN, STREAMED);
+    }
+    CHECK(!g.streaming, "streaming after slow plain writes that were not in a row");
 }
 
-/* Plain writes slow until `switch_at` plain ones have been timed; returns the time streaming began. */
+/* Slow plain writes until the gauge streams (it must take two); returns the time streaming began. */
 static double slow_until_streaming(eng_store_gauge_t *g, double t)
 {
     int plain = 0;

@@ -72,7 +72,9 @@ static size_t reduce_chunk(size_t esize)
  * allgather's whole result, a reduce_scatter's block) with streaming
  * stores. An allgather counts its whole result, not a block: every block
  * of it is this rank's to write (2 ranks, 8 MiB, blocks of 4 MiB
- * streamed: 1.17-1.36x staged, 1.17-1.2x by single copy). Not a slice
+ * streamed: 1.17-1.36x staged; 1.17-1.2x by single copy, where only the
+ * own block and blocks read in place can stream: process_vm_readv takes
+ * no hint). Not a slice
  * peers read next (allreduce): they find it in the caches otherwise (2
  * ranks, 8 MiB allreduce: 1.13 ms with plain stores, 1.5 streamed). */
 static bool streams(const eng_comm_t *ec, size_t bytes)

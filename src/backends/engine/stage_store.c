@@ -25,8 +25,11 @@
  * a row make writes plain again. While plain stores keep pace, one write
  * in STREAM_SAMPLE_EVERY streams to keep the streamed figure true (the
  * first timed write streams, to have one, and one in STREAM_SAMPLE_FIRST
- * of the next: those paid the stage's page faults). Each rank decides
- * alone: what its readers copy is the same either way.
+ * of the next STREAM_SAMPLE_FIRST_WRITES: those paid the stage's page
+ * faults). A fast probe does not shorten the time to the next one: after
+ * a long slow spell, three probes PROBE_MAX_S apart bring plain stores
+ * back. Each rank decides alone: what its readers copy is the same either
+ * way.
  */
 #include <string.h>
 
@@ -39,7 +42,8 @@
 #define STREAM_WHEN 3.0
 #define SLOW_TO_STREAM 2u /* one slow write may have been preempted or faulted */
 #define STREAM_SAMPLE_EVERY 256u
-#define STREAM_SAMPLE_FIRST 8u
+#define STREAM_SAMPLE_FIRST 8u         /* ... one in this many of ... */
+#define STREAM_SAMPLE_FIRST_WRITES 64u /* ... the first timed plain writes */
 #define FAST_TO_PLAIN 3u /* probes in a row that keep pace (each write's own cost hides its readers') */
 #define PROBE_BYTES ((size_t)64 << 10)
 #define PROBE_MIN_S 250e-6
@@ -51,7 +55,7 @@ bool eng_gauge_pick(eng_store_gauge_t *g, double now)
     if (g->streaming) return now < g->probe_at;
     /* The first streamed writes also paid the stage's page faults: sample
      * more often at first. */
-    unsigned every = g->plain_writes < 8 * STREAM_SAMPLE_FIRST ? STREAM_SAMPLE_FIRST : STREAM_SAMPLE_EVERY;
+    unsigned every = g->plain_writes < STREAM_SAMPLE_FIRST_WRITES ? STREAM_SAMPLE_FIRST : STREAM_SAMPLE_EVERY;
     return ++g->plain_writes % every == 0;
 }
 
