@@ -57,9 +57,10 @@ mlc_wait_status_t mlc_wait_run(mlc_wait_t *w)
             continue;
         }
         if (r == MLC_WAIT_MOVED_ELSEWHERE) restart_clock = 1;
+        const int block_now = r == MLC_WAIT_BLOCK_NOW;
         /* Spinning (the first phase, and the phase after a progress) reads
          * the clock only every check_every steps. */
-        if (restart_spin || now < spin_until) {
+        if (!block_now && (restart_spin || now < spin_until)) {
             if (++calls % check_every != 0) continue;
         }
         now = mlc_now();
@@ -73,10 +74,12 @@ mlc_wait_status_t mlc_wait_run(mlc_wait_t *w)
             nap = nap_min;
             restart_spin = 0;
         }
-        if (now < spin_until) continue;
-        if (now < yield_until) {
-            sched_yield();
-            continue;
+        if (!block_now) {
+            if (now < spin_until) continue;
+            if (now < yield_until) {
+                sched_yield();
+                continue;
+            }
         }
 
         /* Slow path: checks, the deadline, then block or sleep a slice. */

@@ -6,7 +6,8 @@
  * It polls a step until a done predicate holds: busy for spin_s after
  * anything moved, then with sched_yield for yield_s, then it blocks (the
  * caller's event hook, e.g. the engine's doorbell futex) or sleeps with a
- * doubling backoff, re-checking at least every slice_s. The timeout means one
+ * doubling backoff, re-checking at least every slice_s; a step that says
+ * MLC_WAIT_BLOCK_NOW skips the polling. The timeout means one
  * thing everywhere (MLC_TIMEOUT): timeout_s seconds in which no step moved
  * anything. Pure code without process state: the MPI module compiles its own
  * copy.
@@ -19,7 +20,8 @@ enum {
     MLC_WAIT_STOP = -1,          /* stop waiting (the step recorded why) */
     MLC_WAIT_NOTHING = 0,        /* nothing moved */
     MLC_WAIT_MOVED = 1,          /* this step moved something: restart the clock, spin again */
-    MLC_WAIT_MOVED_ELSEWHERE = 2 /* something the wait depends on moved (another thread): restart the clock only */
+    MLC_WAIT_MOVED_ELSEWHERE = 2, /* something the wait depends on moved (another thread): restart the clock only */
+    MLC_WAIT_BLOCK_NOW = 3        /* nothing moved, and polling again would hold a core others need: block now */
 };
 
 typedef enum mlc_wait_status {

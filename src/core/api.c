@@ -770,7 +770,7 @@ static int probe_step(void *p)
         w->failed = mlc_comm_check(w->comm) != MLC_SUCCESS;
         return MLC_WAIT_STOP;
     }
-    return progressed ? MLC_WAIT_MOVED : MLC_WAIT_NOTHING;
+    return progressed ? MLC_WAIT_MOVED : mlc_request_idle_step(w->comm);
 }
 
 static int probe_done(void *p) { return ((probe_wait_t *)p)->flag; }

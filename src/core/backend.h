@@ -44,7 +44,7 @@ typedef struct mlc_boot {
 } mlc_boot_t;
 
 /* The interface's version: a table built against another layout is refused. */
-#define MLC_BACKEND_ABI 2u
+#define MLC_BACKEND_ABI 3u
 
 typedef struct mlc_backend {
     uint32_t abi;  /* MLC_BACKEND_ABI */
@@ -108,6 +108,11 @@ typedef struct mlc_backend {
      * request of comm completes on another thread or a peer writes to us.
      * NULL = short sleep. */
     void (*idle)(mlc_comm_t *comm, double max_s);
+    /* Optional: true when a waiter whose progress call moved nothing should
+     * block in idle at once rather than poll again: polling would hold a
+     * core that the ranks it waits for need (e.g. more ranks than cores
+     * beside another busy process). NULL: poll first. */
+    bool (*polling_futile)(mlc_comm_t *comm);
     /* Optional: block in the backend's own wait (MPI with no deadline, MLC_TIMEOUT=0). */
     mlc_status_t (*wait_native)(mlc_request_t *req);
     /* Optional: ranks `req` still waits on, e.g. "2, 3" (for timeout messages). */

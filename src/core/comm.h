@@ -166,6 +166,9 @@ mlc_status_t mlc_request_wait_internal(mlc_request_t *req);
 /* The wait's pieces, for waits over several requests (core/group.c): */
 /* One progress call of comm's backend (counts the communicator's progress epoch). */
 mlc_status_t mlc_request_progress(mlc_comm_t *comm, int *progressed);
+/* What a wait step that moved nothing on comm reports: MLC_WAIT_NOTHING, or
+ * MLC_WAIT_BLOCK_NOW where the backend's polling_futile says so. */
+int mlc_request_idle_step(mlc_comm_t *comm);
 /* The communicator's health: when it failed, req ends (completes if it still can, else fails). */
 bool mlc_request_sick(mlc_request_t *req);
 /* Nothing moved for `timeout` s: fail req's communicator naming req, tell the peers, fail req. */

@@ -204,7 +204,9 @@ static int group_step(void *p)
         w->epochs = e;
         return MLC_WAIT_MOVED_ELSEWHERE;
     }
-    return MLC_WAIT_NOTHING;
+    for (int i = 0; i < w->ncomms; i++)
+        if (mlc_request_idle_step(w->comms[i]) != MLC_WAIT_BLOCK_NOW) return MLC_WAIT_NOTHING;
+    return MLC_WAIT_BLOCK_NOW;
 }
 
 static int group_done(void *p)

@@ -155,6 +155,13 @@ mlc_status_t mlc_request_fail_pending(mlc_request_t *req, mlc_status_t st)
     return mlc_request_finish(req);
 }
 
+/* What a wait step that moved nothing reports (base/wait.h): poll again,
+ * or block now where the backend says polling is futile. */
+int mlc_request_idle_step(mlc_comm_t *comm)
+{
+    return comm->be->polling_futile && comm->be->polling_futile(comm) ? MLC_WAIT_BLOCK_NOW : MLC_WAIT_NOTHING;
+}
+
 /* One progress step of the backend. */
 mlc_status_t mlc_request_progress(mlc_comm_t *comm, int *progressed)
 {
@@ -267,7 +274,7 @@ static int req_step(void *p)
         w->epoch = comm->progress_epoch;
         return MLC_WAIT_MOVED_ELSEWHERE;
     }
-    return MLC_WAIT_NOTHING;
+    return mlc_request_idle_step(comm);
 }
 
 static int req_done(void *p) { return is_done(((req_wait_t *)p)->req); }
@@ -310,6 +317,7 @@ mlc_status_t mlc_request_wait_internal(mlc_request_t *req)
             failed = atomic_load(&comm->failed);
             return mlc_request_fail_pending(req, failed ? failed : st);
         }
+        if (!progressed && mlc_request_idle_step(comm) == MLC_WAIT_BLOCK_NOW) break;
     }
     /* Then the shared loop: spin a couple of milliseconds, then sleep in
      * the backend's idle (waking a sleeper costs a scheduler round trip,

@@ -11,6 +11,7 @@ typedef struct {
     double t0, every, until; /* move every `every` s; done at t0 + until */
     double last;
     int moves, elsewhere, stop_at, check_stops, check_completes, checks, blocks;
+    int block_now, steps, steps_at_first_block, most_steps_between_blocks, steps_since_block;
     double max_block;
     int over;
 } sim_t;
@@ -19,13 +20,15 @@ static int sim_step(void *p)
 {
     sim_t *s = p;
     double now = mlc_now();
+    s->steps++;
+    s->steps_since_block++;
     if (now - s->t0 >= s->until) s->over = 1;
     if (s->stop_at && ++s->moves >= s->stop_at) return MLC_WAIT_STOP;
     if (s->every > 0 && now - s->last >= s->every) {
         s->last = now;
         return s->elsewhere ? MLC_WAIT_MOVED_ELSEWHERE : MLC_WAIT_MOVED;
     }
-    return MLC_WAIT_NOTHING;
+    return s->block_now ? MLC_WAIT_BLOCK_NOW : MLC_WAIT_NOTHING;
 }
 
 static int sim_done(void *p) { return ((sim_t *)p)->over; }
@@ -41,7 +44,9 @@ static int sim_check(void *p)
 static int sim_block(void *p, double max_s)
 {
     sim_t *s = p;
-    s->blocks++;
+    if (s->blocks++ == 0) s->steps_at_first_block = s->steps;
+    else if (s->steps_since_block > s->most_steps_between_blocks) s->most_steps_between_blocks = s->steps_since_block;
+    s->steps_since_block = 0;
     if (max_s > s->max_block) s->max_block = max_s;
     struct timespec ts = {0, (long)(max_s < 0.01 ? max_s * 1e9 : 1e7)};
     nanosleep(&ts, NULL);
@@ -158,6 +163,39 @@ static void test_block_hook(void)
     CHECK(s.max_block <= 0.2 + 2e-3, "a slice of %.3f s with 0.2 s left", s.max_block);
 }
 
+/* A step that says MLC_WAIT_BLOCK_NOW is not polled again first: the hook
+ * blocks after it, also right after progress, with the checks and the
+ * deadline as before; without the hook the loop sleeps at once. */
+static void test_block_now(void)
+{
+    sim_t s = sim(0.02, 0.3);
+    s.block_now = 1;
+    mlc_wait_t w = waiter(&s, 10);
+    w.block = sim_block;
+    w.check = sim_check;
+    w.slice_s = 0.005;
+    CHECK(mlc_wait_run(&w) == MLC_WAIT_DONE, "done");
+    CHECK(s.steps_at_first_block == 1, "first block after %d steps, want 1", s.steps_at_first_block);
+    CHECK(s.most_steps_between_blocks <= 2, "up to %d steps between blocks, want at most 2 (a move, then block)",
+          s.most_steps_between_blocks);
+    CHECK(s.checks >= s.blocks, "%d checks for %d blocks: each block checks first", s.checks, s.blocks);
+
+    s = sim(0, 1e9);
+    s.block_now = 1;
+    w = waiter(&s, 0.2);
+    w.block = sim_block;
+    double t0 = mlc_now();
+    CHECK(mlc_wait_run(&w) == MLC_WAIT_TIMEOUT, "nothing moves: timed out");
+    CHECK(mlc_now() - t0 < 1.0, "timed out after %.2f s (timeout 0.2 s)", mlc_now() - t0);
+
+    /* Without a hook: sleeps, so few steps in 0.2 s (spinning would take millions). */
+    s = sim(0, 0.2);
+    s.block_now = 1;
+    w = waiter(&s, 10);
+    CHECK(mlc_wait_run(&w) == MLC_WAIT_DONE, "done");
+    CHECK(s.steps < 2000, "%d steps in 0.2 s: it polled", s.steps);
+}
+
 /* A long wait without an event hook sleeps: it uses a small part of a core
  * (spin 2 ms, yield 0.5 ms, then naps of up to 1 ms). */
 static void test_sleeps(void)
@@ -198,6 +236,7 @@ int main(void)
     test_timeout_counts_from_last_progress();
     test_stop_and_check();
     test_block_hook();
+    test_block_now();
     test_sleeps();
     return unit_result("unit_wait");
 }

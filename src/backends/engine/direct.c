@@ -852,23 +852,20 @@ static int small_progress(mlc_request_t *req, eng_direct_t *d)
 
 /*
  * Whether large operations may go through the stages (MLC_STAGES). A staged
- * operation waits for its peers at every chunk. With more ranks than cores
- * a waiting rank yields its core, and beside any other busy process that
- * costs a time slice per chunk: 4 ranks on 2 cores beside two busy loops
- * took 3.2 s for a 128 MiB allreduce staged against 91 ms by single copy,
- * and 305 against 18 ms for a 32 MiB broadcast (quiet, staging was ahead:
- * 64 against 72 ms, 5.7 against 12.4 ms). So "auto" stages there only
- * where single copy is not available to take its place. Every rank decides
- * alike: MLC_STAGES is agreed at init, oversubscription is decided once in
- * the segment (eng_seg_t) and single copy is the communicator's.
+ * operation waits for its peers at every chunk; with more ranks than cores
+ * a waiting rank yields its core to the rank it waits for, or sleeps on its
+ * doorbell while other processes compete for the cores (yield_gauge.c). So
+ * staging pays there too: 4 ranks on 2 cores, quiet, a 32 MiB allreduce
+ * took 9-21 ms staged against 21-23 by single copy, allgather and
+ * broadcast 5.5 and 6.4 against 11.9 and 11.1; 8 ranks 1.4-1.9 times
+ * faster. Beside two busy loops allgather and broadcast stay within a
+ * third of single copy, the allreduce takes 1.4-2.6 times as long (Open
+ * MPI's, slower still: docs/ENGINE.md, "When the stages are used"). The
+ * same on every rank: MLC_STAGES is agreed at init.
  */
 static bool stages_usable(const eng_comm_t *ec)
 {
-    switch (ec->comm->cfg.stages) {
-    case MLC_STAGES_ON: return ec->stages != NULL;
-    case MLC_STAGES_OFF: return false;
-    default: return ec->stages != NULL && !(ec->ep->oversubscribed && ec->cma_all);
-    }
+    return ec->comm->cfg.stages != MLC_STAGES_OFF && ec->stages != NULL;
 }
 
 /* Whether every allreduce and allgather too large for the slots goes through

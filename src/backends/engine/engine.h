@@ -250,6 +250,19 @@ typedef struct eng_store_gauge {
     double probe_at, probe_s; /* streaming: the next plain probe, and the time between them */
 } eng_store_gauge_t;
 
+/* Whether this rank's yields hand its core to a peer or to another
+ * process's time slice (yield_gauge.c). block_until and block_s are read
+ * without the lock; the reading's fields are written by one thread at a
+ * time (busy). */
+typedef struct eng_yield_gauge {
+    _Atomic double block_until; /* waiters sleep instead of yielding until then */
+    _Atomic double block_s;     /* the length of that stretch */
+    atomic_flag busy;           /* a thread is taking a reading */
+    double sample_at;           /* when the job's CPU time was last read (0: not since a stretch) */
+    double sample_cpu;          /* what it was then, in seconds */
+    int ncpus;                  /* cpus online */
+} eng_yield_gauge_t;
+
 struct eng_ep {
     pthread_mutex_t lock;
     eng_seg_t *seg;
@@ -257,6 +270,7 @@ struct eng_ep {
     int wrank, wsize;
     bool threads;          /* ranks are threads of this process (memcpy rendezvous) */
     bool oversubscribed;   /* more ranks on this host than cores: yield while waiting */
+    eng_yield_gauge_t yield_gauge; /* whether those yields give the core away (yield_gauge.c) */
     bool cma_slow;         /* single copy costs several memcpys here (eng_seg_t) */
     size_t stream_min;     /* MLC_STREAM_MIN: larger local results are streamed (0 = never) */
     eng_store_gauge_t stage_gauge; /* writes into this rank's stages (stage_store.c) */
@@ -372,6 +386,17 @@ bool eng_stage_store(eng_store_gauge_t *g, int mode, void *place, const void *sr
  * and what one cost (nanoseconds per KiB, at `now`). */
 bool eng_gauge_pick(eng_store_gauge_t *g, double now);
 void eng_gauge_record(eng_store_gauge_t *g, bool streamed, double ns_per_kib, double now);
+
+/* --- waiting with more ranks than cores (yield_gauge.c) ------------------ */
+void eng_yield_gauge_init(eng_yield_gauge_t *g);
+/* Yield the core, unless other processes are known to take it; a yield
+ * that gave the core away for long has the gauge read the job's CPU time. */
+void eng_yield(eng_ep_t *ep);
+/* Whether a waiter should sleep on its doorbell at once rather than yield. */
+bool eng_yield_futile(const eng_yield_gauge_t *g, double now);
+/* A costly yield at `now`, the job's ranks having had job_cpu_s CPU
+ * seconds so far: the gauge's rule, apart for tests. */
+void eng_yield_sample(eng_yield_gauge_t *g, double now, double job_cpu_s);
 
 /* --- segment layout ------------------------------------------------------ */
 /* stages: broadcast stages (process segments; threads copy directly). */
@@ -508,6 +533,7 @@ mlc_status_t eng_be_split(mlc_comm_t *parent, int color, int key, const int *mem
                           mlc_comm_t *child);
 mlc_status_t eng_be_progress(mlc_comm_t *comm, int *progressed);
 void eng_be_idle(mlc_comm_t *comm, double max_s);
+bool eng_be_polling_futile(mlc_comm_t *comm);
 mlc_status_t eng_be_health(mlc_comm_t *comm);
 mlc_status_t eng_be_posted_failure(mlc_comm_t *comm);
 void eng_be_post_failure(mlc_comm_t *comm, mlc_status_t st, const char *note);
@@ -535,7 +561,7 @@ mlc_status_t eng_start_sendrecv(mlc_request_t *req);
 #define ENG_COMMON_ENTRIES                                                                     \
     .split = eng_be_split, .destroy = eng_be_destroy, .abort = eng_be_abort,                 \
     .start = {ENG_START_ENTRIES}, .iprobe = eng_be_iprobe, .progress = eng_be_progress,        \
-    .idle = eng_be_idle, .health = eng_be_health, .posted_failure = eng_be_posted_failure,   \
+    .idle = eng_be_idle, .polling_futile = eng_be_polling_futile, .health = eng_be_health, .posted_failure = eng_be_posted_failure,   \
     .pending_peers = eng_be_pending_peers,                                                   \
     .algos = eng_be_algos, .choose_algo = eng_be_choose_algo, .signs_calls = true,  \
     .post_failure = eng_be_post_failure, .silent_peers = eng_be_silent_peers

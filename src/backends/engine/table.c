@@ -11,6 +11,7 @@
 #include <string.h>
 #include "algos/select.h"
 #include "core/backend.h"
+#include "base/clock.h"
 #include "base/dtype.h"
 #include "engine.h"
 #include "base/error.h"
@@ -488,8 +489,14 @@ mlc_status_t eng_be_progress(mlc_comm_t *comm, int *progressed)
     *progressed = eng_progress_locked(ep);
     pthread_mutex_unlock(&ep->lock);
     /* More ranks than cores: let the rank we wait for run. */
-    if (!*progressed && ep->oversubscribed) sched_yield();
+    if (!*progressed && ep->oversubscribed) eng_yield(ep);
     return MLC_SUCCESS;
+}
+
+bool eng_be_polling_futile(mlc_comm_t *comm)
+{
+    const eng_ep_t *ep = ((eng_comm_t *)comm->impl)->ep;
+    return ep->oversubscribed && eng_yield_futile(&ep->yield_gauge, mlc_now());
 }
 
 const char *eng_be_choose_algo(const mlc_request_t *req) { return eng_direct_choose(req); }
