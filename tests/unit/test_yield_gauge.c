@@ -28,7 +28,7 @@ static double costly_yields(eng_yield_gauge_t *g, double t, double span, double 
 {
     for (double end = t + span; t < end; t += every) {
         *cpu += share * CPUS * every;
-        if (!eng_yield_futile(g, t)) eng_yield_sample(g, t, *cpu);
+        if (!eng_yield_futile(g, t)) eng_yield_sample(g, t, *cpu, NULL);
     }
     return t;
 }
@@ -47,14 +47,16 @@ static void test_competition_blocks(void)
 {
     eng_yield_gauge_t g = fresh();
     double cpu = 0, t = 10.0;
-    eng_yield_sample(&g, t, cpu);
+    eng_yield_sample(&g, t, cpu, NULL);
     CHECK(!eng_yield_futile(&g, t), "one reading decides nothing");
     cpu += 0.6 * CPUS * 0.01;
-    eng_yield_sample(&g, t + 0.01, cpu);
+    eng_yield_sample(&g, t + 0.01, cpu, NULL);
     CHECK(!eng_yield_futile(&g, t + 0.01), "a reading 10 ms after the first decides nothing");
     cpu += 0.6 * CPUS * 0.02;
-    eng_yield_sample(&g, t + 0.03, cpu);
+    double share = 0, stretch = eng_yield_sample(&g, t + 0.03, cpu, &share);
     CHECK(eng_yield_futile(&g, t + 0.03), "0.6 of the cpus over 30 ms: sleep");
+    CHECK(stretch > 0.0999 && stretch < 0.1001 && share > 0.599 && share < 0.601,
+          "the stretch begun %.3f s (want 0.1), the share %.3f (want 0.6)", stretch, share);
     CHECK(eng_yield_futile(&g, t + 0.129) && !eng_yield_futile(&g, t + 0.131), "for 0.1 s");
 }
 
@@ -68,7 +70,7 @@ static void test_stretches_double_then_reset(void)
         double start = t;
         while (!eng_yield_futile(&g, t) && t - start < 1) {
             cpu += 0.6 * CPUS * 0.005;
-            eng_yield_sample(&g, t, cpu);
+            eng_yield_sample(&g, t, cpu, NULL);
             if (eng_yield_futile(&g, t)) break;
             t += 0.005;
         }
@@ -85,7 +87,7 @@ static void test_stretches_double_then_reset(void)
     double start = t;
     while (!eng_yield_futile(&g, t) && t - start < 1) {
         cpu += 0.6 * CPUS * 0.005;
-        eng_yield_sample(&g, t, cpu);
+        eng_yield_sample(&g, t, cpu, NULL);
         if (!eng_yield_futile(&g, t)) t += 0.005;
     }
     double len = 0;
@@ -96,12 +98,12 @@ static void test_stretches_double_then_reset(void)
 static void test_stale_reading_restarts(void)
 {
     eng_yield_gauge_t g = fresh();
-    eng_yield_sample(&g, 10.0, 0.0);
+    eng_yield_sample(&g, 10.0, 0.0, NULL);
     /* 2 s later the job's ranks had only 0.5 of the cpus on average, but
      * the reading is stale: it starts a new window and decides nothing. */
-    eng_yield_sample(&g, 12.0, 2.0);
+    eng_yield_sample(&g, 12.0, 2.0, NULL);
     CHECK(!eng_yield_futile(&g, 12.0), "a reading over 1 s old decides nothing");
-    eng_yield_sample(&g, 12.05, 2.0 + 0.95 * CPUS * 0.05);
+    eng_yield_sample(&g, 12.05, 2.0 + 0.95 * CPUS * 0.05, NULL);
     CHECK(!eng_yield_futile(&g, 12.05), "the new window: 0.95 of the cpus");
 }
 

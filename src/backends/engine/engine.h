@@ -395,8 +395,10 @@ void eng_yield(eng_ep_t *ep);
 /* Whether a waiter should sleep on its doorbell at once rather than yield. */
 bool eng_yield_futile(const eng_yield_gauge_t *g, double now);
 /* A costly yield at `now`, the job's ranks having had job_cpu_s CPU
- * seconds so far: the gauge's rule, apart for tests. */
-void eng_yield_sample(eng_yield_gauge_t *g, double now, double job_cpu_s);
+ * seconds so far: the gauge's rule, apart for tests. Returns the length of
+ * the stretch of sleeping it began (0: none); *share (may be NULL): the
+ * share of the cpus the ranks had, where a window ended. */
+double eng_yield_sample(eng_yield_gauge_t *g, double now, double job_cpu_s, double *share);
 
 /* --- segment layout ------------------------------------------------------ */
 /* stages: broadcast stages (process segments; threads copy directly). */
@@ -561,8 +563,8 @@ mlc_status_t eng_start_sendrecv(mlc_request_t *req);
 #define ENG_COMMON_ENTRIES                                                                     \
     .split = eng_be_split, .destroy = eng_be_destroy, .abort = eng_be_abort,                 \
     .start = {ENG_START_ENTRIES}, .iprobe = eng_be_iprobe, .progress = eng_be_progress,        \
-    .idle = eng_be_idle, .polling_futile = eng_be_polling_futile, .health = eng_be_health, .posted_failure = eng_be_posted_failure,   \
-    .pending_peers = eng_be_pending_peers,                                                   \
+    .idle = eng_be_idle, .polling_futile = eng_be_polling_futile, .health = eng_be_health,   \
+    .posted_failure = eng_be_posted_failure, .pending_peers = eng_be_pending_peers,          \
     .algos = eng_be_algos, .choose_algo = eng_be_choose_algo, .signs_calls = true,  \
     .post_failure = eng_be_post_failure, .silent_peers = eng_be_silent_peers
 #endif

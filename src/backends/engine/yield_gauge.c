@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "base/log.h"
 #include "engine.h"
 
 #define COSTLY_S 1e-3       /* a yield this long gave the core away for someone's time slice */
@@ -55,15 +56,16 @@ bool eng_yield_futile(const eng_yield_gauge_t *g, double now)
     return now < atomic_load_explicit(&g->block_until, memory_order_relaxed);
 }
 
-void eng_yield_sample(eng_yield_gauge_t *g, double now, double job_cpu_s)
+double eng_yield_sample(eng_yield_gauge_t *g, double now, double job_cpu_s, double *share_out)
 {
-    if (atomic_flag_test_and_set_explicit(&g->busy, memory_order_acquire)) return;
-    double at = g->sample_at;
+    if (atomic_flag_test_and_set_explicit(&g->busy, memory_order_acquire)) return 0;
+    double at = g->sample_at, stretch = 0;
     if (at == 0 || now - at > SAMPLE_MAX_S) {
         g->sample_at = now;
         g->sample_cpu = job_cpu_s;
     } else if (now - at >= SAMPLE_MIN_S) {
         double share = (job_cpu_s - g->sample_cpu) / ((now - at) * g->ncpus);
+        if (share_out) *share_out = share;
         g->sample_at = now;
         g->sample_cpu = job_cpu_s;
         if (share < JOB_SHARE_MIN) {
@@ -73,9 +75,11 @@ void eng_yield_sample(eng_yield_gauge_t *g, double now, double job_cpu_s)
             atomic_store_explicit(&g->block_s, b, memory_order_relaxed);
             atomic_store_explicit(&g->block_until, now + b, memory_order_relaxed);
             g->sample_at = 0; /* a fresh window after the stretch */
+            stretch = b;
         }
     }
     atomic_flag_clear_explicit(&g->busy, memory_order_release);
+    return stretch;
 }
 
 static double cpu_seconds(clockid_t c)
@@ -104,5 +108,9 @@ void eng_yield(eng_ep_t *ep)
     if (eng_yield_futile(g, t0)) return;
     sched_yield();
     double t1 = mlc_now();
-    if (t1 - t0 >= COSTLY_S) eng_yield_sample(g, t1, job_cpu_seconds(ep));
+    if (t1 - t0 < COSTLY_S) return;
+    double share = 1, stretch = eng_yield_sample(g, t1, job_cpu_seconds(ep), &share);
+    if (stretch > 0)
+        MLC_DEBUG("shm rank %d: other processes compete for the cores (the job's ranks had %.2f of %d cpus): "
+                  "waiters sleep instead of yielding for %.1f s", ep->wrank, share, g->ncpus, stretch);
 }
