@@ -386,6 +386,10 @@ bool eng_stage_store(eng_store_gauge_t *g, int mode, void *place, const void *sr
  * and what one cost (nanoseconds per KiB, at `now`). */
 bool eng_gauge_pick(eng_store_gauge_t *g, double now);
 void eng_gauge_record(eng_store_gauge_t *g, bool streamed, double ns_per_kib, double now);
+/* Whether stores into the stage stall now (the gauge streams, or
+ * MLC_STAGE_STORES=streaming): work that would store into the stage
+ * should go through a copy instead. */
+bool eng_stage_stalls(const eng_store_gauge_t *g, int mode);
 
 /* --- waiting with more ranks than cores (yield_gauge.c) ------------------ */
 void eng_yield_gauge_init(eng_yield_gauge_t *g);

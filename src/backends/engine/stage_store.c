@@ -122,3 +122,8 @@ bool eng_stage_store(eng_store_gauge_t *g, int mode, void *place, const void *sr
     mlc_copy_stream((char *)place + timed, (const char *)src + timed, n - timed);
     return true;
 }
+
+bool eng_stage_stalls(const eng_store_gauge_t *g, int mode)
+{
+    return mode == MLC_STAGE_STORES_STREAMING || (mode == MLC_STAGE_STORES_AUTO && g->streaming);
+}
