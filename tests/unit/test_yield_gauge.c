@@ -15,11 +15,10 @@
 
 #define CPUS 2
 
-static eng_yield_gauge_t fresh(void)
+static void fresh(eng_yield_gauge_t *g)
 {
-    eng_yield_gauge_t g = {0};
-    g.ncpus = CPUS;
-    return g;
+    eng_yield_gauge_init(g);
+    g->ncpus = CPUS;
 }
 
 /* Costly yields every `every` s from t for `span` s, the job's ranks
@@ -35,7 +34,8 @@ static double costly_yields(eng_yield_gauge_t *g, double t, double span, double 
 
 static void test_quiet_keeps_yielding(void)
 {
-    eng_yield_gauge_t g = fresh();
+    eng_yield_gauge_t g;
+    fresh(&g);
     double cpu = 0;
     double t = costly_yields(&g, 10.0, 5.0, 0.005, 0.99, &cpu);
     CHECK(!eng_yield_futile(&g, t), "ranks that had the cpus whole: still yielding");
@@ -45,7 +45,8 @@ static void test_quiet_keeps_yielding(void)
 
 static void test_competition_blocks(void)
 {
-    eng_yield_gauge_t g = fresh();
+    eng_yield_gauge_t g;
+    fresh(&g);
     double cpu = 0, t = 10.0;
     eng_yield_sample(&g, t, cpu, NULL);
     CHECK(!eng_yield_futile(&g, t), "one reading decides nothing");
@@ -62,7 +63,8 @@ static void test_competition_blocks(void)
 
 static void test_stretches_double_then_reset(void)
 {
-    eng_yield_gauge_t g = fresh();
+    eng_yield_gauge_t g;
+    fresh(&g);
     double cpu = 0, t = 10.0;
     double want[] = {0.1, 0.2, 0.4, 0.8, 1.6, 1.6};
     for (int i = 0; i < 6; i++) {
@@ -97,7 +99,8 @@ static void test_stretches_double_then_reset(void)
 
 static void test_stale_reading_restarts(void)
 {
-    eng_yield_gauge_t g = fresh();
+    eng_yield_gauge_t g;
+    fresh(&g);
     eng_yield_sample(&g, 10.0, 0.0, NULL);
     /* 2 s later the job's ranks had only 0.5 of the cpus on average, but
      * the reading is stale: it starts a new window and decides nothing. */

@@ -858,8 +858,8 @@ static int small_progress(mlc_request_t *req, eng_direct_t *d)
  * staging pays there too: 4 ranks on 2 cores, quiet, a 32 MiB allreduce
  * took 9-21 ms staged against 21-23 by single copy, allgather and
  * broadcast 5.5 and 6.4 against 11.9 and 11.1; 8 ranks 1.4-1.9 times
- * faster. Beside two busy loops allgather and broadcast stay within a
- * third of single copy, the allreduce takes 1.4-2.6 times as long (Open
+ * faster. Beside two busy loops allgather and broadcast take 0.7-1.5
+ * times single copy's time, the allreduce 1.4-2.6 times (Open
  * MPI's, slower still: docs/ENGINE.md, "When the stages are used"). The
  * same on every rank: MLC_STAGES is agreed at init.
  */

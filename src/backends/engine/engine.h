@@ -253,14 +253,15 @@ typedef struct eng_store_gauge {
 /* Whether this rank's yields hand its core to a peer or to another
  * process's time slice (yield_gauge.c). block_until and block_s are read
  * without the lock; the reading's fields are written by one thread at a
- * time (busy). */
+ * time (busy); rank_cpu is allocated and freed with the endpoint. */
 typedef struct eng_yield_gauge {
     _Atomic double block_until; /* waiters sleep instead of yielding until then */
     _Atomic double block_s;     /* the length of that stretch */
     atomic_flag busy;           /* a thread is taking a reading */
     double sample_at;           /* when the job's CPU time was last read (0: not since a stretch) */
     double sample_cpu;          /* what it was then, in seconds */
-    int ncpus;                  /* cpus online */
+    double *rank_cpu;           /* each rank's last CPU clock reading (one when ranks are threads) */
+    int ncpus;                  /* cpus the job may use (eng_yield_gauge_init) */
 } eng_yield_gauge_t;
 
 struct eng_ep {
@@ -269,7 +270,7 @@ struct eng_ep {
     char *base;
     int wrank, wsize;
     bool threads;          /* ranks are threads of this process (memcpy rendezvous) */
-    bool oversubscribed;   /* more ranks on this host than cores: yield while waiting */
+    bool oversubscribed;   /* more ranks on this host than cores: yield or sleep while waiting */
     eng_yield_gauge_t yield_gauge; /* whether those yields give the core away (yield_gauge.c) */
     bool cma_slow;         /* single copy costs several memcpys here (eng_seg_t) */
     size_t stream_min;     /* MLC_STREAM_MIN: larger local results are streamed (0 = never) */
@@ -399,9 +400,10 @@ void eng_yield(eng_ep_t *ep);
 /* Whether a waiter should sleep on its doorbell at once rather than yield. */
 bool eng_yield_futile(const eng_yield_gauge_t *g, double now);
 /* A costly yield at `now`, the job's ranks having had job_cpu_s CPU
- * seconds so far: the gauge's rule, apart for tests. Returns the length of
- * the stretch of sleeping it began (0: none); *share (may be NULL): the
- * share of the cpus the ranks had, where a window ended. */
+ * seconds so far: the gauge's rule, apart for tests (one thread at a time:
+ * eng_yield holds busy). Returns the length of the stretch of sleeping it
+ * began (0: none); *share (may be NULL): the share of the cpus the ranks
+ * had, where a window ended. */
 double eng_yield_sample(eng_yield_gauge_t *g, double now, double job_cpu_s, double *share);
 
 /* --- segment layout ------------------------------------------------------ */

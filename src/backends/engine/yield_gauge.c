@@ -22,7 +22,8 @@
  * host (one clock read per rank, only at costly yields); between two such
  * readings SAMPLE_MIN_S to SAMPLE_MAX_S apart, if the ranks got less than
  * JOB_SHARE_MIN of the host's cpus, other processes compete for them:
- * waiters then sleep on the doorbell at once, without yielding, for a
+ * blocking waits then sleep on the doorbell at once, without yielding
+ * (a caller polling mlc_request_test still yields: it has no sleep), for a
  * stretch of BLOCK_MIN_S (twice the last one, up to BLOCK_MAX_S, when it
  * follows the last one within BLOCK_MIN_S). A rank spinning or yielding
  * uses its cpu whole, so quietly the share is about 1; beside two busy
@@ -47,7 +48,18 @@
 
 void eng_yield_gauge_init(eng_yield_gauge_t *g)
 {
+    atomic_init(&g->block_until, 0.0);
+    atomic_init(&g->block_s, 0.0);
+    atomic_flag_clear(&g->busy);
+    g->sample_at = g->sample_cpu = 0;
+    g->rank_cpu = NULL; /* the endpoint's */
+    /* The cpus this rank may run on, where the job is confined to several
+     * (a cpuset, taskset); a rank bound to one cpu (as benchmarks bind
+     * them) counts the host's. */
+    cpu_set_t set;
     long n = sysconf(_SC_NPROCESSORS_ONLN);
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 1 && CPU_COUNT(&set) < n)
+        n = CPU_COUNT(&set);
     g->ncpus = n > 0 ? (int)n : 1;
 }
 
@@ -58,7 +70,6 @@ bool eng_yield_futile(const eng_yield_gauge_t *g, double now)
 
 double eng_yield_sample(eng_yield_gauge_t *g, double now, double job_cpu_s, double *share_out)
 {
-    if (atomic_flag_test_and_set_explicit(&g->busy, memory_order_acquire)) return 0;
     double at = g->sample_at, stretch = 0;
     if (at == 0 || now - at > SAMPLE_MAX_S) {
         g->sample_at = now;
@@ -78,25 +89,24 @@ double eng_yield_sample(eng_yield_gauge_t *g, double now, double job_cpu_s, doub
             stretch = b;
         }
     }
-    atomic_flag_clear_explicit(&g->busy, memory_order_release);
     return stretch;
 }
 
-static double cpu_seconds(clockid_t c)
-{
-    struct timespec ts;
-    return clock_gettime(c, &ts) == 0 ? (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9 : 0;
-}
-
 /* CPU seconds the job's ranks on this host have had: one process's clock
- * when ranks are threads, else each rank's (a rank gone reads 0). */
-static double job_cpu_seconds(const eng_ep_t *ep)
+ * when ranks are threads, else each rank's. A clock that cannot be read
+ * (a rank gone) keeps its last reading, so the sum never falls. */
+static double job_cpu_seconds(eng_ep_t *ep)
 {
-    if (ep->threads) return cpu_seconds(CLOCK_PROCESS_CPUTIME_ID);
-    double s = 0;
-    for (int r = 0; r < ep->wsize; r++) {
-        clockid_t c;
-        if (ep->pids[r] > 0 && clock_getcpuclockid(ep->pids[r], &c) == 0) s += cpu_seconds(c);
+    double *last = ep->yield_gauge.rank_cpu, s = 0;
+    for (int r = 0; r < (ep->threads ? 1 : ep->wsize); r++) {
+        clockid_t c = CLOCK_PROCESS_CPUTIME_ID;
+        struct timespec ts;
+        if ((ep->threads || (ep->pids[r] > 0 && clock_getcpuclockid(ep->pids[r], &c) == 0)) &&
+            clock_gettime(c, &ts) == 0) {
+            double now = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+            if (now > last[r]) last[r] = now;
+        }
+        s += last[r];
     }
     return s;
 }
@@ -105,11 +115,15 @@ void eng_yield(eng_ep_t *ep)
 {
     eng_yield_gauge_t *g = &ep->yield_gauge;
     double t0 = mlc_now();
-    if (eng_yield_futile(g, t0)) return;
     sched_yield();
+    /* While waiters sleep (a stretch), the wait loop does not come here
+     * between its sleeps; a caller polling mlc_request_test does, and
+     * still yields. Its readings would only count the sleepers. */
+    if (eng_yield_futile(g, t0)) return;
     double t1 = mlc_now();
-    if (t1 - t0 < COSTLY_S) return;
+    if (t1 - t0 < COSTLY_S || atomic_flag_test_and_set_explicit(&g->busy, memory_order_acquire)) return;
     double share = 1, stretch = eng_yield_sample(g, t1, job_cpu_seconds(ep), &share);
+    atomic_flag_clear_explicit(&g->busy, memory_order_release);
     if (stretch > 0)
         MLC_DEBUG("shm rank %d: other processes compete for the cores (the job's ranks had %.2f of %d cpus): "
                   "waiters sleep instead of yielding for %.1f s", ep->wrank, share, g->ncpus, stretch);
