@@ -17,7 +17,7 @@
 
 static void fresh(eng_yield_gauge_t *g)
 {
-    eng_yield_gauge_init(g);
+    CHECK(eng_yield_gauge_init(g, 4), "init");
     g->ncpus = CPUS;
 }
 
@@ -41,6 +41,7 @@ static void test_quiet_keeps_yielding(void)
     CHECK(!eng_yield_futile(&g, t), "ranks that had the cpus whole: still yielding");
     t = costly_yields(&g, t, 5.0, 0.3, 0.85, &cpu);
     CHECK(!eng_yield_futile(&g, t), "0.85 of the cpus: still yielding");
+    eng_yield_gauge_free(&g);
 }
 
 static void test_competition_blocks(void)
@@ -59,6 +60,7 @@ static void test_competition_blocks(void)
     CHECK(stretch > 0.0999 && stretch < 0.1001 && share > 0.599 && share < 0.601,
           "the stretch begun %.3f s (want 0.1), the share %.3f (want 0.6)", stretch, share);
     CHECK(eng_yield_futile(&g, t + 0.129) && !eng_yield_futile(&g, t + 0.131), "for 0.1 s");
+    eng_yield_gauge_free(&g);
 }
 
 static void test_stretches_double_then_reset(void)
@@ -95,6 +97,7 @@ static void test_stretches_double_then_reset(void)
     double len = 0;
     while (eng_yield_futile(&g, t + len) && len < 10) len += 0.001;
     CHECK(len > 0.098 && len < 0.102, "after a quiet spell: %.3f s, want 0.1", len);
+    eng_yield_gauge_free(&g);
 }
 
 static void test_stale_reading_restarts(void)
@@ -108,6 +111,7 @@ static void test_stale_reading_restarts(void)
     CHECK(!eng_yield_futile(&g, 12.0), "a reading over 1 s old decides nothing");
     eng_yield_sample(&g, 12.05, 2.0 + 0.95 * CPUS * 0.05, NULL);
     CHECK(!eng_yield_futile(&g, 12.05), "the new window: 0.95 of the cpus");
+    eng_yield_gauge_free(&g);
 }
 
 int main(void)

@@ -171,7 +171,6 @@ mlc_status_t eng_ep_create(eng_seg_t *seg, int wrank, bool threads, eng_ep_t **o
     ep->wsize = n;
     ep->threads = threads;
     ep->oversubscribed = seg->oversubscribed != 0;
-    eng_yield_gauge_init(&ep->yield_gauge);
     ep->cma_slow = seg->cma_slow != 0;
     ep->cma_ok = (const uint8_t *)ep->base + seg->cma_off;
     ep->sendq_head = calloc((size_t)n, sizeof *ep->sendq_head);
@@ -181,9 +180,9 @@ mlc_status_t eng_ep_create(eng_seg_t *seg, int wrank, bool threads, eng_ep_t **o
     ep->dead = calloc((size_t)n, sizeof *ep->dead);
     ep->live_at = calloc((size_t)n, sizeof *ep->live_at);
     ep->dead_why = calloc((size_t)n, sizeof *ep->dead_why);
-    ep->yield_gauge.rank_cpu = calloc((size_t)n, sizeof *ep->yield_gauge.rank_cpu);
+    bool gauge = eng_yield_gauge_init(&ep->yield_gauge, n);
     if (!ep->sendq_head || !ep->sendq_tail || !ep->in || !ep->pids || !ep->dead || !ep->live_at || !ep->dead_why ||
-        !ep->yield_gauge.rank_cpu) {
+        !gauge) {
         free(ep->sendq_head);
         free(ep->sendq_tail);
         free(ep->in);
@@ -191,7 +190,7 @@ mlc_status_t eng_ep_create(eng_seg_t *seg, int wrank, bool threads, eng_ep_t **o
         free(ep->dead);
         free(ep->live_at);
         free(ep->dead_why);
-        free(ep->yield_gauge.rank_cpu);
+        eng_yield_gauge_free(&ep->yield_gauge);
         free(ep);
         return mlc_error(MLC_ERR_NO_MEMORY, "engine: out of memory");
     }
@@ -255,7 +254,7 @@ void eng_ep_unref(eng_ep_t *ep)
     free(ep->dead);
     free(ep->live_at);
     free(ep->dead_why);
-    free(ep->yield_gauge.rank_cpu);
+    eng_yield_gauge_free(&ep->yield_gauge);
     eng_peer_views_free(ep);
     pthread_mutex_destroy(&ep->lock);
     pthread_cond_destroy(&ep->cond);

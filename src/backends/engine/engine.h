@@ -253,7 +253,7 @@ typedef struct eng_store_gauge {
 /* Whether this rank's yields hand its core to a peer or to another
  * process's time slice (yield_gauge.c). block_until and block_s are read
  * without the lock; the reading's fields are written by one thread at a
- * time (busy); rank_cpu is allocated and freed with the endpoint. */
+ * time (busy). */
 typedef struct eng_yield_gauge {
     _Atomic double block_until; /* waiters sleep instead of yielding until then */
     _Atomic double block_s;     /* the length of that stretch */
@@ -393,7 +393,9 @@ void eng_gauge_record(eng_store_gauge_t *g, bool streamed, double ns_per_kib, do
 bool eng_stage_stalls(const eng_store_gauge_t *g, int mode);
 
 /* --- waiting with more ranks than cores (yield_gauge.c) ------------------ */
-void eng_yield_gauge_init(eng_yield_gauge_t *g);
+/* With room for the CPU readings of nranks ranks; false: out of memory. */
+bool eng_yield_gauge_init(eng_yield_gauge_t *g, int nranks);
+void eng_yield_gauge_free(eng_yield_gauge_t *g);
 /* Yield the core, unless other processes are known to take it; a yield
  * that gave the core away for long has the gauge read the job's CPU time. */
 void eng_yield(eng_ep_t *ep);

@@ -32,6 +32,7 @@
  * the rest are relaxed atomics.
  */
 #include <sched.h>
+#include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -46,13 +47,13 @@
 #define BLOCK_MIN_S 0.1
 #define BLOCK_MAX_S 1.6
 
-void eng_yield_gauge_init(eng_yield_gauge_t *g)
+bool eng_yield_gauge_init(eng_yield_gauge_t *g, int nranks)
 {
     atomic_init(&g->block_until, 0.0);
     atomic_init(&g->block_s, 0.0);
     atomic_flag_clear(&g->busy);
     g->sample_at = g->sample_cpu = 0;
-    g->rank_cpu = NULL; /* the endpoint's */
+    g->rank_cpu = calloc((size_t)(nranks > 0 ? nranks : 1), sizeof *g->rank_cpu);
     /* The cpus this rank may run on, where the job is confined to several
      * (a cpuset, taskset); a rank bound to one cpu (as benchmarks bind
      * them) counts the host's. */
@@ -61,6 +62,13 @@ void eng_yield_gauge_init(eng_yield_gauge_t *g)
     if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 1 && CPU_COUNT(&set) < n)
         n = CPU_COUNT(&set);
     g->ncpus = n > 0 ? (int)n : 1;
+    return g->rank_cpu != NULL;
+}
+
+void eng_yield_gauge_free(eng_yield_gauge_t *g)
+{
+    free(g->rank_cpu);
+    g->rank_cpu = NULL;
 }
 
 bool eng_yield_futile(const eng_yield_gauge_t *g, double now)

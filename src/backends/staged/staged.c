@@ -168,9 +168,8 @@ mlc_status_t mlc_staged_wrap(mlc_comm_t *comm, const mlc_gpurt_t *rt, bool direc
     w->table.release = staged_release;
     /* Waits go through core's loop while staged operations need progress. */
     w->table.keeps_polling = staged_keeps_polling;
-    /* Waits sleep where the inner backend says polling is futile: staged
+    /* polling_futile stays the inner backend's (copied above): staged
      * sub-operations ring the rank's doorbell when they complete. */
-    w->table.polling_futile = w->inner->polling_futile;
     w->table.pending_peers = staged_pending_peers;
     w->dev.chunk = comm->cfg.stage_chunk ? comm->cfg.stage_chunk : MLC_STAGE_CHUNK_DEFAULT;
     w->dev.rt = rt;
