@@ -15,8 +15,8 @@
 #include <string.h>
 #include "harness.h"
 
-/* How far the engine's root may run ahead (its announcement ring holds 32 ops). */
-#define RUN_AHEAD 24
+/* How far the engine's root may run ahead (its announcement ring holds 128 ops). */
+#define RUN_AHEAD 120
 #define TOKEN_TAG 77
 
 static int root_ahead(mlc_comm_t *comm)

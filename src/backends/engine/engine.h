@@ -100,12 +100,14 @@ typedef struct eng_seg {
  * the quick path, the payload itself (direct.c): 48 bytes in v's line, up to
  * 240 in four lines. ENG_QUICK_DEPTH of them, op v in quick[v % depth]: a
  * rank that reads nothing (a broadcast root) runs up to depth - 1 ops ahead
- * of its readers. 32, not 8: with more ranks than cores, each rank then runs
- * a longer batch of small broadcasts per time slice (4 ranks on 2 cores:
- * 1.0 -> 0.65 us per 8-byte broadcast; 64 lines gave no more). */
+ * of its readers. 128, not 8 or 32: with more ranks than cores, each rank
+ * then runs a longer batch of small broadcasts per time slice (4 ranks on
+ * 2 cores, 8-byte broadcasts: 1.0 us with 8, 0.65 with 32; 32-byte ones,
+ * 128 against 32: 1.22 times faster, 8 ranks 1.43, medians of paired
+ * launches; 64 was half way). It costs 30 KiB more per slot. */
 #define ENG_QUICK_LINES 4
 #define ENG_QUICK_DATA (ENG_QUICK_LINES * ENG_LINE - 16)
-#define ENG_QUICK_DEPTH 32
+#define ENG_QUICK_DEPTH 128
 typedef struct eng_quick {
     _Alignas(ENG_LINE) atomic_uint_fast64_t v;
     uint64_t digest;

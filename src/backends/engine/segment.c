@@ -20,7 +20,8 @@ static size_t ring_size_for(int n)
     return r;
 }
 
-/* Slot areas: one per communicator up to a bound that keeps them <= 64 MiB. */
+/* Slot areas: one per communicator, up to 32 and 64 MiB in all (a slot is
+ * ~48 KiB, mostly its announcements: fewer above 42 ranks). */
 static uint32_t slot_areas_for(int n)
 {
     size_t per_area = sizeof(eng_slot_t) * (size_t)n;
