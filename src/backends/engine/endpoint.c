@@ -170,7 +170,6 @@ mlc_status_t eng_ep_create(eng_seg_t *seg, int wrank, bool threads, eng_ep_t **o
     ep->wrank = wrank;
     ep->wsize = n;
     ep->threads = threads;
-    ep->oversubscribed = seg->oversubscribed != 0;
     ep->cma_slow = seg->cma_slow != 0;
     ep->cma_ok = (const uint8_t *)ep->base + seg->cma_off;
     ep->sendq_head = calloc((size_t)n, sizeof *ep->sendq_head);

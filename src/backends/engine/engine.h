@@ -43,6 +43,7 @@
 #define ENG_JOINED 1u
 #define ENG_LEFT 2u
 
+#define ENG_CPU_WORDS 16 /* cpus 0-1023 */
 typedef struct eng_ctl {
     _Alignas(ENG_LINE) atomic_uint doorbell; /* futex word; bumped by writers when waiters > 0 */
     atomic_uint waiters;                     /* threads of this rank sleeping on doorbell */
@@ -52,6 +53,7 @@ typedef struct eng_ctl {
     uint64_t cma_probe_addr;                 /* its address in this rank's process */
     atomic_uint_fast64_t beat;               /* CLOCK_MONOTONIC ns of this rank's last wait check */
     atomic_uint light_fences;                /* 1: this rank's process registered for membarrier */
+    uint64_t cpus[ENG_CPU_WORDS];            /* the cpus this rank may run on, a bit each (host_cpus.c) */
 } eng_ctl_t;
 
 typedef struct eng_ring_hdr {
@@ -70,9 +72,6 @@ typedef struct eng_seg {
     uint64_t stage_off;    /* stages: [area][world rank], stage_bytes each */
     uint64_t stage_bytes;  /* each rank's stage: ENG_STAGE_CHUNK times a power of two (segment.c) */
     uint32_t stage_areas;  /* the first this many slot areas have stages */
-    /* More ranks than the creator's online cores: decided once, here, so
-     * that every rank sees the same (it chooses protocols, see direct.c). */
-    uint32_t oversubscribed;
     /* A single-copy read costs several memcpys on this host (the creator's
      * probe, shm/cma_probe.c): large allreduces and allgathers go through
      * the stages at every size (direct.c). Decided once, here, likewise. */
@@ -263,7 +262,7 @@ typedef struct eng_yield_gauge {
     double sample_at;           /* when the job's CPU time was last read (0: not since a stretch) */
     double sample_cpu;          /* what it was then, in seconds */
     double *rank_cpu;           /* each rank's last CPU clock reading (one when ranks are threads) */
-    int ncpus;                  /* cpus the job may use (eng_yield_gauge_init) */
+    int ncpus;                  /* cpus the ranks may use (eng_ep_count_cpus) */
 } eng_yield_gauge_t;
 
 struct eng_ep {
@@ -272,7 +271,7 @@ struct eng_ep {
     char *base;
     int wrank, wsize;
     bool threads;          /* ranks are threads of this process (memcpy rendezvous) */
-    bool oversubscribed;   /* more ranks on this host than cores: yield or sleep while waiting */
+    bool oversubscribed;   /* more ranks on this host than cpus they may use: yield or sleep while waiting */
     eng_yield_gauge_t yield_gauge; /* whether those yields give the core away (yield_gauge.c) */
     bool cma_slow;         /* single copy costs several memcpys here (eng_seg_t) */
     size_t stream_min;     /* MLC_STREAM_MIN: larger local results are streamed (0 = never) */
@@ -409,6 +408,22 @@ bool eng_yield_futile(const eng_yield_gauge_t *g, double now);
  * began (0: none); *share (may be NULL): the share of the cpus the ranks
  * had, where a window ended. */
 double eng_yield_sample(eng_yield_gauge_t *g, double now, double job_cpu_s, double *share);
+
+/* --- the cpus the ranks may use (host_cpus.c) ------------------------------ */
+/* Publish the calling thread's allowed cpus as rank wrank's, before it
+ * counts as attached. */
+void eng_cpus_publish(eng_seg_t *seg, int wrank);
+/* The cpus the ranks may run on at once: the union of what they published,
+ * bounded by this process's cgroup CPU quota (*quota_bound: it was). */
+int eng_cpus_usable(const eng_seg_t *seg, bool *quota_bound);
+/* The tightest CPU quota (cpus, rounded up) on the way from the cgroup that
+ * self_cgroup names (/proc/self/cgroup) up to the root of the tree mounted
+ * at root (/sys/fs/cgroup; in a container, its own): v2 cpu.max, v1
+ * cpu.cfs_quota_us / cpu.cfs_period_us; 0: none. Apart for tests. */
+int eng_cgroup_quota_cpus(const char *self_cgroup, const char *root);
+/* Once every rank has published: ep->oversubscribed and the yield gauge's
+ * cpu count (rank 0 logs them at MLC_LOG_LEVEL=info). */
+void eng_ep_count_cpus(eng_ep_t *ep);
 
 /* --- segment layout ------------------------------------------------------ */
 /* stages: broadcast stages (process segments; threads copy directly). */

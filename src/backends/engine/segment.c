@@ -76,7 +76,6 @@ void eng_seg_format(eng_seg_t *seg, int n, bool stages, bool cma_slow, size_t r,
     seg->nranks = (uint32_t)n;
     seg->ring_bytes = r;
     seg->total_bytes = total;
-    seg->oversubscribed = n > sysconf(_SC_NPROCESSORS_ONLN);
     seg->cma_slow = cma_slow;
     size_t off = ALIGN_UP(sizeof(eng_seg_t), 4096);
     seg->ctl_off = off;

@@ -54,14 +54,7 @@ bool eng_yield_gauge_init(eng_yield_gauge_t *g, int nranks)
     atomic_flag_clear(&g->busy);
     g->sample_at = g->sample_cpu = 0;
     g->rank_cpu = calloc((size_t)(nranks > 0 ? nranks : 1), sizeof *g->rank_cpu);
-    /* The cpus this rank may run on, where the job is confined to several
-     * (a cpuset, taskset); a rank bound to one cpu (as benchmarks bind
-     * them) counts the host's. */
-    cpu_set_t set;
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 1 && CPU_COUNT(&set) < n)
-        n = CPU_COUNT(&set);
-    g->ncpus = n > 0 ? (int)n : 1;
+    g->ncpus = 1; /* until the ranks have published their cpus (eng_ep_count_cpus) */
     return g->rank_cpu != NULL;
 }
 

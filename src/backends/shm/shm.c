@@ -332,6 +332,7 @@ static mlc_status_t shm_init(mlc_comm_t *comm, const mlc_boot_t *boot)
     mine->cma_probe_addr = (uint64_t)(uintptr_t)&probe_value;
     atomic_store(&mine->light_fences, light_fences);
     atomic_store(&mine->pid, (int)getpid());
+    eng_cpus_publish(seg, me);
     atomic_fetch_add(&seg->nattached, 1);
     st = wait_count(&rv, seg, &seg->nattached, (unsigned)n, timeout, false, "attached to the shared segment");
     if (st != MLC_SUCCESS) goto fail;
@@ -341,6 +342,7 @@ static mlc_status_t shm_init(mlc_comm_t *comm, const mlc_boot_t *boot)
     /* Everyone is attached: the names are no longer needed, nothing is left behind. */
     if (me == 0) shm_rdv_unlink(&rv);
     for (int r = 0; r < n; r++) ep->pids[r] = atomic_load(&eng_ctl(ep, r)->pid);
+    eng_ep_count_cpus(ep);
 
     /* Probe single-copy access to every peer; publish the row; wait for all rows. */
     uint8_t *cma = (uint8_t *)seg + seg->cma_off;

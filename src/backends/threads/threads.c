@@ -54,6 +54,7 @@ static mlc_status_t attach(mlc_comm_t *comm, eng_seg_t *seg, int rank)
     eng_ep_t *ep;
     mlc_status_t st = eng_ep_create(seg, rank, true, &ep);
     if (st != MLC_SUCCESS) return st;
+    eng_ep_count_cpus(ep); /* every rank has published its cpus */
     ep->release = heap_seg_release;
     ep->light_fences = eng_light_fences_register(); /* every rank is this process */
     st = eng_comm_create(comm, ep, 0, NULL);
@@ -62,6 +63,15 @@ static mlc_status_t attach(mlc_comm_t *comm, eng_seg_t *seg, int rank)
         eng_ep_unref(ep);
     }
     return st;
+}
+
+/* A segment whose ranks all run on the calling thread's cpus (init_all,
+ * one rank): the threads it starts inherit them. */
+static eng_seg_t *heap_seg_here(int n)
+{
+    eng_seg_t *seg = heap_seg_create(n);
+    for (int r = 0; seg && r < n; r++) eng_cpus_publish(seg, r);
+    return seg;
 }
 
 /* ---- store-bootstrap rendezvous: threads meet by job id --------------------------------------------------- */
@@ -132,6 +142,7 @@ static mlc_status_t join_job(mlc_comm_t *comm, const mlc_boot_t *boot)
                          boot->store->caller, boot->rank, boot->size, j->nranks);
     }
     eng_seg_t *seg = j->seg;
+    eng_cpus_publish(seg, boot->rank); /* the cpus of the thread that runs this rank */
     j->joined++;
     pthread_cond_broadcast(&jobs_cond);
     join_wait_t jw = {.j = j, .seen = j->joined};
@@ -187,14 +198,14 @@ static mlc_status_t threads_init(mlc_comm_t *comm, const mlc_boot_t *boot)
     if (boot->size != 1)
         return mlc_error(MLC_ERR_CONFIG, "backend 'threads' forms %d ranks only through mlc_comm_init_all or "
                          "mlc_comm_init_rank (ranks are threads of one process)", boot->size);
-    eng_seg_t *seg = heap_seg_create(1);
+    eng_seg_t *seg = heap_seg_here(1);
     if (!seg) return mlc_error(MLC_ERR_NO_MEMORY, "threads: out of memory");
     return attach(comm, seg, 0);
 }
 
 static mlc_status_t threads_init_all(int n, mlc_comm_t **comms)
 {
-    eng_seg_t *seg = heap_seg_create(n);
+    eng_seg_t *seg = heap_seg_here(n);
     if (!seg) return mlc_error(MLC_ERR_NO_MEMORY, "mlc_comm_init_all: out of memory for %d ranks", n);
     for (int i = 0; i < n; i++) {
         mlc_status_t st = attach(comms[i], seg, i);
