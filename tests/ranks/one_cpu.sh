@@ -10,6 +10,7 @@ set -u
 mode=$1 ranks=$2 run=$3
 shift 3
 command -v taskset >/dev/null || { echo "SKIP: no taskset (util-linux)"; exit 77; }
+[ "$(nproc)" -gt 1 ] || { echo "SKIP: one cpu only: ranks outnumber the cpus without taskset"; exit 77; }
 cpu=$(taskset -cp $$ | sed 's/.*: *//; s/[,-].*//')
 logs=$(mktemp -d "${TMPDIR:-/tmp}/mlc-one-cpu.XXXXXX")
 trap 'rm -rf "$logs"' EXIT
@@ -20,7 +21,8 @@ else
 fi
 rc=$?
 [ $rc -eq 0 ] || { echo "one_cpu.sh: the job failed ($rc)"; cat "$logs"/rank.* | tail -20; exit 1; }
-if ! grep -h "engine: $ranks ranks on this host may run on 1 cpu .*yield" "$logs"/rank.* | head -1 | grep .; then
+if ! grep -h "engine: rank 0: $ranks ranks are confined to its 1 cpu; .*(the cpus they are allowed): waiting, it yields" \
+        "$logs"/rank.* | head -1 | grep .; then
     echo "one_cpu.sh: $ranks $mode ranks confined to cpu $cpu: the engine did not count one cpu for them"
     grep -h "engine:" "$logs"/rank.* | head -3
     exit 1

@@ -210,8 +210,9 @@ static int unread_then_slot(mlc_comm_t *comm)
 
 /* A loop of broadcasts from rank 0 in which the last rank passes 100
  * elements (800 bytes: the slot path) and the others 1 (the quick path,
- * where the root runs ahead of its readers): every rank must fail with
- * MLC_ERR_MISMATCH within the loop, none wait until MLC_TIMEOUT. */
+ * where the root runs up to 127 ops ahead of its readers): every rank must
+ * fail with MLC_ERR_MISMATCH within the loop (160 ops: the root wraps its
+ * announcement ring), none wait until MLC_TIMEOUT. */
 static int paths_apart_loop(mlc_comm_t *comm)
 {
     int r = mlc_comm_rank(comm), p = mlc_comm_size(comm);
@@ -221,11 +222,11 @@ static int paths_apart_loop(mlc_comm_t *comm)
     uint64_t b[100] = {0};
     size_t n = r == p - 1 ? 100 : 1;
     mlc_status_t st = MLC_SUCCESS;
-    for (int i = 0; i < 64 && st == MLC_SUCCESS; i++) st = mlc_broadcast(b, b, n, MLC_UINT64, 0, c, NULL);
+    for (int i = 0; i < 160 && st == MLC_SUCCESS; i++) st = mlc_broadcast(b, b, n, MLC_UINT64, 0, c, NULL);
     if (st == MLC_SUCCESS) st = mlc_barrier(c, NULL);
     char msg[600];
     snprintf(msg, sizeof msg, "%s", mlc_last_error());
-    CHECK(st == MLC_ERR_MISMATCH, "64 broadcasts, the last rank on another path: %s, expected MLC_ERR_MISMATCH (%s)",
+    CHECK(st == MLC_ERR_MISMATCH, "160 broadcasts, the last rank on another path: %s, expected MLC_ERR_MISMATCH (%s)",
           mlc_status_name(st), msg);
     mlc_comm_free(c);
     return 0;

@@ -18,7 +18,7 @@
 static void fresh(eng_yield_gauge_t *g)
 {
     CHECK(eng_yield_gauge_init(g, 4), "init");
-    g->ncpus = CPUS;
+    g->cpus = CPUS;
 }
 
 /* Costly yields every `every` s from t for `span` s, the job's ranks

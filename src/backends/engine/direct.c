@@ -481,7 +481,7 @@ mlc_status_t eng_direct_start(mlc_request_t *req, const mlc_sig_t *sig, uint64_t
     eng_comm_t *ec = req->comm->impl;
     if (!ec->slots)
         return mlc_error(MLC_ERR_UNSUPPORTED, "%s: algorithm 'direct' needs a slot area and this communicator has "
-                         "none (more than %u communicators on one segment)",
+                         "none (this segment has %u slot areas, one per communicator, and all are taken)",
                          mlc_coll_name(req->coll), ec->ep->seg->slot_areas);
     size_t n = payload_bytes(req);
     bool small = n <= ENG_SLOT_DATA;

@@ -31,7 +31,12 @@
 #include "core/signature.h"
 #include "base/shared_mem.h"
 
-#define ENG_MAGIC 0x4d4c4353u /* "MLCS" */
+/* "MLC" and the version of the segment's layout: bumped with every change
+ * to what lives in shared memory (eng_seg_t, eng_ctl_t, eng_slot_t, ...),
+ * so that a rank of a build that lays it out otherwise fails at once
+ * (shm.c) instead of reading its peers' fields wrong. */
+#define ENG_LAYOUT 2u
+#define ENG_MAGIC (0x4d4c4300u | ENG_LAYOUT)
 #define ENG_LINE 64
 /* Failed communicators (aborted, mismatched calls): one word per context
  * pair (pair % ENG_FAIL_WORDS, the pair itself stored in the word), so there
@@ -262,7 +267,7 @@ typedef struct eng_yield_gauge {
     double sample_at;           /* when the job's CPU time was last read (0: not since a stretch) */
     double sample_cpu;          /* what it was then, in seconds */
     double *rank_cpu;           /* each rank's last CPU clock reading (one when ranks are threads) */
-    int ncpus;                  /* cpus the ranks may use (eng_ep_count_cpus) */
+    double cpus;                /* cpus the ranks can use at once (eng_ep_count_cpus) */
 } eng_yield_gauge_t;
 
 struct eng_ep {
@@ -413,16 +418,21 @@ double eng_yield_sample(eng_yield_gauge_t *g, double now, double job_cpu_s, doub
 /* Publish the calling thread's allowed cpus as rank wrank's, before it
  * counts as attached. */
 void eng_cpus_publish(eng_seg_t *seg, int wrank);
-/* The cpus the ranks may run on at once: the union of what they published,
- * bounded by this process's cgroup CPU quota (*quota_bound: it was). */
-int eng_cpus_usable(const eng_seg_t *seg, bool *quota_bound);
-/* The tightest CPU quota (cpus, rounded up) on the way from the cgroup that
- * self_cgroup names (/proc/self/cgroup) up to the root of the tree mounted
- * at root (/sys/fs/cgroup; in a container, its own): v2 cpu.max, v1
- * cpu.cfs_quota_us / cpu.cfs_period_us; 0: none. Apart for tests. */
-int eng_cgroup_quota_cpus(const char *self_cgroup, const char *root);
-/* Once every rank has published: ep->oversubscribed and the yield gauge's
- * cpu count (rank 0 logs them at MLC_LOG_LEVEL=info). */
+/* The cpus in the union of what the ranks published (at least 1). */
+int eng_cpus_union(const eng_seg_t *seg);
+/* How many ranks (wrank included) published cpus all among wrank's; *mine:
+ * how many wrank has. */
+int eng_cpus_crowd(const eng_seg_t *seg, int wrank, int *mine);
+/* The tightest CPU quota, in cpus (fractional), on the way from the cgroup
+ * that self_cgroup names (/proc/self/cgroup) up to the root of the tree at
+ * root (/sys/fs/cgroup, each v1 controller list mounted as
+ * root/<list>; in a container, its own): v2 cpu.max, v1 cpu.cfs_quota_us /
+ * cpu.cfs_period_us; 0: none. Apart for tests. */
+double eng_cgroup_quota(const char *self_cgroup, const char *root);
+/* Once every rank has published: ep->oversubscribed (more ranks confined to
+ * this rank's cpus than it has, or more ranks than the cpus all may use:
+ * their union, or the cgroup quota) and the yield gauge's cpu count (rank 0
+ * logs them at MLC_LOG_LEVEL=info). */
 void eng_ep_count_cpus(eng_ep_t *ep);
 
 /* --- segment layout ------------------------------------------------------ */

@@ -21,7 +21,8 @@
  * So at such a yield the gauge reads the CPU clocks of the ranks on this
  * host (one clock read per rank, only at costly yields); between two such
  * readings SAMPLE_MIN_S to SAMPLE_MAX_S apart, if the ranks got less than
- * JOB_SHARE_MIN of the host's cpus, other processes compete for them:
+ * JOB_SHARE_MIN of the cpus they can use at once (host_cpus.c), other
+ * processes compete for them:
  * blocking waits then sleep on the doorbell at once, without yielding
  * (a caller polling mlc_request_test still yields: it has no sleep), for a
  * stretch of BLOCK_MIN_S (twice the last one, up to BLOCK_MAX_S, when it
@@ -54,7 +55,7 @@ bool eng_yield_gauge_init(eng_yield_gauge_t *g, int nranks)
     atomic_flag_clear(&g->busy);
     g->sample_at = g->sample_cpu = 0;
     g->rank_cpu = calloc((size_t)(nranks > 0 ? nranks : 1), sizeof *g->rank_cpu);
-    g->ncpus = 1; /* until the ranks have published their cpus (eng_ep_count_cpus) */
+    g->cpus = 1; /* until the ranks have published their cpus (eng_ep_count_cpus) */
     return g->rank_cpu != NULL;
 }
 
@@ -76,7 +77,7 @@ double eng_yield_sample(eng_yield_gauge_t *g, double now, double job_cpu_s, doub
         g->sample_at = now;
         g->sample_cpu = job_cpu_s;
     } else if (now - at >= SAMPLE_MIN_S) {
-        double share = (job_cpu_s - g->sample_cpu) / ((now - at) * g->ncpus);
+        double share = (job_cpu_s - g->sample_cpu) / ((now - at) * g->cpus);
         if (share_out) *share_out = share;
         g->sample_at = now;
         g->sample_cpu = job_cpu_s;
@@ -126,6 +127,6 @@ void eng_yield(eng_ep_t *ep)
     double share = 1, stretch = eng_yield_sample(g, t1, job_cpu_seconds(ep), &share);
     atomic_flag_clear_explicit(&g->busy, memory_order_release);
     if (stretch > 0)
-        MLC_DEBUG("shm rank %d: other processes compete for the cores (the job's ranks had %.2f of %d cpus): "
-                  "waiters sleep instead of yielding for %.1f s", ep->wrank, share, g->ncpus, stretch);
+        MLC_DEBUG("shm rank %d: other processes compete for the cores (the job's ranks had %.2f of %.3g cpus): "
+                  "waiters sleep instead of yielding for %.1f s", ep->wrank, share, g->cpus, stretch);
 }

@@ -117,17 +117,17 @@ static int size_done(void *p)
     return fstat(w->fd, &sb) == 0 && (size_t)sb.st_size >= w->total;
 }
 
+/* Any format word: this build's, or another's (compared after). */
 static int magic_step(void *p)
 {
     seg_wait_t *w = p;
-    return atomic_load_explicit(&w->seg->magic, memory_order_acquire) == ENG_MAGIC ? MLC_WAIT_MOVED
-                                                                                   : MLC_WAIT_NOTHING;
+    return atomic_load_explicit(&w->seg->magic, memory_order_acquire) != 0 ? MLC_WAIT_MOVED : MLC_WAIT_NOTHING;
 }
 
 static int magic_done(void *p)
 {
     seg_wait_t *w = p;
-    return atomic_load_explicit(&w->seg->magic, memory_order_acquire) == ENG_MAGIC;
+    return atomic_load_explicit(&w->seg->magic, memory_order_acquire) != 0;
 }
 
 static mlc_status_t open_segment(const char *name, int n, double timeout_s, size_t *map_bytes, eng_seg_t **out)
@@ -164,6 +164,13 @@ static mlc_status_t open_segment(const char *name, int n, double timeout_s, size
     if (mlc_wait_run(&w) != MLC_WAIT_DONE) {
         munmap(p, total);
         return mlc_error(MLC_ERR_TIMEOUT, "shm init: %s was never initialised by rank 0", name);
+    }
+    unsigned magic = atomic_load_explicit(&seg->magic, memory_order_acquire);
+    if (magic != ENG_MAGIC) {
+        munmap(p, total);
+        return mlc_error(MLC_ERR_MISMATCH, "shm: %s was laid out by another build of mlcomm (format word %#x, this "
+                         "build's %#x): every rank of a job must use the same mlcomm version", name, magic,
+                         ENG_MAGIC);
     }
     if (seg->nranks != (uint32_t)n) {
         munmap(p, total);

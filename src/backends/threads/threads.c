@@ -66,7 +66,8 @@ static mlc_status_t attach(mlc_comm_t *comm, eng_seg_t *seg, int rank)
 }
 
 /* A segment whose ranks all run on the calling thread's cpus (init_all,
- * one rank): the threads it starts inherit them. */
+ * one rank): the threads it starts inherit them. Known limit: threads the
+ * caller binds otherwise afterwards are counted with the caller's cpus. */
 static eng_seg_t *heap_seg_here(int n)
 {
     eng_seg_t *seg = heap_seg_create(n);
