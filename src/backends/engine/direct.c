@@ -53,6 +53,7 @@
 #include <string.h>
 #include "core/backend.h"
 #include "base/dtype.h"
+#include "base/clock.h"
 #include "base/stream_copy.h"
 #include "engine.h"
 #include "base/error.h"
@@ -889,12 +890,19 @@ static bool stages_eager(const eng_comm_t *ec)
  * works: eng_direct_choose). Out of place the root then
  * copies each chunk twice, into its stage and on into its receive buffer;
  * where single copy costs about one memcpy, a single-copy read of its send
- * buffer beside its own copy to the receive buffer is faster. */
+ * buffer beside its own copy to the receive buffer is faster. From
+ * ENG_STAGE_MIN; where single copy is slow and the ranks outnumber their
+ * cpus, every size past the slots (4 ranks on 2 cpus, 16 KiB / 32 KiB /
+ * 512 KiB: 10.8 / 17.9 / 87 us staged against 15.2 / 35.8 / 147; 8 ranks
+ * 1.3-1.4x faster), unless other processes compete for the cpus now
+ * (yield_gauge.c: beside two busy loops 128 KiB took 281 us staged against
+ * 203). Only the root decides (via_stage): its readers follow. */
 static bool stages_bcast(const mlc_request_t *req)
 {
     const eng_comm_t *ec = req->comm->impl;
-    return stages_usable(ec) && req->comm->size > 1 && (req->args.inplace || stages_eager(ec)) &&
-           req->args.count * req->args.esize >= ENG_STAGE_MIN;
+    if (!stages_usable(ec) || req->comm->size < 2 || !(req->args.inplace || stages_eager(ec))) return false;
+    if (req->args.count * req->args.esize >= ENG_STAGE_MIN) return true;
+    return ec->ep->outnumbered && stages_eager(ec) && !eng_yield_futile(&ec->ep->yield_gauge, mlc_now());
 }
 
 /* Chunks of ENG_STAGE_CHUNK bytes in a staged broadcast or allgather block. */
@@ -1169,8 +1177,13 @@ static bool stages_allgather(const mlc_request_t *req)
     if (!stages_usable(ec) || !stages_eager(ec) || req->comm->size < 2) return false;
     /* Where single copy works but is slow, it still beats staging below
      * ENG_STAGE_MIN in all (2 ranks, 128 and 512 KiB: 1.3-1.4x, 1 MiB
-     * level; docs/ENGINE.md); MLC_STAGES=on stages every size. */
-    return !ec->cma_all || ec->comm->cfg.stages == MLC_STAGES_ON ||
+     * level; docs/ENGINE.md); MLC_STAGES=on stages every size. Not where
+     * the ranks outnumber their cpus: a single-copy allgather ends when
+     * every rank has read every peer's buffer, so each waits until all
+     * have had a time slice, while a staged one only waits for the blocks
+     * it copies (4 ranks on 2 cpus, 256 / 512 KiB: 58 / 84 us staged
+     * against 71 / 152; 8 ranks, 128-512 KiB: 1.9-2.9x faster). */
+    return !ec->cma_all || ec->comm->cfg.stages == MLC_STAGES_ON || ec->ep->outnumbered ||
            req->args.count * req->args.esize * (size_t)req->comm->size >= ENG_STAGE_MIN;
 }
 

@@ -277,6 +277,7 @@ struct eng_ep {
     int wrank, wsize;
     bool threads;          /* ranks are threads of this process (memcpy rendezvous) */
     bool oversubscribed;   /* more ranks on this host than cpus they may use: yield or sleep while waiting */
+    bool outnumbered;      /* the ranks outnumber the union of their cpus: the same on every rank (protocols) */
     eng_yield_gauge_t yield_gauge; /* whether those yields give the core away (yield_gauge.c) */
     bool cma_slow;         /* single copy costs several memcpys here (eng_seg_t) */
     size_t stream_min;     /* MLC_STREAM_MIN: larger local results are streamed (0 = never) */
@@ -431,8 +432,9 @@ int eng_cpus_crowd(const eng_seg_t *seg, int wrank, int *mine);
 double eng_cgroup_quota(const char *self_cgroup, const char *root);
 /* Once every rank has published: ep->oversubscribed (more ranks confined to
  * this rank's cpus than it has, or more ranks than the cpus all may use:
- * their union, or the cgroup quota) and the yield gauge's cpu count (rank 0
- * logs them at MLC_LOG_LEVEL=info). */
+ * their union, or the cgroup quota), ep->outnumbered (more ranks than their
+ * union: what every rank reads alike, so protocols may follow it) and the
+ * yield gauge's cpu count (rank 0 logs them at MLC_LOG_LEVEL=info). */
 void eng_ep_count_cpus(eng_ep_t *ep);
 
 /* --- segment layout ------------------------------------------------------ */

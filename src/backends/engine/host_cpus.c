@@ -163,6 +163,7 @@ void eng_ep_count_cpus(eng_ep_t *ep)
     int mine, crowd = eng_cpus_crowd(ep->seg, ep->wrank, &mine), all = eng_cpus_union(ep->seg);
     double usable = process_quota > 0 && process_quota < all ? process_quota : all;
     ep->oversubscribed = crowd > mine || ep->wsize > usable;
+    ep->outnumbered = ep->wsize > all; /* not the quota: each process reads its own */
     /* What the ranks can use at once, for the gauge's share: not more cpus
      * than ranks (ranks that share some cpus while others have spare ones
      * count these too, so the share reads low: they sleep sooner). */
