@@ -32,14 +32,15 @@
 
 #define WORD_BITS 64
 
-static const eng_ctl_t *ctl_of(const eng_seg_t *seg, uint32_t r)
+/* Rank r's control block, from the segment (before there is an endpoint). */
+static eng_ctl_t *ctl_of(const eng_seg_t *seg, uint32_t r)
 {
-    return (const eng_ctl_t *)((const char *)seg + seg->ctl_off) + r;
+    return (eng_ctl_t *)((char *)seg + seg->ctl_off) + r;
 }
 
 void eng_cpus_publish(eng_seg_t *seg, int wrank)
 {
-    eng_ctl_t *ctl = (eng_ctl_t *)((char *)seg + seg->ctl_off) + wrank;
+    eng_ctl_t *ctl = ctl_of(seg, (uint32_t)wrank);
     uint64_t words[ENG_CPU_WORDS] = {0};
     cpu_set_t set;
     if (sched_getaffinity(0, sizeof set, &set) == 0) {
