@@ -900,9 +900,10 @@ static bool stages_eager(const eng_comm_t *ec)
 static bool stages_bcast(const mlc_request_t *req)
 {
     const eng_comm_t *ec = req->comm->impl;
-    if (!stages_usable(ec) || req->comm->size < 2 || !(req->args.inplace || stages_eager(ec))) return false;
+    bool eager = stages_eager(ec);
+    if (!stages_usable(ec) || req->comm->size < 2 || !(req->args.inplace || eager)) return false;
     if (req->args.count * req->args.esize >= ENG_STAGE_MIN) return true;
-    return ec->ep->outnumbered && stages_eager(ec) && !eng_yield_futile(&ec->ep->yield_gauge, mlc_now());
+    return eager && ec->ep->outnumbered && !eng_yield_futile(&ec->ep->yield_gauge, mlc_now());
 }
 
 /* Chunks of ENG_STAGE_CHUNK bytes in a staged broadcast or allgather block. */

@@ -43,14 +43,11 @@ void eng_cpus_publish(eng_seg_t *seg, int wrank)
     eng_ctl_t *ctl = ctl_of(seg, (uint32_t)wrank);
     uint64_t words[ENG_CPU_WORDS] = {0};
     cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0) {
-        for (int c = 0; c < ENG_CPU_WORDS * WORD_BITS && c < CPU_SETSIZE; c++)
-            if (CPU_ISSET(c, &set)) words[c / WORD_BITS] |= (uint64_t)1 << (c % WORD_BITS);
-    } else { /* more cpus than a cpu_set_t holds: count them all */
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
-        for (long c = 0; c < n && c < ENG_CPU_WORDS * WORD_BITS; c++)
+    bool known = sched_getaffinity(0, sizeof set, &set) == 0; /* else more cpus than a cpu_set_t holds */
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    for (int c = 0; c < ENG_CPU_WORDS * WORD_BITS; c++)
+        if (known ? c < CPU_SETSIZE && CPU_ISSET(c, &set) : c < online) /* unknown: count them all */
             words[c / WORD_BITS] |= (uint64_t)1 << (c % WORD_BITS);
-    }
     memcpy(ctl->cpus, words, sizeof words);
 }
 

@@ -35,7 +35,6 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "base/clock.h"
 #include "base/log.h"
