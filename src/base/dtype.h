@@ -6,6 +6,8 @@
 #include "mlcomm.h"
 
 static inline bool mlc_dtype_is_record(mlc_dtype_t d) { return (d & 0x10000) != 0; }
+/* (mlcomm.h) Its answer depends on dtype alone: a caller asking twice makes one call. */
+size_t mlc_dtype_size(mlc_dtype_t dtype) __attribute__((const));
 
 /* Is `op` a built-in or a live user op? */
 bool mlc_op_valid(mlc_op_t op);

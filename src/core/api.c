@@ -36,12 +36,11 @@ static mlc_status_t check_comm(const mlc_comm_t *comm, const char *fn)
 
 static mlc_status_t check_dtype(mlc_coll_t coll, mlc_dtype_t dtype)
 {
-    if (!(mlc_dtype_size(dtype) > 0) && mlc_dtype_is_record(dtype) && (dtype & ~0x3ffff) == 0)
+    if (mlc_dtype_size(dtype) > 0) return MLC_SUCCESS;
+    if (mlc_dtype_is_record(dtype) && (dtype & ~0x3ffff) == 0)
         return mlc_error(MLC_ERR_INVALID_ARG, "mlc_%s: a record dtype whose size is not 1..65535 bytes "
                          "(MLC_RECORD(n) takes n from 1 to 65535)", coll_names[coll]);
-    if (!(mlc_dtype_size(dtype) > 0))
-        return mlc_error(MLC_ERR_INVALID_ARG, "mlc_%s: unknown dtype %d", coll_names[coll], (int)dtype);
-    return MLC_SUCCESS;
+    return mlc_error(MLC_ERR_INVALID_ARG, "mlc_%s: unknown dtype %d", coll_names[coll], (int)dtype);
 }
 
 static mlc_status_t check_op(mlc_coll_t coll, mlc_dtype_t dtype, mlc_op_t op)

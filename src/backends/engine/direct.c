@@ -109,7 +109,7 @@ enum { F_PUB, F_DONE1, F_READY, F_DONE2 };
 
 static inline eng_slot_t *slot_of(const eng_comm_t *ec, int r)
 {
-    return &ec->slots[ec->world_of[r]];
+    return ec->member_slot[r];
 }
 
 static inline atomic_uint_fast64_t *flag(eng_slot_t *s, int f)
@@ -1483,15 +1483,16 @@ static int large_progress(mlc_request_t *req, eng_direct_t *d)
 int eng_direct_progress(mlc_request_t *req, eng_direct_t *d, int *moved)
 {
     int stage = d->stage;
+    if (d->quick) { /* every barrier, and payloads of at most ENG_QUICK_DATA bytes: no scratch */
+        int rc = quick_progress(req, d);
+        if (rc != 0 || d->stage != stage) *moved = 1;
+        return rc;
+    }
     /* Staged operations move chunk by chunk, part by part, within one stage. */
     uint64_t chunk = d->chunk, out = d->out;
     int part = d->part;
     bool small = payload_bytes(req) <= ENG_SLOT_DATA && req->coll != MLC_COLL_BARRIER;
-    int rc;
-    if (d->quick) /* every barrier, and payloads of at most ENG_QUICK_DATA bytes */
-        rc = quick_progress(req, d);
-    else
-        rc = small ? small_progress(req, d) : large_progress(req, d);
+    int rc = small ? small_progress(req, d) : large_progress(req, d);
     if (rc != 0 || d->stage != stage || d->chunk != chunk || d->out != out || d->part != part) *moved = 1;
     if (rc != 0) eng_direct_cancel(req->comm->impl, d);
     return rc;

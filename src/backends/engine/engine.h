@@ -331,6 +331,7 @@ typedef struct eng_comm {
     uint32_t ctx;       /* user context; ctx + 1 carries collective traffic */
     int *world_of;      /* comm rank -> world rank */
     int *comm_of;       /* world rank -> comm rank or -1 */
+    eng_slot_t **member_slot; /* comm rank r -> its slot, &slots[world_of[r]] (NULL without slots) */
     mlc_sig_t done_sig; /* the last collective completed here: names both sides of a late message */
     atomic_int in_flight;    /* its operations in the endpoint's list, until each has completed (table.c) */
 } eng_comm_t;

@@ -370,9 +370,11 @@ mlc_status_t eng_comm_create(mlc_comm_t *comm, eng_ep_t *ep, uint32_t ctx, const
     if (!ec) return mlc_error(MLC_ERR_NO_MEMORY, "engine: out of memory");
     ec->world_of = malloc(sizeof(int) * (size_t)comm->size);
     ec->comm_of = malloc(sizeof(int) * (size_t)ep->wsize);
-    if (!ec->world_of || !ec->comm_of) {
+    ec->member_slot = malloc(sizeof(eng_slot_t *) * (size_t)comm->size);
+    if (!ec->world_of || !ec->comm_of || !ec->member_slot) {
         free(ec->world_of);
         free(ec->comm_of);
+        free(ec->member_slot);
         free(ec);
         return mlc_error(MLC_ERR_NO_MEMORY, "engine: out of memory");
     }
@@ -387,6 +389,7 @@ mlc_status_t eng_comm_create(mlc_comm_t *comm, eng_ep_t *ep, uint32_t ctx, const
     uint32_t area = ctx / 2;
     if (area < ep->seg->slot_areas)
         ec->slots = (eng_slot_t *)(ep->base + ep->seg->slot_off) + (size_t)area * (size_t)ep->wsize;
+    for (int r = 0; r < comm->size; r++) ec->member_slot[r] = ec->slots ? &ec->slots[ec->world_of[r]] : NULL;
     if (area < ep->seg->stage_areas) {
         ec->stage_bytes = ep->seg->stage_bytes;
         ec->stages = ep->base + ep->seg->stage_off + (size_t)area * (size_t)ep->wsize * ec->stage_bytes;
@@ -449,6 +452,7 @@ void eng_be_destroy(mlc_comm_t *comm)
     eng_member_leave(ec);
     free(ec->world_of);
     free(ec->comm_of);
+    free(ec->member_slot);
     free(ec);
     comm->impl = NULL;
     eng_ep_unref(ep);
