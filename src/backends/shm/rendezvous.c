@@ -97,18 +97,29 @@ int shm_describe_dead(unsigned code, char *why, size_t len)
     return 1;
 }
 
-void shm_fault_point(int rank, const char *point)
+/* What MLC_FAULT_INIT asks of rank `rank` at `point`: NULL (nothing), or the
+ * rest after R:POINT ("" or ":stop"). */
+static const char *fault_asked(int rank, const char *point)
 {
     const char *v = mlc_env_text(MLC_ENV_FAULT_INIT);
-    if (v == NULL) return;
+    if (v == NULL) return NULL;
     char *end;
     long r = strtol(v, &end, 10);
-    if (end == v || *end != ':' || r != rank) return;
+    if (end == v || *end != ':' || r != rank) return NULL;
     size_t len = strlen(point);
-    if (strncmp(end + 1, point, len) != 0) return;
+    if (strncmp(end + 1, point, len) != 0) return NULL;
     const char *rest = end + 1 + len;
-    bool stop = strcmp(rest, ":stop") == 0;
-    if (*rest != '\0' && !stop) return;
+    return *rest == '\0' || strcmp(rest, ":stop") == 0 ? rest : NULL;
+}
+
+bool shm_fault_named(int rank, const char *point) { return fault_asked(rank, point) != NULL; }
+
+void shm_fault_point(int rank, const char *point)
+{
+    const char *rest = fault_asked(rank, point);
+    if (rest == NULL) return;
+    const char *v = mlc_env_text(MLC_ENV_FAULT_INIT);
+    bool stop = *rest != '\0';
     MLC_WARN("MLC_FAULT_INIT=%s: rank %d %s itself at shm init point '%s'", v, rank, stop ? "stops" : "kills",
              point);
     kill(getpid(), stop ? SIGSTOP : SIGKILL);

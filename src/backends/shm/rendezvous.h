@@ -70,6 +70,8 @@ int shm_pid_gone(pid_t pid, char *why, size_t len);
 /* mlcomm-run's dead[] code as text. */
 int shm_describe_dead(unsigned code, char *why, size_t len);
 /* MLC_FAULT_INIT=R:POINT (testing only): rank R SIGKILLs itself at POINT;
- * R:POINT:stop, SIGSTOPs itself there. */
+ * R:POINT:stop, SIGSTOPs itself there. (0:format: see shm.c.) */
 void shm_fault_point(int rank, const char *point);
+/* Whether MLC_FAULT_INIT names rank `rank` and `point` (a fault that is not a signal). */
+bool shm_fault_named(int rank, const char *point);
 #endif

@@ -312,6 +312,9 @@ static mlc_status_t shm_init(mlc_comm_t *comm, const mlc_boot_t *boot)
     if (me == 0) {
         st = create_segment(rv.seg_name, n, n > 1 && comm->cfg.cma && comm->cfg.stages == MLC_STAGES_AUTO, &map_bytes,
                             &seg);
+        /* MLC_FAULT_INIT=0:format (testing only): the segment looks laid out by another build. */
+        if (st == MLC_SUCCESS && shm_fault_named(me, "format"))
+            atomic_store_explicit(&seg->magic, ENG_MAGIC ^ 0xffu, memory_order_release);
         if (st == MLC_SUCCESS) shm_rdv_publish(&rv);
     } else {
         st = shm_rdv_wait_ready(&rv, timeout);
