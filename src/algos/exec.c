@@ -191,22 +191,36 @@ static void mlc_exec_local(const mlc_exec_t *x, const mlc_step_t *t)
     if (src != dst) memmove(dst, src, t->bytes);
 }
 
-/* Post the current round's receives, then its sends. */
+/* base + off, or NULL where the rank has no such buffer (a 0-byte step of a
+ * v-collective may name one). */
+static const unsigned char *mlc_exec_at(const unsigned char *base, size_t off)
+{
+    return base ? base + off : NULL;
+}
+
+/*
+ * Post the current round's receives, then its sends. A 0-byte step is
+ * posted too: its pair's counts come from two ranks' arguments (a v-form
+ * block, an alltoallv pair), and the empty message is what lets the peer
+ * see that they disagree (the transport takes a message of exactly the size
+ * it expects only); skipping it left the peer waiting for a block that never
+ * came, or taking nothing where a block arrived later.
+ */
 static mlc_status_t mlc_exec_post(mlc_exec_t *x, const mlc_transport_t *t, void *tp)
 {
     for (int pass = 0; pass < 2; pass++) {
         for (size_t i = x->rbeg; i < x->rend; i++) {
             const mlc_step_t *st = &x->s.steps[i];
-            if (!mlc_is_comm(st) || st->bytes == 0 || (st->kind == MLC_STEP_SEND) != (pass == 1))
+            if (!mlc_is_comm(st) || (st->kind == MLC_STEP_SEND) != (pass == 1))
                 continue;
             uint64_t tag = mlc_exec_tag(x->seq, st->key);
             mlc_status_t rc;
             if (pass == 1)
-                rc = t->isend(tp, st->peer, tag, mlc_exec_src(x, st->buf) + st->off, st->bytes,
+                rc = t->isend(tp, st->peer, tag, mlc_exec_at(mlc_exec_src(x, st->buf), st->off), st->bytes,
                               &x->handles[i]);
             else
-                rc = t->irecv(tp, st->peer, tag, mlc_exec_dst(x, st->buf) + st->off, st->bytes,
-                              &x->handles[i]);
+                rc = t->irecv(tp, st->peer, tag, (unsigned char *)mlc_exec_at(mlc_exec_dst(x, st->buf), st->off),
+                              st->bytes, &x->handles[i]);
             if (rc) {
                 x->handles[i] = NULL;
                 return rc;
@@ -245,7 +259,7 @@ int mlc_exec_progress(mlc_exec_t *x, const mlc_transport_t *t, void *tp, int *pr
             x->handles[i] = NULL;
             x->outstanding--;
             if (rc < 0) return x->status = (mlc_status_t)rc;
-            if (x->s.steps[i].kind == MLC_STEP_RECV_REDUCE) mlc_exec_reduce(x, &x->s.steps[i]);
+            if (x->s.steps[i].kind == MLC_STEP_RECV_REDUCE && x->s.steps[i].bytes) mlc_exec_reduce(x, &x->s.steps[i]);
             *progressed = 1;
         }
         if (x->outstanding > 0) return 0;

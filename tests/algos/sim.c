@@ -114,7 +114,7 @@ static void sim_deliver(sim_world_t *w, sim_msg_t *m, sim_op_t *r)
                     (unsigned long long)m->tag, m->bytes, r->bytes);
         r->state = mlc_error(MLC_ERR_TRUNCATE, "simulated message size mismatch");
     } else {
-        memcpy(r->rbuf, m->data ? m->data : m->sbuf, m->bytes);
+        if (m->bytes) memcpy(r->rbuf, m->data ? m->data : m->sbuf, m->bytes); /* an empty one may have no buffers */
         r->state = 1;
     }
     if (m->send_op) {
@@ -178,7 +178,7 @@ static mlc_status_t sim_isend(void *tp, int peer, uint64_t tag, const void *buf,
         m->send_op = op;
         op->msg = m;
     } else {
-        memcpy(m->data, buf, bytes);
+        if (bytes) memcpy(m->data, buf, bytes);
         op->state = 1;
     }
     /* append: delivery order is send order */
