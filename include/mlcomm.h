@@ -343,10 +343,11 @@ typedef struct mlc_unique_id {
  * MLC_WORLD_SIZE, MLC_MEMORY, MLC_STAGE_CHUNK or any MLC_ALGO_<COLL>; every
  * rank fails, and the message names the variable, both values and the ranks,
  * e.g. "MLC_ALGO_ALLREDUCE differs: rank 0 unset (auto), rank 1 'ring'"),
- * TIMEOUT, SYSTEM (shared memory could not be created), PEER_LOST or
- * ABORTED (a peer died, or called mlc_comm_abort, before this rank's init
- * completed: init is collective, so a rank still in it can see what a peer
- * did just after its own init returned).
+ * TIMEOUT, SYSTEM (shared memory could not be created), PEER_LOST, ABORTED
+ * or MISMATCH (a peer died, called mlc_comm_abort, or made a call that did
+ * not match another peer's, before this rank's init completed: init is
+ * collective, so a rank still in it can see what peers did just after their
+ * own init returned; a MISMATCH then names those peers' calls).
  */
 MLC_API mlc_status_t mlc_comm_init(const mlc_config_t *cfg, mlc_comm_t **comm);
 

@@ -116,8 +116,8 @@ static void usage(FILE *out)
             "\n"
             "Every rank gets MLC_RANK, MLC_WORLD_SIZE, MLC_LOCAL_RANK, MLC_LOCAL_SIZE,\n"
             "MLC_JOB_ID (shared, random) and MLC_JOB_FD (the job state: peer-death flags).\n"
-            "SIGINT, SIGTERM and SIGHUP are passed on to every rank (a second one kills\n"
-            "them). When a rank exits non-zero or dies by a signal, its peers are told at\n"
+            "SIGINT, SIGTERM and SIGHUP are passed on to every rank, with a SIGCONT for a\n"
+            "stopped one (a second signal kills them). When a rank exits non-zero or dies by a signal, its peers are told at\n"
             "once, the others are stopped after a %.0f s grace, and " PROG " exits with\n"
             "that rank's exit code (128+N for signal N). /dev/shm entries of the job\n"
             "(mlc-<job id>-*) are removed at the end, however it ends.\n",
@@ -273,13 +273,17 @@ static int exit_code_of(int wait_status)
     return WEXITSTATUS(wait_status);
 }
 
-/* Signal every running rank's process group (the rank and anything it started). */
+/* Signal every running rank's process group (the rank and anything it
+ * started). Then SIGCONT: a stopped rank (a debugger's, or one that stopped
+ * itself) acts on a signal only once it runs again, and the job would wait
+ * for it for ever. */
 static void signal_ranks(launcher_t *L, int sig, stop_reason_t why)
 {
     for (int r = 0; r < L->nranks; r++) {
         rank_state_t *s = &L->ranks[r];
         if (!s->running) continue;
         if (killpg(s->pid, sig) != 0) kill(s->pid, sig);
+        if (sig != SIGKILL && killpg(s->pid, SIGCONT) != 0) kill(s->pid, SIGCONT);
         if (s->signalled_for == STOP_NONE) s->signalled_for = why;
     }
 }

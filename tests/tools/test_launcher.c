@@ -349,6 +349,29 @@ static void scenario_forward(void)
     CHECK(r.elapsed_s < STOP_BOUND_S, "the ranks ignored the forwarded SIGTERM");
 }
 
+/* Rank 0 has exited (0), rank 1 is stopped (SIGSTOP: a debugger, ^Z, a
+ * rank stopping itself) when the launcher is told to end: the SIGTERM passed
+ * on must still end it, with no second signal (a stopped process acts on a
+ * signal only once continued). */
+static void stop_rank_then_term(pid_t launcher)
+{
+    CHECK(wait_ranks_started(2), "the ranks did not start");
+    kill(rank_pid(1), SIGSTOP);
+    sleep_s(0.2);
+    kill(launcher, SIGTERM);
+}
+
+static void scenario_forward_stopped(void)
+{
+    static result_t r;
+    run(&r, stop_rank_then_term, "-n", "2", child_path, dir, "exit", "0", "0", NULL);
+    CHECK_EXIT_CODE(&r, 128 + SIGTERM);
+    char want[128];
+    snprintf(want, sizeof want, "rank 1 (pid %d) killed by signal 15", rank_pid(1));
+    CHECK(has(&r, want), "no '%s' in stderr:\n%s", want, r.err);
+    CHECK(r.elapsed_s < STOP_BOUND_S, "a stopped rank kept the job alive %.1f s after one SIGTERM", r.elapsed_s);
+}
+
 static void kill_launcher_when_started(pid_t launcher)
 {
     CHECK(wait_ranks_started(2), "the ranks did not start");
@@ -440,6 +463,7 @@ static void scenario_orphan(void)
     X(exec_fail)      \
     X(usage)          \
     X(forward)        \
+    X(forward_stopped) \
     X(parent_death)   \
     X(orphan)         \
     X(cause)
