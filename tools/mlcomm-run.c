@@ -117,10 +117,11 @@ static void usage(FILE *out)
             "Every rank gets MLC_RANK, MLC_WORLD_SIZE, MLC_LOCAL_RANK, MLC_LOCAL_SIZE,\n"
             "MLC_JOB_ID (shared, random) and MLC_JOB_FD (the job state: peer-death flags).\n"
             "SIGINT, SIGTERM and SIGHUP are passed on to every rank, with a SIGCONT for a\n"
-            "stopped one (a second signal kills them). When a rank exits non-zero or dies by a signal, its peers are told at\n"
-            "once, the others are stopped after a %.0f s grace, and " PROG " exits with\n"
-            "that rank's exit code (128+N for signal N). /dev/shm entries of the job\n"
-            "(mlc-<job id>-*) are removed at the end, however it ends.\n",
+            "stopped one (a second signal kills them). When a rank exits non-zero or dies\n"
+            "by a signal, its peers are told at once, the others are stopped after a %.0f s\n"
+            "grace, and " PROG " exits with that rank's exit code (128+N for signal N).\n"
+            "/dev/shm entries of the job (mlc-<job id>-*) are removed at the end, however\n"
+            "it ends.\n",
             MLC_JOBSTATE_MAX_RANKS, GRACE_S);
 }
 
