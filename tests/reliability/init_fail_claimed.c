@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "mlcomm.h"
+#include "reap_within.h"
 
 static pid_t start_rank(int rank, const char *timeout, const char *job)
 {
@@ -47,24 +48,12 @@ static pid_t start_rank(int rank, const char *timeout, const char *job)
     _exit(0);
 }
 
-/* Wait up to `secs` for pid; returns its wait status, or -1 if it did not end. */
-static int wait_for(pid_t pid, double secs)
-{
-    struct timespec nap = {0, 10 * 1000 * 1000};
-    for (double t = 0; t < secs; t += 0.01) {
-        int ws;
-        if (waitpid(pid, &ws, WNOHANG) == pid) return ws;
-        nanosleep(&nap, NULL);
-    }
-    return -1;
-}
-
 int main(void)
 {
     char job[64];
     snprintf(job, sizeof job, "claimed-%d-%ld", (int)getpid(), (long)time(NULL));
     pid_t r0 = start_rank(0, "1", job), r1 = start_rank(1, "3", job);
-    int ws = wait_for(r1, 30);
+    int ws = reap_within(r1, 30);
     int failed = 0;
     if (ws == -1) {
         fprintf(stderr, "FAIL: rank 1 did not end within 30 s\n");

@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "mlcomm.h"
+#include "reap_within.h"
 
 /* Exit codes of a rank: 0 failed as expected, 2 init succeeded, 3 wrong status, 4 wrong message. */
 static pid_t start_rank(int rank, const char *job)
@@ -45,21 +46,9 @@ static pid_t start_rank(int rank, const char *job)
     _exit(0);
 }
 
-/* Wait up to `secs` for pid; returns its wait status, or -1 if it did not end. */
-static int wait_for(pid_t pid, double secs)
-{
-    struct timespec nap = {0, 10 * 1000 * 1000};
-    for (double t = 0; t < secs; t += 0.01) {
-        int ws;
-        if (waitpid(pid, &ws, WNOHANG) == pid) return ws;
-        nanosleep(&nap, NULL);
-    }
-    return -1;
-}
-
 static int check(int rank, pid_t pid)
 {
-    int ws = wait_for(pid, 30);
+    int ws = reap_within(pid, 30);
     if (ws == -1) {
         fprintf(stderr, "FAIL: rank %d did not end within 30 s (MLC_TIMEOUT is 60)\n", rank);
         kill(pid, SIGKILL);
