@@ -6,7 +6,7 @@
  *
  * Each rank gets MLC_RANK, MLC_WORLD_SIZE, MLC_LOCAL_RANK, MLC_LOCAL_SIZE,
  * a shared random MLC_JOB_ID and MLC_JOB_FD (the job state memfd of
- * src/base/jobstate.h). When a rank ends abnormally the launcher flags it
+ * src/base/jobstate.h), and torch's variables for env:// (run_spawn.c). When a rank ends abnormally the launcher flags it
  * dead for its peers at once, gives the others a short grace to notice and
  * exit, then stops them (SIGTERM, then SIGKILL) and exits non-zero, naming
  * the rank and how it ended. Whatever happens, /dev/shm entries of the job
@@ -22,8 +22,10 @@
  * program cannot be executed; 2 for a usage error; 1 if the launcher itself
  * fails (memfd, fork).
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <math.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -31,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -115,7 +118,10 @@ static void usage(FILE *out)
             "  --               end of options\n"
             "\n"
             "Every rank gets MLC_RANK, MLC_WORLD_SIZE, MLC_LOCAL_RANK, MLC_LOCAL_SIZE,\n"
-            "MLC_JOB_ID (shared, random) and MLC_JOB_FD (the job state: peer-death flags).\n"
+            "MLC_JOB_ID (shared, random) and MLC_JOB_FD (the job state: peer-death flags),\n"
+            "and torch's RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and\n"
+            "MASTER_PORT (a free local port; a MASTER_ADDR/MASTER_PORT already set is kept),\n"
+            "so that init_process_group's env:// works as under torchrun.\n"
             "SIGINT, SIGTERM and SIGHUP are passed on to every rank, with a SIGCONT for a\n"
             "stopped one (a second signal kills them). When a rank exits non-zero or dies\n"
             "by a signal, its peers are told at once, the others are stopped after a %.0f s\n"
@@ -514,8 +520,24 @@ static int supervise(launcher_t *L, struct pollfd *pfd)
 }
 
 /* Start every rank. On failure the started ones are killed and reaped. */
+/* A TCP port free on this host now (0 if none could be had), for torch's
+ * env:// store: rank 0's TCPStore listens there. */
+static int free_local_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return 0;
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK), .sin_port = 0};
+    socklen_t len = sizeof a;
+    int port = 0;
+    if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+        port = ntohs(a.sin_port);
+    close(fd);
+    return port;
+}
+
 static int start_ranks(launcher_t *L)
 {
+    int master_port = free_local_port();
     for (int r = 0; r < L->nranks; r++) {
         int child_fd[2];
         char err[512];
@@ -531,7 +553,7 @@ static int start_ranks(launcher_t *L)
             return EXIT_LAUNCHER;
         }
         mlc_run_rank_env_t env = {r,          L->nranks,  L->job.id, L->job.fd, &L->job.state->pid[r],
-                                  child_fd[0], child_fd[1]};
+                                  child_fd[0], child_fd[1], master_port};
         pid_t pid;
         int exec_errno = 0;
         int rc = mlc_run_spawn(&env, L->argv, &L->child_mask, &pid, &exec_errno);

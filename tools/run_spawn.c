@@ -40,6 +40,17 @@ static void become_rank(const mlc_run_rank_env_t *env, char *const argv[],
     set_env_int("MLC_LOCAL_SIZE", env->nranks);
     set_env_int("MLC_JOB_FD", env->job_fd);
     setenv("MLC_JOB_ID", env->job_id, 1);
+    /* torch's variables too, so that init_process_group's default env://
+     * works under mlcomm-run as under torchrun (mlcomm reads MLC_* first);
+     * a MASTER_ADDR / MASTER_PORT the caller set is kept. */
+    set_env_int("RANK", env->rank);
+    set_env_int("WORLD_SIZE", env->nranks);
+    set_env_int("LOCAL_RANK", env->rank);
+    set_env_int("LOCAL_WORLD_SIZE", env->nranks);
+    if (env->master_port > 0 && !getenv("MASTER_ADDR") && !getenv("MASTER_PORT")) {
+        setenv("MASTER_ADDR", "127.0.0.1", 1);
+        set_env_int("MASTER_PORT", env->master_port);
+    }
     /* The launcher blocks the signals it handles through a signalfd. */
     sigprocmask(SIG_SETMASK, child_mask, NULL);
     execvp(argv[0], argv);

@@ -12,6 +12,7 @@ typedef struct mlc_run_rank_env {
     int job_fd; /* inherited by the rank (close-on-exec cleared in the child only) */
     atomic_int *pid_slot; /* the job state's pid[rank]: the child fills it before exec */
     int out_fd, err_fd;   /* the rank's stdout / stderr, -1: the launcher's own */
+    int master_port;      /* torch's MASTER_PORT for env:// (a free port on this host), 0: none */
 } mlc_run_rank_env_t;
 
 /*

@@ -8,6 +8,8 @@ that each rank's communicator works:
     test_launch_env.py binding N   mlcomm.init() with no arguments
     test_launch_env.py torch N     dist.init_process_group("mlcomm") (env://), full torchrun set
     test_launch_env.py torch-hand N  the same with RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT only
+    test_launch_env.py torch-run N MLCOMM_RUN  the same under mlcomm-run, which sets torch's
+                                   variables itself (none of them set before)
 
 Exit 77 (skip) without numpy (binding) or torch (torch modes)."""
 
@@ -60,8 +62,32 @@ def free_port():
         return s.getsockname()[1]
 
 
+TORCH_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+              "TORCHELASTIC_RUN_ID")
+
+
+def under_mlcomm_run(n, run):
+    env = {k: v for k, v in os.environ.items() if k not in MLC_VARS + TORCH_VARS}
+    cmd = [run, "-n", str(n), sys.executable, "-W", "ignore", __file__, "--rank", "torch"]
+    try:
+        code = subprocess.run(cmd, env=env, timeout=120).returncode
+    except subprocess.TimeoutExpired:
+        print("FAIL: the job did not finish in 120 s")
+        return 1
+    if code == 77:
+        print("SKIP: torch is not installed")
+        return 77
+    if code:
+        print("FAIL: mlcomm-run exited %d" % code)
+        return 1
+    print("OK: %d ranks under mlcomm-run, init_process_group by env://" % n)
+    return 0
+
+
 def main():
     mode, n = sys.argv[1], int(sys.argv[2])
+    if mode == "torch-run":
+        return under_mlcomm_run(n, sys.argv[3])
     port = free_port()
     procs = []
     for r in range(n):

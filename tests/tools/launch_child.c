@@ -97,6 +97,16 @@ static int check_env(void)
     else if (env_int("MLC_LOCAL_SIZE") != size)
         snprintf(why, sizeof why, "MLC_LOCAL_SIZE %d != MLC_WORLD_SIZE %d",
                  env_int("MLC_LOCAL_SIZE"), size);
+    else if (env_int("RANK") != rank || env_int("WORLD_SIZE") != size || env_int("LOCAL_RANK") != rank ||
+             env_int("LOCAL_WORLD_SIZE") != size)
+        snprintf(why, sizeof why, "torch's RANK/WORLD_SIZE/LOCAL_RANK/LOCAL_WORLD_SIZE %d/%d/%d/%d, want %d/%d/%d/%d",
+                 env_int("RANK"), env_int("WORLD_SIZE"), env_int("LOCAL_RANK"), env_int("LOCAL_WORLD_SIZE"), rank,
+                 size, rank, size);
+    else if (!getenv("MASTER_ADDR") || strcmp(getenv("MASTER_ADDR"), "127.0.0.1") != 0 ||
+             env_int("MASTER_PORT") <= 0 || env_int("MASTER_PORT") > 65535)
+        snprintf(why, sizeof why, "MASTER_ADDR '%s' MASTER_PORT '%s', want 127.0.0.1 and a port",
+                 getenv("MASTER_ADDR") ? getenv("MASTER_ADDR") : "(unset)",
+                 getenv("MASTER_PORT") ? getenv("MASTER_PORT") : "(unset)");
     else if (!id || strlen(id) != 16 || strspn(id, "0123456789abcdef") != 16)
         snprintf(why, sizeof why, "MLC_JOB_ID '%s' is not 16 hex digits", id ? id : "(unset)");
     if (!why[0]) {
