@@ -21,7 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "mlcomm.h"
-#include "reap_within.h"
+#include "hand_ranks.h"
 
 static pid_t start_rank(int rank, const char *timeout, const char *job)
 {
@@ -29,14 +29,7 @@ static pid_t start_rank(int rank, const char *timeout, const char *job)
     if (pid != 0) return pid;
     setpgid(0, 0); /* a stopped rank must not get the SIGHUP of an orphaned group */
     prctl(PR_SET_PDEATHSIG, SIGKILL);
-    char r[8];
-    snprintf(r, sizeof r, "%d", rank);
-    setenv("MLC_BACKEND", "shm", 1);
-    setenv("MLC_RANK", r, 1);
-    setenv("MLC_WORLD_SIZE", "3", 1);
-    setenv("MLC_JOB_ID", job, 1);
-    setenv("MLC_TIMEOUT", timeout, 1);
-    setenv("MLC_FAULT_INIT", "0:failure-claimed:stop", 1);
+    hand_rank_env(rank, 3, job, timeout, "0:failure-claimed:stop");
     mlc_comm_t *comm = NULL;
     mlc_status_t st = mlc_comm_init(NULL, &comm);
     if (st == MLC_SUCCESS) {

@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "mlcomm.h"
-#include "reap_within.h"
+#include "hand_ranks.h"
 
 /* Exit codes of a rank: 0 failed as expected, 2 init succeeded, 3 wrong status, 4 wrong message. */
 static pid_t start_rank(int rank, const char *job)
@@ -25,14 +25,7 @@ static pid_t start_rank(int rank, const char *job)
     pid_t pid = fork();
     if (pid != 0) return pid;
     prctl(PR_SET_PDEATHSIG, SIGKILL);
-    char r[8];
-    snprintf(r, sizeof r, "%d", rank);
-    setenv("MLC_BACKEND", "shm", 1);
-    setenv("MLC_RANK", r, 1);
-    setenv("MLC_WORLD_SIZE", "2", 1);
-    setenv("MLC_JOB_ID", job, 1);
-    setenv("MLC_TIMEOUT", "60", 1);
-    setenv("MLC_FAULT_INIT", "0:format", 1);
+    hand_rank_env(rank, 2, job, "60", "0:format");
     mlc_comm_t *comm = NULL;
     mlc_status_t st = mlc_comm_init(NULL, &comm);
     if (st == MLC_SUCCESS) {
