@@ -77,7 +77,7 @@ usage: bench/vs-mpi.sh [options]
                         --overhead: those and alltoall)
   --min SIZE --max SIZE --factor F    the size sweep (K/M/G suffixes)
   --time-per-size S     seconds each size's timed loop aims at (iterations are
-                        calibrated once, clamped to [$MIN_ITERS, 20000]; --overhead: 200000)
+                        calibrated once, clamped to [$MIN_ITERS, 1048576]; --overhead: 200000)
   --min-iters N --max-iters N
   --memory host|shared  where the full mode's buffers live: host (default): posix_memalign on
                         every side; shared: mlcomm's from mlc_mem_alloc (peers read them in
@@ -132,7 +132,7 @@ elif [ "$MODE" = quick ]; then
 else
     : "${ROUNDS:=5}" "${RANKS:=2 4 8}" "${MIN_BYTES:=8}" "${MAX_BYTES:=128M}" "${FACTOR:=4}" "${TIME_PER_SIZE:=0.1}"
 fi
-: "${PEERS:=ompi mpich}" "${COLLS:=allreduce allgather reduce_scatter broadcast}" "${MAX_ITERS:=20000}"
+: "${PEERS:=ompi mpich}" "${COLLS:=allreduce allgather reduce_scatter broadcast}" "${MAX_ITERS:=1048576}"
 if [ -z "$OUT_DIR" ]; then
     if [ "$MODE" = overhead ]; then OUT_DIR=$BENCH_DIR/out/overhead; else OUT_DIR=$BENCH_DIR/out; fi
 fi
@@ -484,9 +484,16 @@ run_zero() {
 
 # ---- calibration -> segments --------------------------------------------------------
 # Calibration runs every size with a few iterations (more below 1 MiB, where
-# one call is too short to time alone), split in two segments like this:
+# one call is too short to time alone), split in two segments like this,
+# after CAL_WARMUP calls per small size (one per large size). With 16 calls after one warm-up call it
+# timed a process's start (first touches, a peer's connection setup): 0.3-4 us
+# for an 8-byte call that takes 0.1 in a longer loop, so counts came out 10-40
+# times short of --time-per-size and a timed loop lasted 2 ms, too short to be
+# repeatable (2 ranks, 8-byte broadcast: 0.097-0.211 us over 5 rounds, against
+# 0.095-0.116 timed for 0.1 s).
 CAL_SMALL_ITERS=16
 CAL_LARGE_ITERS=2
+CAL_WARMUP=16
 CAL_SEGS=()
 small_hi="" large_lo=""
 for s in $SIZES; do
@@ -540,17 +547,16 @@ for np in $RANKS; do
     : >"$cal"
     log "$np ranks: calibrating iteration counts (two passes)"
     timed_warmup=$WARMUP
-    WARMUP=1
     for pass in 1 2; do
         for coll in $COLLS; do
-            args=()
             for seg in "${CAL_SEGS[@]}"; do
                 IFS=: read -r lo hi it <<<"$seg"
+                WARMUP=1
+                [ "$hi" -lt 1048576 ] && WARMUP=$CAL_WARMUP
                 run_mlcomm "$np" 0 "$coll" "$it" "$lo" "$hi" >>"$cal"
-                args+=("$lo:$hi:$FACTOR:$it")
-            done
-            for p in $AVAILABLE_PEERS; do
-                run_peer "$p" "$np" 0 "$coll" "${args[@]}" >>"$cal"
+                for p in $AVAILABLE_PEERS; do
+                    run_peer "$p" "$np" 0 "$coll" "$lo:$hi:$FACTOR:$it" >>"$cal"
+                done
             done
         done
     done
