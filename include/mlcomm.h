@@ -448,7 +448,10 @@ MLC_API const char *mlc_comm_backend(const mlc_comm_t *comm);
 /** Its timeout in seconds (0 = never): what mlc_config_t.timeout_s, MLC_TIMEOUT
  * or the default (600) gave it, or mlc_comm_set_timeout since; -1 for NULL. */
 MLC_API double mlc_comm_timeout(const mlc_comm_t *comm);
-/** The communicator's sticky error (MLC_SUCCESS while healthy). */
+/** The communicator's sticky error (MLC_SUCCESS while healthy). On shm and
+ * threads it includes a failure another member has posted (its abort, a
+ * mismatch or death it found) before this rank's next call; elsewhere (mpi,
+ * nccl) such a failure shows from that call on. Peers are not probed. */
 MLC_API mlc_status_t mlc_comm_status(const mlc_comm_t *comm);
 
 /**
@@ -464,8 +467,12 @@ MLC_API mlc_status_t mlc_comm_split(mlc_comm_t *comm, int color, int key, mlc_co
  * valid: mlc_request_wait / mlc_request_test on one returns MLC_ERR_ABORTED
  * with a message and releases it (a request that had completed returns its
  * own status). The communicator's memory goes with the last such handle, so
- * wait or test every request you hold. NULL is a no-op. MLC_ERR_INVALID_ARG
- * (nothing freed) while an open group of this thread has operations on it.
+ * wait or test every request you hold. Until then a call on the freed
+ * communicator fails with MLC_ERR_INVALID_ARG ("freed this communicator"),
+ * or with the error it had failed with before; after that its handle is a
+ * dangling pointer, as after free(). NULL is a
+ * no-op. MLC_ERR_INVALID_ARG (nothing freed) while an open group of this
+ * thread has operations on it.
  */
 MLC_API mlc_status_t mlc_comm_free(mlc_comm_t *comm);
 

@@ -374,7 +374,13 @@ mlc_memory_kind_t mlc_comm_memory(const mlc_comm_t *comm)
 int mlc_comm_device(const mlc_comm_t *comm) { return comm && comm->gpu_kind >= 0 ? comm->gpu_device : -1; }
 mlc_status_t mlc_comm_status(const mlc_comm_t *comm)
 {
-    return comm ? (mlc_status_t)atomic_load(&((mlc_comm_t *)comm)->failed) : MLC_ERR_INVALID_ARG;
+    if (!comm) return MLC_ERR_INVALID_ARG;
+    mlc_comm_t *c = (mlc_comm_t *)comm;
+    /* A failure another member posted (its abort, a death or mismatch it
+     * found) counts before this rank's next call would find it; peers are
+     * not probed. */
+    if (!atomic_load(&c->failed) && c->be && c->be->posted_failure) c->be->posted_failure(c);
+    return (mlc_status_t)atomic_load(&c->failed);
 }
 
 typedef struct split_entry {
@@ -457,6 +463,17 @@ out:
     return st;
 }
 
+/* The sticky error of a freed communicator, unless it had failed before (its
+ * calls keep failing with that); quietly, unlike mlc_comm_fail. */
+static void mark_freed(mlc_comm_t *comm)
+{
+    int unclaimed = 0;
+    if (!atomic_compare_exchange_strong(&comm->fail_claim, &unclaimed, 1)) return;
+    snprintf(comm->fail_msg, sizeof comm->fail_msg,
+             "rank %d freed this communicator (mlc_comm_free): its handle may not be used any more", comm->rank);
+    atomic_store(&comm->failed, (int)MLC_ERR_INVALID_ARG);
+}
+
 mlc_status_t mlc_comm_free(mlc_comm_t *comm)
 {
     mlc_error_clear();
@@ -467,7 +484,10 @@ mlc_status_t mlc_comm_free(mlc_comm_t *comm)
                          comm->group_ops == 1 ? "" : "s", comm->group_ops == 1 ? "s" : "");
     comm->be->destroy(comm);
     /* Handles the user still holds stay valid (they end ABORTED); the object
-     * goes with the last of them (mlc_request_release). */
+     * goes with the last of them (mlc_request_release). Until then a call
+     * on it fails like one on a failed communicator, before it reaches the
+     * backend that is gone (after that the memory is gone, as after free()). */
+    mark_freed(comm);
     mlc_prof_close(comm);
     if (mlc_request_orphan_all(comm)) mlc_comm_release(comm);
     return MLC_SUCCESS;

@@ -2,9 +2,10 @@
 /*
  * Requests outlive their communicator: a request still pending when its
  * communicator is freed (or aborted, then freed) stays a valid handle; waiting
- * or testing it returns MLC_ERR_ABORTED with a message and releases it. The
- * communicators here are children of the test's communicator (split), so the
- * body can free them itself. Also sends queued behind a full ring when their
+ * or testing it returns MLC_ERR_ABORTED with a message and releases it, and
+ * until then a call on the freed communicator fails with MLC_ERR_INVALID_ARG.
+ * The communicators here are children of the test's communicator (split), so
+ * the body can free them itself. Also sends queued behind a full ring when their
  * communicator is freed: cancelled before any of them was written, they are
  * released once, and the endpoint's later operations and its release do not
  * find them twice (a double free aborts the process).
@@ -61,6 +62,15 @@ static int freed_then_waited(mlc_comm_t *comm)
     CHECK_OK(mlc_comm_free(child));
     /* Memory churn: a freed communicator reused by the allocator would show here. */
     for (int i = 0; i < 64; i++) free(calloc(1, 4096 + (size_t)i * 64));
+    /* The requests still hold the freed communicator: calls on it fail, and
+     * reach no backend (which is gone). */
+    int one = 1, sum = 0;
+    mlc_comm_t *grandchild = NULL;
+    CHECK_ERR(mlc_allreduce(&one, &sum, 1, MLC_INT32, MLC_SUM, child, NULL), MLC_ERR_INVALID_ARG);
+    CHECK(strstr(mlc_last_error(), "freed this communicator") != NULL, "a call on a freed communicator: %s",
+          mlc_last_error());
+    CHECK_ERR(mlc_send(&one, 1, MLC_INT32, 0, 1, child, NULL), MLC_ERR_INVALID_ARG);
+    CHECK_ERR(mlc_comm_split(child, 0, 0, &grandchild), MLC_ERR_INVALID_ARG);
     CHECK_RUN(check_aborted_wait(comm, &recv, "receive pending at free (wait)"));
     CHECK(strstr(mlc_last_error(), "free") != NULL, "message does not say the communicator was freed: %s",
           mlc_last_error());

@@ -35,13 +35,15 @@
  * to what lives in shared memory (eng_seg_t, eng_ctl_t, eng_slot_t, ...),
  * so that a rank of a build that lays it out otherwise fails at once
  * (shm.c) instead of reading its peers' fields wrong. */
-#define ENG_LAYOUT 2u
+#define ENG_LAYOUT 3u
 #define ENG_MAGIC (0x4d4c4300u | ENG_LAYOUT)
 #define ENG_LINE 64
-/* Failed communicators (aborted, mismatched calls): one word per context
- * pair (pair % ENG_FAIL_WORDS, the pair itself stored in the word), so there
- * is no limit on how many fail in a job; the messages of the latest
- * ENG_FAIL_NOTES failures ride along (src/backends/engine/failure.c). */
+/* Failed communicators (aborted, mismatched calls): every rank has its
+ * share of ENG_FAIL_WORDS words, one per context pair (pair modulo the
+ * share, the pair itself stored in the word), so there is no limit on how
+ * many fail in a job; the messages of the latest ENG_FAIL_NOTES failures
+ * ride along (src/backends/engine/failure.c). Per rank, not per pair: the
+ * communicators one split makes share a pair and no member. */
 #define ENG_FAIL_WORDS 16384
 #define ENG_FAIL_NOTES 64
 #define ENG_ANY (-1)
@@ -88,7 +90,8 @@ typedef struct eng_seg {
     struct eng_fail_note {
         atomic_uint_fast64_t stamp; /* seqlock: odd while written, 2 * (index + 1) once complete */
         uint32_t pair;
-        char msg[244];
+        uint32_t leader; /* world rank of the communicator's rank 0: tells the siblings of a split apart */
+        char msg[240];
     } notes[ENG_FAIL_NOTES];
 } eng_seg_t;
 
@@ -333,6 +336,7 @@ typedef struct eng_comm {
     int *comm_of;       /* world rank -> comm rank or -1 */
     eng_slot_t **member_slot; /* comm rank r -> its slot, &slots[world_of[r]] (NULL without slots) */
     mlc_sig_t done_sig; /* the last collective completed here: names both sides of a late message */
+    atomic_uint_fast64_t *fail_word; /* this rank's failure word for ctx's pair (eng_fail_word) */
     atomic_int in_flight;    /* its operations in the endpoint's list, until each has completed (table.c) */
 } eng_comm_t;
 
@@ -538,10 +542,10 @@ mlc_status_t eng_fail_comm_note(eng_comm_t *ec, mlc_status_t st, const char *msg
  * asks, so it is one load and a compare, inline) */
 static inline bool eng_fail_posted(const eng_comm_t *ec)
 {
-    uint32_t pair = ec->ctx / 2;
-    uint64_t w = atomic_load_explicit(&ec->ep->seg->failed[pair % ENG_FAIL_WORDS], memory_order_acquire);
-    return w >> 32 == (uint64_t)pair + 1;
+    return atomic_load_explicit(ec->fail_word, memory_order_acquire) >> 32 == (uint64_t)(ec->ctx / 2) + 1;
 }
+/* World rank wrank's failure word for context pair `pair`. */
+atomic_uint_fast64_t *eng_fail_word(const eng_ep_t *ep, int wrank, uint32_t pair);
 /* The failure a member posted for ec (eng_fail_posted holds): fail it here
  * too and return its status. */
 mlc_status_t eng_fail_adopt(eng_comm_t *ec);

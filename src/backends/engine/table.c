@@ -386,6 +386,7 @@ mlc_status_t eng_comm_create(mlc_comm_t *comm, eng_ep_t *ep, uint32_t ctx, const
     ec->ep = ep;
     ec->comm = comm;
     ec->ctx = ctx;
+    ec->fail_word = eng_fail_word(ep, ep->wrank, ctx / 2);
     uint32_t area = ctx / 2;
     if (area < ep->seg->slot_areas)
         ec->slots = (eng_slot_t *)(ep->base + ep->seg->slot_off) + (size_t)area * (size_t)ep->wsize;
