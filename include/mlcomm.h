@@ -11,7 +11,8 @@
  *  - Every function that can fail returns mlc_status_t: 0 on success, a
  *    negative MLC_ERR_* otherwise. mlc_last_error() then returns the calling
  *    thread's detailed message (what failed, which rank/peer, the value seen).
- *  - Output arguments come last. Output parameters are written only on success.
+ *  - Output arguments come last. Output parameters are written only on success
+ *    (one exception: a receive's status, also on MLC_ERR_TRUNCATE).
  *  - Every data-moving call takes a trailing `mlc_request_t **req`:
  *      req == NULL  -> the call blocks until the operation completes;
  *      req != NULL  -> the call returns at once, *req is set to a request that
@@ -703,7 +704,9 @@ MLC_API mlc_status_t mlc_send(const void *buf, size_t count, mlc_dtype_t dtype, 
  * Receive up to count elements from `peer` (or MLC_ANY_SOURCE) with `tag` (or
  * MLC_ANY_TAG). A longer message is consumed and fails with MLC_ERR_TRUNCATE
  * naming both sizes. status (may be NULL) is filled on completion and must
- * stay valid until then.
+ * stay valid until then; also on MLC_ERR_TRUNCATE (who sent it, its tag and
+ * its size; 0 where MPI does not report the size), so that a receive from
+ * MLC_ANY_SOURCE learns whose message was too long.
  */
 MLC_API mlc_status_t mlc_recv(void *buf, size_t count, mlc_dtype_t dtype, int peer, int tag,
                               mlc_comm_t *comm, mlc_msg_status_t *status, mlc_request_t **req);

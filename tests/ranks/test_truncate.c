@@ -2,7 +2,8 @@
 /*
  * A message longer than the receive buffer never writes outside it: the
  * receive fails with MLC_ERR_TRUNCATE naming the message's size and the
- * buffer's, the buffer holds the message's first bytes, and not one byte
+ * buffer's, its status names the sender, the tag and the message's size,
+ * the buffer holds the message's first bytes, and not one byte
  * before or after it changes. Messages 1 KiB, 4 KiB, 64 KiB and 1 MiB longer
  * than buffers of 8, 1000 and 8192 bytes, to self and from the previous
  * rank, by every receive path:
@@ -112,6 +113,9 @@ static int one_case(mlc_comm_t *comm, int mode, int to, int from, size_t cap, si
     const char *msg = mlc_last_error();
     CHECK(names_size(msg, n) && names_size(msg, cap), "%s: the error does not name both sizes: \"%s\"", what,
           msg);
+    /* The status says who sent it, and its size (a receive from MLC_ANY_SOURCE learns it only so). */
+    CHECK(ms.source == from && ms.tag == tag && ms.bytes == n, "%s: the status after the truncation: {%d, %d, %zu}",
+          what, ms.source, ms.tag, ms.bytes);
     size_t bad = region_touched(&g);
     CHECK(bad == SIZE_MAX, "%s: byte %td %s the buffer was overwritten", what,
           bad < GUARD ? (ptrdiff_t)(GUARD - bad) : (ptrdiff_t)(bad - GUARD - cap + 1),

@@ -29,6 +29,12 @@ static mlc_status_t mpi_start(mlc_request_t *req)
         [MLC_COLL_RECV] = mlc_mpi_start_recv,
         [MLC_COLL_SENDRECV] = mlc_mpi_start_sendrecv,
     };
+    /* A peer may have told this rank that the communicator failed there (its
+     * wait timed out, it aborted) in a control message not read yet. Read it
+     * first: that peer's collective is still in flight in MPI, and one
+     * started now would be matched with it and write this call's buffers
+     * after the call had returned the error. */
+    if (mlc_mpi_check_ctrl(req->comm) != MLC_SUCCESS) return mlc_core->comm_check(req->comm);
     if (req->coll < MLC_COLL_SEND) {
         mlc_mpi_comm_t *c = req->comm->impl;
         c->started = req->seq + 1; /* what this rank answers a timed-out peer */

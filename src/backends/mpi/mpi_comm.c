@@ -9,6 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
 #include "base/wait.h"
 #include "mpi_impl.h"
 
@@ -38,13 +41,21 @@ static int request_done(void *p) { return ((request_wait_t *)p)->rq == MPI_REQUE
  * only fires for a rank that died in between. */
 static mlc_status_t agree_blocking(mlc_comm_t *comm, mlc_mpi_comm_t *c)
 {
-    int *vals = malloc(2 * sizeof *vals); /* this rank's flag, every rank's; MPI may hold them past a timeout */
+    /* This rank's {has a deadline, a random number}, then every rank's
+     * maximum of each: no rank has a deadline, and the uid of control
+     * messages (mpi_impl.h). MPI may hold them past a timeout. */
+    int64_t *vals = malloc(4 * sizeof *vals);
     if (!vals) return mlc_core->error(MLC_ERR_NO_MEMORY, "rank %d: creating a communicator: out of memory", comm->rank);
-    vals[0] = comm->cfg.timeout_s <= 0;
-    vals[1] = 0;
+    uint64_t rnd = 0;
+    if (getrandom(&rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) /* cannot fail this small after boot */
+        rnd = (uint64_t)getpid() << 32 ^ (uint64_t)(uintptr_t)vals ^ (uint64_t)time(NULL);
+    vals[0] = comm->cfg.timeout_s > 0;
+    vals[1] = (int64_t)(rnd >> 1);
+    vals[2] = vals[3] = 0;
+    bool native = vals[0] == 0;
     request_wait_t rw = {.rq = MPI_REQUEST_NULL, .rc = MPI_SUCCESS};
-    int rc = MPI_Iallreduce(&vals[0], &vals[1], 1, MPI_INT, MPI_LAND, c->hidden, &rw.rq);
-    if (rc == MPI_SUCCESS && vals[0]) {
+    int rc = MPI_Iallreduce(&vals[0], &vals[2], 2, MPI_INT64_T, MPI_MAX, c->hidden, &rw.rq);
+    if (rc == MPI_SUCCESS && native) {
         rc = MPI_Wait(&rw.rq, MPI_STATUS_IGNORE);
     } else if (rc == MPI_SUCCESS) {
         mlc_wait_t w = {.step = request_step, .done = request_done, .ctx = &rw, .timeout_s = comm->cfg.timeout_s,
@@ -58,7 +69,8 @@ static mlc_status_t agree_blocking(mlc_comm_t *comm, mlc_mpi_comm_t *c)
                                    "within %g s (MLC_TIMEOUT)", comm->rank, comm->cfg.timeout_s);
         }
     }
-    bool all = vals[1] != 0;
+    bool all = vals[2] == 0;
+    c->uid = vals[3];
     free(vals);
     if (rc != MPI_SUCCESS) return mlc_mpi_error(rc, "rank %d: agreeing on a deadline (MPI_Iallreduce)", comm->rank);
     comm->timeout_refused = all ?

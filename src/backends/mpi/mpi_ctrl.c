@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * Control messages on the hidden communicator, {kind, rank, value} as three
- * int64: every rank keeps one receive posted for them (any source, tag
+ * Control messages on the hidden communicator, {kind, rank, value, uid} as
+ * four int64: every rank keeps one receive posted for them (any source, tag
  * ctrl_tag), serviced whenever mlcomm runs on the communicator (progress,
- * health, idle, and the MPI_Waitany of a blocked wait).
+ * health, idle, the start of every operation, and the MPI_Waitany of a
+ * blocked wait). A message with another uid was sent to an earlier
+ * communicator whose context MPI has reused: it is dropped.
  *  - ABORT: mlc_comm_abort on a peer; fails the communicator here.
  *  - FAILED: the communicator failed on a peer (its wait timed out); fails it
  *    here with that status. Else a late rank's next collective would be
@@ -63,6 +65,7 @@ void mlc_mpi_flush_abort(mlc_mpi_comm_t *c)
         c->abort_msg[2] = 0;
     }
     c->abort_msg[1] = me;
+    c->abort_msg[3] = c->uid;
     c->notices = malloc(sizeof *c->notices * (size_t)p);
     if (!c->notices) {
         MLC_WARN("rank %d: out of memory: the peers are not told of mlc_comm_abort", me);
@@ -98,6 +101,7 @@ static void reply(mlc_comm_t *comm, int to)
         c->reply_msg[i][0] = MLC_MPI_CTRL_REPLY;
         c->reply_msg[i][1] = comm->rank;
         c->reply_msg[i][2] = (int64_t)c->started;
+        c->reply_msg[i][3] = c->uid;
         MPI_Isend(c->reply_msg[i], MLC_MPI_CTRL_WORDS, MPI_INT64_T, to, c->ctrl_tag - 1, c->hidden,
                   &c->reply_req[i]);
         return;
@@ -111,6 +115,10 @@ mlc_status_t mlc_mpi_ctrl_arrived(mlc_comm_t *comm, int rc)
     c->ctrl = MPI_REQUEST_NULL;
     if (rc != MPI_SUCCESS) {
         MLC_WARN("rank %d: the control receive failed; remote aborts will not be seen", comm->rank);
+    } else if (c->ctrl_msg[3] != c->uid) {
+        MLC_DEBUG("rank %d: dropped a control message (kind %lld from rank %lld) sent to an earlier communicator",
+                  comm->rank, (long long)c->ctrl_msg[0], (long long)c->ctrl_msg[1]);
+        if (post_ctrl(c) != MPI_SUCCESS) c->ctrl = MPI_REQUEST_NULL;
     } else if (c->ctrl_msg[0] == MLC_MPI_CTRL_ABORT) {
         /* not reposted: the communicator is failed for good */
         mlc_core->comm_fail(comm, MLC_ERR_ABORTED, "rank %lld aborted the communicator (mlc_comm_abort)",
@@ -178,7 +186,7 @@ void mlc_mpi_query_peers(const mlc_request_t *req, char *buf, size_t len)
         goto out;
     }
     MPI_Request *qs = rr + p;
-    int64_t q[MLC_MPI_CTRL_WORDS] = {MLC_MPI_CTRL_QUERY, me, (int64_t)req->seq};
+    int64_t q[MLC_MPI_CTRL_WORDS] = {MLC_MPI_CTRL_QUERY, me, (int64_t)req->seq, c->uid};
     for (int r = 0; r < p; r++) {
         rr[r] = qs[r] = MPI_REQUEST_NULL;
         if (r == me) continue;
@@ -193,7 +201,7 @@ void mlc_mpi_query_peers(const mlc_request_t *req, char *buf, size_t len)
     size_t used = 0;
     for (int r = 0; r < p && used + 1 < len; r++) {
         if (r == me) continue;
-        bool answered = rr[r] == MPI_REQUEST_NULL;
+        bool answered = rr[r] == MPI_REQUEST_NULL && ans[r][3] == c->uid; /* else an earlier communicator's */
         if (!answered) {
             MPI_Cancel(&rr[r]);
             MPI_Wait(&rr[r], MPI_STATUS_IGNORE);

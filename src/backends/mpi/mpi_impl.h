@@ -99,8 +99,9 @@ int mlc_mpi_big_type(size_t n, MPI_Datatype elem, size_t es, MPI_Datatype *out);
 
 #define MLC_MPI_COMM_MAGIC 0x4d504943u /* "MPIC" */
 
-/* Control messages: {kind, rank, value} as int64 (mpi_ctrl.c). */
-#define MLC_MPI_CTRL_WORDS 3
+/* Control messages: {kind, rank, value, the communicator's uid} as int64
+ * (mpi_ctrl.c). */
+#define MLC_MPI_CTRL_WORDS 4
 enum { MLC_MPI_CTRL_ABORT = 1, MLC_MPI_CTRL_QUERY, MLC_MPI_CTRL_REPLY, MLC_MPI_CTRL_FAILED };
 #define MLC_MPI_REPLIES 8
 
@@ -116,6 +117,12 @@ typedef struct mlc_mpi_comm {
     unsigned seq_window;     /* hidden tags: (seq mod window) << MLC_SCHED_KEY_BITS | key */
     MPI_Request ctrl;        /* posted receive for a control message (mpi_ctrl.c) */
     int64_t ctrl_msg[MLC_MPI_CTRL_WORDS];
+    /* Agreed by the members when it is created, sent with every control
+     * message: MPI reuses a freed communicator's context for a new one, and
+     * a notice sent to the old one that was never received (a second
+     * abort, one sent after the receiver freed it) would then fail the new
+     * one. */
+    int64_t uid;
     atomic_int abort_pending; /* MLC_MPI_ABORT_*: a notice to send (abort or failure), sent */
     int64_t abort_msg[MLC_MPI_CTRL_WORDS]; /* the notice we send: ABORT, or FAILED with its status */
     MPI_Request *notices;    /* sends of that notice, one per rank */

@@ -153,6 +153,8 @@ static mlc_status_t recv_report(mlc_mpi_op_t *op, char *msg, size_t len)
             snprintf(msg, len, "rank %d: %s from rank %d (tag %d): the message is longer than the %zu-byte "
                      "receive buffer (MPI did not report its size)", op->req->comm->rank,
                      mlc_core->coll_name(op->req->coll), st->MPI_SOURCE, st->MPI_TAG, op->recv_cap);
+        /* Filled as on shm: a receive from any source learns who sent it (size 0: not reported). */
+        if (a->msg_status) *a->msg_status = (mlc_msg_status_t){st->MPI_SOURCE, st->MPI_TAG, got};
         return MLC_ERR_TRUNCATE;
     }
     if (a->msg_status) *a->msg_status = (mlc_msg_status_t){st->MPI_SOURCE, st->MPI_TAG, got};
