@@ -716,7 +716,8 @@ MLC_API mlc_status_t mlc_sendrecv(const void *sendbuf, size_t sendcount, int des
                                   mlc_dtype_t dtype, mlc_comm_t *comm, mlc_msg_status_t *status,
                                   mlc_request_t **req);
 /**
- * Block until a matching message is available; describe it without receiving it.
+ * Block until a matching message is available; describe it in status (may be
+ * NULL: then only wait for it) without receiving it.
  * A gone source (killed, or it freed the communicator) fails it with
  * MLC_ERR_PEER_LOST once nothing it sent is left to match; with MLC_ANY_SOURCE,
  * any member that died fails it (as MPI ULFM), as does every other member

@@ -108,6 +108,6 @@ mlc_wait_status_t mlc_wait_run(mlc_wait_t *w)
 
 const char *mlc_wait_describe(const mlc_wait_t *w, char *buf, unsigned long len)
 {
-    snprintf(buf, len, "%s made no progress for %.0f s (MLC_TIMEOUT)", w->what ? w->what : "a wait", w->timeout_s);
+    snprintf(buf, len, "%s made no progress for %g s (MLC_TIMEOUT)", w->what ? w->what : "a wait", w->timeout_s);
     return buf;
 }

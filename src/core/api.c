@@ -31,7 +31,13 @@ const char *mlc_coll_name(mlc_coll_t coll)
 static mlc_status_t check_comm(const mlc_comm_t *comm, const char *fn)
 {
     if (!comm) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_%s: comm is NULL", fn);
-    return mlc_comm_check(comm);
+    mlc_status_t st = mlc_comm_check(comm);
+    if (__builtin_expect(st != MLC_SUCCESS, 0)) { /* name the call that found it */
+        char why[512];
+        snprintf(why, sizeof why, "%s", mlc_last_error());
+        mlc_error(st, "mlc_%s: %s", fn, why);
+    }
+    return st;
 }
 
 static mlc_status_t check_dtype(mlc_coll_t coll, mlc_dtype_t dtype)
@@ -239,6 +245,7 @@ mlc_status_t mlc_submit_plain(mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_
     req->bytes = bytes;
     req->blocking = out == NULL;
     req->internal = comm->internal_depth > 0;
+    req->inside_call = comm->comm_call;
     req->grouped = comm->group_submitting && !req->internal;
     if (coll < MLC_COLL_SEND) req->seq = comm->coll_seq++;
     req->algo = mlc_request_algo(req);

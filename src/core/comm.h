@@ -60,6 +60,7 @@ struct mlc_request {
     bool in_use;
     bool blocking;         /* the caller waits right away (no request handed out) */
     bool internal;         /* issued by mlcomm itself (init, split): not profiled */
+    int inside_call;       /* mlc_comm_call_t whose own collective it is (0: none), named in messages */
     bool grouped;          /* started inside mlc_group_start/end: a backend with a group_end
                               hook (nccl) may defer it to that hook */
     bool group_open;       /* its group has not ended yet: waiting for it is an error */
@@ -179,6 +180,8 @@ mlc_status_t mlc_request_fail_pending(mlc_request_t *req, mlc_status_t st);
 mlc_status_t mlc_request_finish(mlc_request_t *req);
 /* "send (peer 1, tag 0, 64 bytes)" / "allreduce #3 (...)": names req in messages. */
 void mlc_request_describe(const mlc_request_t *req, char *buf, size_t len);
+/* The failure of req's communicator as req's error: "<req>: <why>" (MLC_SUCCESS while healthy). */
+mlc_status_t mlc_request_comm_failed(const mlc_request_t *req);
 /* Open groups of the calling thread (core/group.c). */
 /* Threads of the process with an open group (a cheap "none" test first). */
 extern atomic_int mlc_groups_open;

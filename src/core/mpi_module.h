@@ -34,6 +34,7 @@
     X(request_complete, mlc_request_complete)        \
     X(comm_fail, mlc_comm_fail)                      \
     X(comm_check, mlc_comm_check)                    \
+    X(request_comm_failed, mlc_request_comm_failed)  \
     X(comm_create_with, mlc_comm_create_with)        \
     X(op_commutative, mlc_op_commutative)            \
     X(reduce_apply, mlc_reduce_apply)                \
@@ -54,7 +55,7 @@
     X(op_name, mlc_op_name)                          \
     X(status_name, mlc_status_name)
 
-#define MLC_MPI_ABI 6u
+#define MLC_MPI_ABI 7u
 
 typedef struct mlc_mpi_core {
     uint32_t abi;  /* MLC_MPI_ABI */

@@ -45,6 +45,7 @@ mlc_request_t *mlc_request_alloc(mlc_comm_t *comm)
     r->comm = comm;
     r->coll = 0;
     r->seq = 0;
+    r->inside_call = 0;
     r->algo = NULL;
     r->bytes = 0;
     atomic_store_explicit(&r->done, 0, memory_order_relaxed);
@@ -102,15 +103,27 @@ void mlc_request_complete(mlc_request_t *req, mlc_status_t st, const char *fmt, 
     atomic_store_explicit(&req->done, 1, memory_order_release);
 }
 
+/* The failure of req's communicator as req's error, "<req>: <why>": the call
+ * that found it names itself. MLC_SUCCESS while the communicator is healthy. */
+mlc_status_t mlc_request_comm_failed(const mlc_request_t *req)
+{
+    int failed = atomic_load(&req->comm->failed);
+    if (!failed) return MLC_SUCCESS;
+    char what[160];
+    mlc_request_describe(req, what, sizeof what);
+    return mlc_error((mlc_status_t)failed, "%s: %s", what, req->comm->fail_msg);
+}
+
 void mlc_request_describe(const mlc_request_t *req, char *buf, size_t len)
 {
     if (req->coll >= MLC_COLL_SEND)
         snprintf(buf, len, "%s (peer %d, tag %d, %zu bytes)", mlc_coll_name(req->coll), req->args.root,
                  req->args.tag, req->bytes);
     else
-        snprintf(buf, len, "%s #%llu (%zu bytes%s%s)", mlc_coll_name(req->coll),
+        snprintf(buf, len, "%s #%llu (%zu bytes%s%s)%s%s", mlc_coll_name(req->coll),
                  (unsigned long long)req->seq, req->bytes, req->algo ? ", algorithm " : "",
-                 req->algo ? req->algo : "");
+                 req->algo ? req->algo : "", req->inside_call ? " inside " : "",
+                 req->inside_call ? mlc_comm_call_name(req->inside_call) : "");
 }
 
 bool mlc_request_orphan_all(mlc_comm_t *comm)
@@ -215,10 +228,10 @@ void mlc_request_time_out(mlc_request_t *req, double timeout)
     char what[160], peers[160] = "";
     mlc_request_describe(req, what, sizeof what);
     if (be->pending_peers) be->pending_peers(req, peers, sizeof peers);
-    char note[400];
-    snprintf(note, sizeof note, "%.160s on rank %d made no progress for %.0f s (MLC_TIMEOUT); ranks not "
+    char note[512];
+    snprintf(note, sizeof note, "%.160s on rank %d made no progress for %g s (MLC_TIMEOUT); ranks not "
              "heard from: %.160s", what, comm->rank, timeout, peers[0] ? peers : "unknown");
-    mlc_comm_fail(comm, MLC_ERR_TIMEOUT, "rank %d: %s made no progress for %.0f s (MLC_TIMEOUT); ranks not "
+    mlc_comm_fail(comm, MLC_ERR_TIMEOUT, "rank %d: %s made no progress for %g s (MLC_TIMEOUT); ranks not "
                   "heard from: %s", comm->rank, what, timeout, peers[0] ? peers : "unknown");
     if (be->post_failure) be->post_failure(comm, MLC_ERR_TIMEOUT, note);
     mlc_request_fail_pending(req, MLC_ERR_TIMEOUT);

@@ -734,6 +734,8 @@ static int check_names(void)
     } cases[] = {
         {"barrier #3 (0 bytes, algorithm direct): rank 1: peer rank 0 is gone (killed by signal 9 (Killed))", 1, 1u},
         {"shm init: rank 2 is gone (process 12 exited)", 0, 4u},
+        {"shm init: rank 2 is gone (process 12 was killed by signal 9 (Killed))", 0, 4u},
+        {"barrier #0 (0 bytes): rank 0: peer rank 1 is gone (process 77 exited with code 3)", 0, 2u},
         {"rank 0: allgather #4 (256 bytes) made no progress for 2 s (MLC_TIMEOUT); ranks not heard from: 0, 1", 0,
          3u},
         {"recv (peer 1, tag 104, 256 bytes): rank 0: recv made no progress; ranks not heard from: 1", 0, 2u},

@@ -59,7 +59,8 @@ static int rank0(mlc_comm_t *work, mlc_comm_t *comm)
 
 /* mlc_comm_set_timeout: a communicator split from ctl (60 s) gets 1.5 s of
  * its own; rank 0's barrier there, which rank 1 never joins, times out after
- * those 1.5 s, and ctl keeps its 60 s. Bad values are refused. */
+ * those 1.5 s, and ctl keeps its 60 s. Bad values are refused. Then a split
+ * rank 1 never joins times out naming mlc_comm_split. */
 static int own_timeout(mlc_comm_t *ctl)
 {
     mlc_comm_t *comm = ctl, *quick = NULL; /* comm: for CHECK */
@@ -77,9 +78,21 @@ static int own_timeout(mlc_comm_t *ctl)
         CHECK(st == MLC_ERR_TIMEOUT && took > 1.0 && took < 30,
               "barrier on a communicator with mlc_comm_set_timeout(1.5) -> %s after %.1f s", mlc_status_name(st),
               took);
+        CHECK(strstr(mlc_last_error(), "made no progress for 1.5 s") != NULL, "the message misstates the timeout: %s",
+              mlc_last_error());
     }
     CHECK_OK(mlc_barrier(ctl, NULL)); /* ctl is unharmed and kept its own timeout */
     mlc_comm_free(quick);
+    /* A split that rank 1 never joins: its own collective's timeout names the split. */
+    mlc_comm_t *slow = NULL, *never = NULL;
+    CHECK_OK(mlc_comm_split(ctl, 0, 0, &slow));
+    CHECK_OK(mlc_comm_set_timeout(slow, 1.5));
+    if (mlc_comm_rank(ctl) == 0) {
+        CHECK_ERR(mlc_comm_split(slow, 0, 0, &never), MLC_ERR_TIMEOUT);
+        CHECK(strstr(mlc_last_error(), "inside mlc_comm_split") != NULL, "the split's timeout: %s", mlc_last_error());
+    }
+    CHECK_OK(mlc_barrier(ctl, NULL));
+    mlc_comm_free(slow);
     return 0;
 }
 

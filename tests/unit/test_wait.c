@@ -93,7 +93,7 @@ static void test_no_progress_times_out(void)
     CHECK(took >= 0.3 && took < 2.0, "timed out after %.3f s (timeout 0.3 s)", took);
     CHECK(w.idle_s > 0.3, "idle_s %.3f", w.idle_s);
     char buf[160];
-    CHECK(strstr(mlc_wait_describe(&w, buf, sizeof buf), "the test made no progress") != NULL, "%s", buf);
+    CHECK(strstr(mlc_wait_describe(&w, buf, sizeof buf), "the test made no progress for 0.3 s") != NULL, "%s", buf);
 }
 
 static int moves_early(void *p)

@@ -346,7 +346,7 @@ static const char *peer_in_place(const mlc_request_t *req, int r, int which, siz
     int err = p ? 0 : errno;
     if (!p && !ec->cma_all && eng_fail_posted(ec)) {
         /* A peer failed first (and may have freed its blocks since): its reason. */
-        *st = eng_fail_adopt(ec) != MLC_SUCCESS ? mlc_comm_check(req->comm) : MLC_ERR_INTERNAL;
+        *st = eng_fail_adopt(ec) != MLC_SUCCESS ? mlc_request_comm_failed(req) : MLC_ERR_INTERNAL;
     } else if (!p && !ec->cma_all) {
         /* The peers wait for this rank's reads: fail them too, with the reason. */
         char msg[320], note[224], gone[160];

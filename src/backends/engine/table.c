@@ -277,7 +277,7 @@ static mlc_status_t start_coll_as(mlc_request_t *req)
     eng_ep_t *ep = ec->ep;
     eng_req_t *rs = req_state(req);
     /* A failure another member posted: this call must not start (its peers may be gone from it). */
-    if (eng_fail_posted(ec)) return eng_fail_adopt(ec) != MLC_SUCCESS ? mlc_comm_check(req->comm) : MLC_ERR_INTERNAL;
+    if (eng_fail_posted(ec)) return eng_fail_adopt(ec) != MLC_SUCCESS ? mlc_request_comm_failed(req) : MLC_ERR_INTERNAL;
     coll_state_init(rs, req, ec);
     uint64_t hash = mlc_sig_hash(&rs->sig);
     if (ec->slots) eng_board_post(ec, &rs->sig, hash);

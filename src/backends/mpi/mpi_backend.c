@@ -34,7 +34,7 @@ static mlc_status_t mpi_start(mlc_request_t *req)
      * first: that peer's collective is still in flight in MPI, and one
      * started now would be matched with it and write this call's buffers
      * after the call had returned the error. */
-    if (mlc_mpi_check_ctrl(req->comm) != MLC_SUCCESS) return mlc_core->comm_check(req->comm);
+    if (mlc_mpi_check_ctrl(req->comm) != MLC_SUCCESS) return mlc_core->request_comm_failed(req);
     if (req->coll < MLC_COLL_SEND) {
         mlc_mpi_comm_t *c = req->comm->impl;
         c->started = req->seq + 1; /* what this rank answers a timed-out peer */

@@ -419,7 +419,7 @@ mlc_status_t mlc_mpi_wait_native(mlc_request_t *req)
     mlc_wait_t w = {.step = native_step, .done = native_done, .ctx = &nw, .what = "MPI wait",
                     .spin_s = 50e-6, .yield_s = 1e-3, .sleep_min_s = 50e-6, .sleep_max_s = 50e-6,
                     .spin_check = 8};
-    if (mlc_wait_run(&w) == MLC_WAIT_STOPPED && nw.ctrl_failed) return mlc_core->comm_check(req->comm);
+    if (mlc_wait_run(&w) == MLC_WAIT_STOPPED && nw.ctrl_failed) return mlc_core->request_comm_failed(req);
     return MLC_SUCCESS;
 }
 

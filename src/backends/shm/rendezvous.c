@@ -12,6 +12,7 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include "base/clock.h"
@@ -71,7 +72,7 @@ int shm_pid_gone(pid_t pid, char *why, size_t len)
         return 1;
     }
     /* A zombie (dead, not yet reaped by its parent) is gone too. */
-    char path[64], buf[256];
+    char path[64], buf[1024];
     snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
     FILE *f = fopen(path, "r");
     if (!f) return 0;
@@ -80,7 +81,19 @@ int shm_pid_gone(pid_t pid, char *why, size_t len)
     buf[n] = '\0';
     const char *rp = strrchr(buf, ')');
     if (rp && (rp[2] == 'Z' || rp[2] == 'X')) {
-        snprintf(why, len, "process %d exited", (int)pid);
+        /* How it ended: the stat line's last field (52nd, exit_code, as
+         * waitpid reports it), where the kernel shows it. */
+        int field = 3, code = 0;
+        const char *p = rp + 2;
+        for (; *p && field < 52; p++)
+            if (*p == ' ') field++;
+        if (field == 52 && sscanf(p, "%d", &code) == 1 && WIFSIGNALED(code))
+            snprintf(why, len, "process %d was killed by signal %d (%s)", (int)pid, WTERMSIG(code),
+                     strsignal(WTERMSIG(code)));
+        else if (field == 52 && WIFEXITED(code))
+            snprintf(why, len, "process %d exited with code %d", (int)pid, WEXITSTATUS(code));
+        else
+            snprintf(why, len, "process %d exited", (int)pid);
         return 1;
     }
     return 0;
