@@ -140,13 +140,18 @@ mlc_status_t mlc_mpi_ctrl_arrived(mlc_comm_t *comm, int rc)
 mlc_status_t mlc_mpi_check_ctrl(mlc_comm_t *comm)
 {
     mlc_mpi_comm_t *c = comm->impl;
+    /* One thread at a time on the control request (MPI forbids two threads
+     * using one request at once): while another holds c (a wait blocked in
+     * MPI_Waitany on it, among others), that one services it. */
+    if (atomic_flag_test_and_set_explicit(&c->busy, memory_order_acquire))
+        return (mlc_status_t)atomic_load(&comm->failed);
     while (c->ctrl != MPI_REQUEST_NULL) {
         int flag = 0;
         int rc = MPI_Test(&c->ctrl, &flag, MPI_STATUS_IGNORE);
         if (rc == MPI_SUCCESS && !flag) break;
-        mlc_status_t st = mlc_mpi_ctrl_arrived(comm, rc);
-        if (st != MLC_SUCCESS) return st;
+        if (mlc_mpi_ctrl_arrived(comm, rc) != MLC_SUCCESS) break;
     }
+    mlc_mpi_unlock(c);
     return (mlc_status_t)atomic_load(&comm->failed);
 }
 

@@ -136,7 +136,7 @@ typedef struct mlc_mpi_comm {
     bool hidden_in_flight;   /* the creation's agreement was left to MPI on hidden: never free it */
     mlc_mpi_handle_t *free_handles, *all_handles; /* transport handles for algorithms */
     /* the process's progress list (mpi_progress.c) */
-    atomic_flag busy;        /* held while head..tail, the ops and handles change */
+    atomic_flag busy;        /* held while head..tail, the ops and handles change, and the control request is tested */
     struct mlc_mpi_comm *list_prev, *list_next;
     bool listed;
 } mlc_mpi_comm_t;
