@@ -594,8 +594,10 @@ MLC_API mlc_status_t mlc_request_wait_all(size_t n, mlc_request_t **reqs, mlc_st
  * could never complete before mlc_group_end on nccl). Groups nest: only the
  * outermost mlc_group_end ends the group. Group state is per thread, as
  * NCCL's; a thread that exits with its group open has it ended then, as by
- * mlc_group_end (with a warning). On nccl/rccl the group's operations are one NCCL group. Calls of
- * mlcomm_tensor.h and mlcomm_exchange.h are not meant for an open group.
+ * mlc_group_end (with a warning). On nccl/rccl the group's operations are one NCCL group. The
+ * collectives of mlcomm_tensor.h and mlc_exchange_build / start / finish /
+ * run fail with MLC_ERR_INVALID_ARG inside an open group: they wait for
+ * operations of their own, which the group would hold.
  */
 MLC_API mlc_status_t mlc_group_start(void);
 /**

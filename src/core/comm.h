@@ -187,6 +187,11 @@ mlc_status_t mlc_request_comm_failed(const mlc_request_t *req);
 extern atomic_int mlc_groups_open;
 /* True while the calling thread has an open group (mlc_group_start). */
 bool mlc_group_is_open(void);
+/* MLC_SUCCESS outside an open group; inside one, MLC_ERR_INVALID_ARG naming
+ * fn: for calls of the layers above core (tensor, exchange) that wait for
+ * collectives or messages of their own, which a group would hold until
+ * mlc_group_end, after their buffers are gone. */
+mlc_status_t mlc_group_refuse(const char *fn);
 /* Start a call inside the open group: a blocking form (out == NULL) returns at
  * once and is waited by mlc_group_end; a request form hands out its request. */
 mlc_status_t mlc_group_submit(mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_t *args, size_t bytes,

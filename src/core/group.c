@@ -82,6 +82,14 @@ bool mlc_group_is_open(void)
     return atomic_load_explicit(&mlc_groups_open, memory_order_relaxed) > 0 && g.depth > 0;
 }
 
+mlc_status_t mlc_group_refuse(const char *fn)
+{
+    if (!mlc_group_is_open()) return MLC_SUCCESS;
+    return mlc_error(MLC_ERR_INVALID_ARG, "%s: not inside an open group (mlc_group_start): it waits for "
+                     "operations of its own, which the group would hold until mlc_group_end; call it "
+                     "outside the group", fn);
+}
+
 mlc_status_t mlc_group_start(void)
 {
     mlc_error_clear();

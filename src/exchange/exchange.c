@@ -6,6 +6,7 @@
 #include <string.h>
 #include "base/config.h"
 #include "base/error.h"
+#include "core/comm.h"
 #include "exchange_impl.h"
 #include "hash.h"
 
@@ -284,6 +285,8 @@ mlc_status_t mlc_exchange_build(mlc_exchange_t *ex)
     if (!ex) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_exchange_build: NULL ex");
     if (ex->in_flight)
         return mlc_error(MLC_ERR_BUSY, "mlc_exchange_build: an exchange is in flight");
+    mlc_status_t refused = mlc_group_refuse("mlc_exchange_build");
+    if (refused) return refused;
     uint64_t hash = mlc_xlayout_hash(ex);
     bool usable = false;
     mlc_status_t st = cache_usable(ex, hash, &usable);
@@ -347,6 +350,8 @@ mlc_status_t mlc_exchange_start(mlc_exchange_t *ex)
     char b1[MLC_BOX_STR_LEN];
     mlc_error_clear();
     if (!ex) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_exchange_start: NULL ex");
+    mlc_status_t refused = mlc_group_refuse("mlc_exchange_start");
+    if (refused) return refused;
     if (ex->in_flight)
         return mlc_error(MLC_ERR_BUSY,
                          "mlc_exchange_start: this exchange is already in flight (run %" PRIu64
@@ -376,6 +381,8 @@ mlc_status_t mlc_exchange_finish(mlc_exchange_t *ex)
 {
     mlc_error_clear();
     if (!ex) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_exchange_finish: NULL ex");
+    mlc_status_t refused = mlc_group_refuse("mlc_exchange_finish");
+    if (refused) return refused;
     if (!ex->in_flight)
         return mlc_error(MLC_ERR_INVALID_ARG, "mlc_exchange_finish: no exchange in flight");
     mlc_xbind_t b = {ex->provs.v, ex->needs.v, ex->provs.dev, ex->needs.dev};

@@ -30,7 +30,9 @@ mlc_status_t mlc_tcall_begin(mlc_tcall_t *c, int kind, mlc_comm_t *comm, bool as
     c->mine.arg = -1;
     mlc_error_clear();
     if (!comm) return mlc_error(MLC_ERR_INVALID_ARG, "%s: comm is NULL", c->fn);
-    mlc_status_t st = mlc_comm_check(comm);
+    mlc_status_t st = mlc_group_refuse(c->fn);
+    if (st != MLC_SUCCESS) return st;
+    st = mlc_comm_check(comm);
     if (st != MLC_SUCCESS) return st;
     c->p = mlc_comm_size(comm);
     c->rank = mlc_comm_rank(comm);

@@ -98,8 +98,10 @@ MLC_API mlc_status_t mlc_tensor_barrier(mlc_comm_t *comm, mlc_tensor_request_t *
 {
     mlc_error_clear();
     if (!comm) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_tensor_barrier: comm is NULL");
+    mlc_status_t st = mlc_group_refuse("mlc_tensor_barrier");
+    if (st != MLC_SUCCESS) return st;
     mlc_tensor_request_t stack, *r;
-    mlc_status_t st = mlc_treq_begin(&stack, req != NULL, "mlc_tensor_barrier", &r);
+    st = mlc_treq_begin(&stack, req != NULL, "mlc_tensor_barrier", &r);
     if (st != MLC_SUCCESS) return st;
     st = mlc_barrier(comm, mlc_treq_out(r));
     mlc_treq_note(r, st);

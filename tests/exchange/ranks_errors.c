@@ -88,7 +88,17 @@ static int call_errors(mlc_comm_t *comm)
     CHECK_OK(mlc_exchange_provide(ex, &pv, &pid));
     CHECK_OK(mlc_exchange_need(ex, &nv, &nid));
     CHECK(pid == 0 && nid == 0, "ids count from 0");
+    /* Not inside an open group: building and running wait for collectives
+     * and messages of their own, which the group would hold. */
+    CHECK_OK(mlc_group_start());
+    CHECK_ERR(mlc_exchange_build(ex), MLC_ERR_INVALID_ARG);
+    CHECK_MSG("open group");
+    CHECK_OK(mlc_group_end());
     CHECK_OK(mlc_exchange_build(ex));
+    CHECK_OK(mlc_group_start());
+    CHECK_ERR(mlc_exchange_run(ex), MLC_ERR_INVALID_ARG);
+    CHECK_MSG("open group");
+    CHECK_OK(mlc_group_end());
     /* In flight: everything that would change the plan is BUSY. */
     CHECK_OK(mlc_exchange_start(ex));
     CHECK_ERR(mlc_exchange_start(ex), MLC_ERR_BUSY);

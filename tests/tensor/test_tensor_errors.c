@@ -61,6 +61,13 @@ static int local_errors(mlc_comm_t *comm)
     size_t off = 0, len = 0;
     CHECK_ERR(mlc_tensor_split(10, 0, 0, &off, &len), MLC_ERR_INVALID_ARG);
     CHECK_ERR(mlc_tensor_request_wait(NULL), MLC_ERR_INVALID_ARG);
+    /* Not inside an open group: a tensor call waits for its own collectives,
+     * whose buffers would be gone by mlc_group_end. Refused at once; the
+     * group (empty) ends well. */
+    CHECK_OK(mlc_group_start());
+    CHECK_ERR_MSG(mlc_tensor_allreduce(&a, &b, MLC_SUM, comm, NULL), MLC_ERR_INVALID_ARG, "open group");
+    CHECK_ERR_MSG(mlc_tensor_barrier(comm, NULL), MLC_ERR_INVALID_ARG, "open group");
+    CHECK_OK(mlc_group_end());
     return still_works(comm);
 }
 
