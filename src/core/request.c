@@ -116,10 +116,12 @@ mlc_status_t mlc_request_comm_failed(const mlc_request_t *req)
 
 void mlc_request_describe(const mlc_request_t *req, char *buf, size_t len)
 {
-    if (req->coll >= MLC_COLL_SEND)
-        snprintf(buf, len, "%s (peer %d, tag %d, %zu bytes)", mlc_coll_name(req->coll), req->args.root,
-                 req->args.tag, req->bytes);
-    else
+    if (req->coll >= MLC_COLL_SEND) {
+        char peer[24] = "any source", tag[24] = "any tag";
+        if (req->args.root != MLC_ANY_SOURCE) snprintf(peer, sizeof peer, "peer %d", req->args.root);
+        if (req->args.tag != MLC_ANY_TAG) snprintf(tag, sizeof tag, "tag %d", req->args.tag);
+        snprintf(buf, len, "%s (%s, %s, %zu bytes)", mlc_coll_name(req->coll), peer, tag, req->bytes);
+    } else
         snprintf(buf, len, "%s #%llu (%zu bytes%s%s)%s%s", mlc_coll_name(req->coll),
                  (unsigned long long)req->seq, req->bytes, req->algo ? ", algorithm " : "",
                  req->algo ? req->algo : "", req->inside_call ? " inside " : "",

@@ -290,7 +290,7 @@ mlc_status_t mlc_exchange_build(mlc_exchange_t *ex)
     uint64_t hash = mlc_xlayout_hash(ex);
     bool usable = false;
     mlc_status_t st = cache_usable(ex, hash, &usable);
-    if (st) return st;
+    if (st) return mlc_error_in("mlc_exchange_build", st);
     if (usable) {
         ex->cache_hits++;
         ex->views_changed = false;
@@ -299,7 +299,7 @@ mlc_status_t mlc_exchange_build(mlc_exchange_t *ex)
     mlc_xplan_t plan;
     void *state = NULL;
     st = mlc_xbuild(ex, &plan, &state);
-    if (st) return st;
+    if (st) return mlc_error_in("mlc_exchange_build", st);
     if (ex->built) {
         ex->exec->release(ex->exec_state);
         mlc_xplan_free(&ex->plan);

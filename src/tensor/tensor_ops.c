@@ -33,7 +33,7 @@ static mlc_status_t allreduce_local(mlc_tcall_t *c, const mlc_tensor_t *in, cons
         (st = mlc_tdevice_check(out, c->comm, c->fn, "out")))
         return st;
     if ((st = mlc_tpair_check(in, out, -1, c->fn, "in", "out"))) return st;
-    if ((st = mlc_op_check(in->dtype, op))) return st;
+    if ((st = mlc_op_check(in->dtype, op))) return mlc_error_in(c->fn, st);
     size_t bytes = mlc_tensor_bytes(in);
     if (in->data != out->data && mlc_tbytes_overlap(in->data, bytes, out->data, bytes))
         return mlc_error(MLC_ERR_INVALID_ARG,

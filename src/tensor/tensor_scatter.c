@@ -38,7 +38,7 @@ static mlc_status_t reduce_scatter_local(mlc_tcall_t *c, const mlc_tensor_t *in,
     if (c->trusted &&
         (st = mlc_tcall_check_split(c, out->shape[g->dim], in->shape[g->dim], g->dim, "out")))
         return st;
-    if ((st = mlc_op_check(in->dtype, op))) return st;
+    if ((st = mlc_op_check(in->dtype, op))) return mlc_error_in(c->fn, st);
     g->outer = mlc_tshape_prod(in->shape, 0, g->dim);
     g->inner = mlc_tshape_prod(in->shape, g->dim + 1, in->ndim);
     g->esize = mlc_dtype_size(in->dtype);

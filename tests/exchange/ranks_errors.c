@@ -143,6 +143,7 @@ static int build_errors(mlc_comm_t *comm)
     CHECK_OK(mlc_exchange_provide(ex, &pv, NULL));
     if (rank == last) CHECK_OK(mlc_exchange_provide(ex, &ov, NULL));
     CHECK_ERR(mlc_exchange_build(ex), MLC_ERR_INVALID_ARG);
+    CHECK_MSG("mlc_exchange_build: ");
     CHECK_MSG("provided regions overlap: rank 0 provide 0 [0,16)");
     CHECK_MSG("provide 1 [5,12) share [5,12)");
 
@@ -155,6 +156,7 @@ static int build_errors(mlc_comm_t *comm)
     mlc_view_t fv = {far, b1(1000, 3), b1(1000, 3)};
     if (rank == last) CHECK_OK(mlc_exchange_need(ex, &fv, NULL));
     CHECK_ERR(mlc_exchange_build(ex), MLC_ERR_INVALID_ARG);
+    CHECK_MSG("mlc_exchange_build: ");
     if (rank == last) CHECK_MSG("need 0 [1000,1003): 3 cells no rank provides");
     else CHECK_MSG("failed on rank");
     CHECK_OK(mlc_exchange_free(ex));

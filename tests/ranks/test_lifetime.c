@@ -56,6 +56,9 @@ static int freed_then_waited(mlc_comm_t *comm)
     int buf = 0;
     mlc_request_t *recv, *coll;
     CHECK_RUN(post_pending(comm, child, &buf, &recv, &coll));
+    int anybuf = 0;
+    mlc_request_t *any = NULL;
+    CHECK_OK(mlc_recv(&anybuf, 1, MLC_INT32, MLC_ANY_SOURCE, MLC_ANY_TAG, child, NULL, &any));
     /* Every rank has posted (and tested) before any frees: a receive from a
      * member that freed the communicator fails with MLC_ERR_PEER_LOST. */
     CHECK_OK(mlc_barrier(comm, NULL));
@@ -75,6 +78,9 @@ static int freed_then_waited(mlc_comm_t *comm)
     CHECK(strstr(mlc_last_error(), "free") != NULL, "message does not say the communicator was freed: %s",
           mlc_last_error());
     if (coll) CHECK_RUN(check_aborted_test(comm, &coll, "barrier pending at free (test)"));
+    CHECK_RUN(check_aborted_wait(comm, &any, "receive from any source pending at free"));
+    CHECK(strstr(mlc_last_error(), "recv (any source, any tag, 4 bytes)") != NULL, "how it is named: %s",
+          mlc_last_error());
     CHECK_OK(mlc_barrier(comm, NULL));
     return 0;
 }

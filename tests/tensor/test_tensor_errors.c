@@ -51,7 +51,8 @@ static int local_errors(mlc_comm_t *comm)
     CHECK_ERR_MSG(mlc_tensor_allreduce(&a, &shifted, MLC_SUM, comm, NULL), MLC_ERR_INVALID_ARG,
                   "overlap");
     /* unknown op */
-    CHECK(mlc_tensor_allreduce(&a, &b, 9999, comm, NULL) != MLC_SUCCESS, "op 9999 accepted");
+    CHECK_ERR_MSG(mlc_tensor_allreduce(&a, &b, 9999, comm, NULL), MLC_ERR_INVALID_ARG,
+                  "mlc_tensor_allreduce: unknown op 9999");
     /* descriptor helpers */
     mlc_tensor_t t;
     size_t shape[2] = {2, 2};
