@@ -32,12 +32,10 @@ static mlc_status_t check_comm(const mlc_comm_t *comm, const char *fn)
 {
     if (!comm) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_%s: comm is NULL", fn);
     mlc_status_t st = mlc_comm_check(comm);
-    if (__builtin_expect(st != MLC_SUCCESS, 0)) { /* name the call that found it */
-        char why[512];
-        snprintf(why, sizeof why, "%s", mlc_last_error());
-        mlc_error(st, "mlc_%s: %s", fn, why);
-    }
-    return st;
+    if (__builtin_expect(st == MLC_SUCCESS, 1)) return st;
+    char name[48]; /* name the call that found it */
+    snprintf(name, sizeof name, "mlc_%s", fn);
+    return mlc_error_in(name, st);
 }
 
 static mlc_status_t check_dtype(mlc_coll_t coll, mlc_dtype_t dtype)

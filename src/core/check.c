@@ -93,11 +93,10 @@ mlc_status_t mlc_check_call(mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_t 
 out:
     if (st != MLC_SUCCESS && st != MLC_ERR_MISMATCH && st != MLC_ERR_NO_MEMORY) {
         /* The comparison's own collective failed (a timeout, an abort, a
-         * death): name the user's call, not that collective. */
-        char why[384];
-        snprintf(why, sizeof why, "%s", mlc_last_error());
+         * death): name the user's call, not that collective (mlc_error
+         * formats before it overwrites the message it is given). */
         mlc_error(st, "%s #%llu, comparing its arguments with the peers' (MLC_CHECK): %s", mlc_coll_name(coll),
-                  (unsigned long long)seq, why);
+                  (unsigned long long)seq, mlc_last_error());
     }
     comm->internal_depth--;
     comm->seq_base += comm->coll_seq - seq; /* call numbers never repeat (signature.h) */
