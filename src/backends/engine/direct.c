@@ -72,12 +72,13 @@ static size_t reduce_chunk(size_t esize)
 /* Whether this rank writes a result of `bytes` that no peer reads (an
  * allgather's whole result, a reduce_scatter's block) with streaming
  * stores. An allgather counts its whole result, not a block: every block
- * of it is this rank's to write (2 ranks, 8 MiB, blocks of 4 MiB
- * streamed: 1.17-1.36x staged; 1.17-1.2x by single copy, where only the
- * own block and blocks read in place can stream: process_vm_readv takes
- * no hint). Not a slice peers read next (allreduce): they find it in the
- * caches otherwise (2 ranks, 8 MiB allreduce: 1.13 ms with plain stores,
- * 1.5 streamed). */
+ * of it is this rank's to write. Where the ranks' buffers fit the shared
+ * cache, plain stores win, as the caller reads the result from there next;
+ * where they do not, streaming ones do (the default of 16 MiB and what it
+ * was measured against: docs/ENGINE.md, "Collectives", MLC_STREAM_MIN).
+ * Not a slice peers read next (allreduce): they find it in the caches
+ * otherwise (2 ranks, 8 MiB allreduce: 1.13 ms with plain stores, 1.5
+ * streamed). */
 static bool streams(const eng_comm_t *ec, size_t bytes)
 {
     return ec->ep->stream_min && bytes >= ec->ep->stream_min;
