@@ -470,7 +470,8 @@ MLC_API mlc_status_t mlc_comm_split(mlc_comm_t *comm, int color, int key, mlc_co
  * own status). The communicator's memory goes with the last such handle, so
  * wait or test every request you hold. Until then a call on the freed
  * communicator fails with MLC_ERR_INVALID_ARG ("freed this communicator"),
- * or with the error it had failed with before; after that its handle is a
+ * or with the error it had failed with before (a second mlc_comm_free:
+ * MLC_ERR_INVALID_ARG, "already freed"); after that its handle is a
  * dangling pointer, as after free(). NULL is a
  * no-op. MLC_ERR_INVALID_ARG (nothing freed) while an open group of this
  * thread has operations on it.

@@ -478,6 +478,10 @@ mlc_status_t mlc_comm_free(mlc_comm_t *comm)
 {
     mlc_error_clear();
     if (!comm) return MLC_SUCCESS;
+    /* A request still holds the handle: freeing it again would tear the
+     * backend down twice. */
+    if (comm->freed)
+        return mlc_error(MLC_ERR_INVALID_ARG, "mlc_comm_free: rank %d already freed this communicator", comm->rank);
     if (comm->group_ops > 0)
         return mlc_error(MLC_ERR_INVALID_ARG, "mlc_comm_free: %d operation%s of an open group (mlc_group_start) "
                          "use%s this communicator: call mlc_group_end first", comm->group_ops,

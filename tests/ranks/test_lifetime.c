@@ -74,6 +74,10 @@ static int freed_then_waited(mlc_comm_t *comm)
           mlc_last_error());
     CHECK_ERR(mlc_send(&one, 1, MLC_INT32, 0, 1, child, NULL), MLC_ERR_INVALID_ARG);
     CHECK_ERR(mlc_comm_split(child, 0, 0, &grandchild), MLC_ERR_INVALID_ARG);
+    /* A second free is refused: it would tear the backend down twice. */
+    CHECK_ERR(mlc_comm_free(child), MLC_ERR_INVALID_ARG);
+    CHECK(strstr(mlc_last_error(), "mlc_comm_free") != NULL && strstr(mlc_last_error(), "already freed") != NULL,
+          "a second free: %s", mlc_last_error());
     CHECK_RUN(check_aborted_wait(comm, &recv, "receive pending at free (wait)"));
     CHECK(strstr(mlc_last_error(), "free") != NULL, "message does not say the communicator was freed: %s",
           mlc_last_error());
