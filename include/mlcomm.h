@@ -20,6 +20,11 @@
  *    Buffers of an asynchronous operation must stay valid and untouched until
  *    its request completes.
  *  - Counts are size_t elements; counts above INT_MAX work on every backend.
+ *    One limit remains on mpi without MPI-4's large-count calls (Open MPI
+ *    4.1): a v-collective's blocks of at most INT_MAX elements must lie
+ *    within INT_MAX elements of each other on each rank, else that rank's
+ *    call fails with MLC_ERR_UNSUPPORTED (docs/MPI.md, "Counts above
+ *    INT_MAX").
  *  - In-place forms (as NCCL): allreduce/reduce/broadcast/alltoall take
  *    sendbuf == recvbuf; allgather takes sendbuf == recvbuf + rank*count;
  *    reduce_scatter takes recvbuf == sendbuf + rank*recvcount. As MPI's
@@ -168,6 +173,10 @@ MLC_API mlc_status_t mlc_dtype_from_name(const char *name, mlc_dtype_t *dtype);
 /*
  * avg: sum / p. For integer types the division truncates toward zero.
  * fp16 / bf16: each pairwise operation is computed in fp32, rounded once.
+ * max / min on floating types are fmax / fmin: a NaN loses to a number, so
+ * the result is NaN only where every rank's element is NaN; max(-0, +0) is
+ * +0 and min is -0. The same on threads, shm and mpi, with every algorithm,
+ * on every rank (on nccl / rccl, the library's own kernels decide).
  */
 #define MLC_OP_LIST(X) \
     X(MLC_SUM, "sum")  \

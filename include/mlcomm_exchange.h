@@ -235,7 +235,8 @@ MLC_API mlc_status_t mlc_exchange_free(mlc_exchange_t *ex);
  * axis d, minus `valid`, as at most 2*ndim disjoint boxes (axis 0 slabs span
  * the grown box, so corners are included). out has room for
  * 2*MLC_EXCHANGE_MAX_DIMS boxes; *n receives how many were written (zero
- * widths give none). INVALID_ARG for bad ndim or a negative width.
+ * widths give none, and so does an empty `valid`: no cell of it needs
+ * neighbours). INVALID_ARG for bad ndim or a negative width.
  */
 MLC_API mlc_status_t mlc_box_halo(const mlc_box_t *valid, const int *width, mlc_box_t *out, int *n);
 

@@ -12,7 +12,8 @@
  *    matched by MPI with the one the failed rank left in flight.
  *  - QUERY/REPLY: at a timeout, which ranks have not started the collective
  *    (MPI does not say): the timed-out rank asks, the others answer with the
- *    number of collectives they have started. A rank busy outside mlcomm
+ *    number of collectives they have started. A rank busy outside mlcomm,
+ *    or inside it in one long step (a large local copy, a long MPI call),
  *    cannot answer and is reported as such.
  */
 #include <stdio.h>
@@ -215,7 +216,9 @@ void mlc_mpi_query_peers(const mlc_request_t *req, char *buf, size_t len)
         if (answered && ans[r][2] > (int64_t)req->seq) continue; /* it has started this one */
         int n;
         if (!answered)
-            n = snprintf(buf + used, len - used, "%s%d (no answer: not inside mlcomm)", used ? ", " : "", r);
+            n = snprintf(buf + used, len - used,
+                         "%s%d (no answer within %g s: outside mlcomm, or inside it in one long step, such as "
+                         "a large copy)", used ? ", " : "", r, QUERY_WAIT_S);
         else if (ans[r][2] == 0)
             n = snprintf(buf + used, len - used, "%s%d (no collective started yet)", used ? ", " : "", r);
         else
