@@ -801,6 +801,7 @@ class Comm:
         into `out`. Returns the receiving array."""
         b = buf(buf_, "broadcast buf", writable=out is None)
         o = buf(out, "broadcast out", writable=True) if out is not None else b
+        _same_dtype(b, o, "broadcast")
         if out is not None and o.nbytes != b.nbytes:
             raise invalid("broadcast: out has %d bytes, buf %d" % (o.nbytes, b.nbytes))
         dt = move_dtype(b, o)
@@ -840,6 +841,7 @@ class Comm:
         if out is None:
             out = empty_like(x, (p,) + tuple(x.shape), "allgather x")
         o = buf(out, "allgather out", writable=True)
+        _same_dtype(b, o, "allgather")
         if o.nbytes != p * b.nbytes:
             raise invalid("allgather: out has %d bytes, needs %d x %d" % (o.nbytes, p, b.nbytes))
         dt = move_dtype(b, o)
@@ -893,6 +895,7 @@ class Comm:
         if out is None:
             out = empty_like(x, tuple(x.shape), "alltoall x")
         o = buf(out, "alltoall out", writable=True)
+        _same_dtype(b, o, "alltoall")
         if o.nbytes != b.nbytes:
             raise invalid("alltoall: out has %d bytes, x %d" % (o.nbytes, b.nbytes))
         dt = move_dtype(b, o)
@@ -929,6 +932,7 @@ class Comm:
         if out is None and self.rank == root:
             out = empty_like(x, (p,) + tuple(x.shape), "gather x")
         o = buf(out, "gather out", writable=True)
+        _same_dtype(b, o, "gather")
         if o is not None and o.nbytes != p * b.nbytes:
             raise invalid("gather: out has %d bytes, needs %d x %d" % (o.nbytes, p, b.nbytes))
         dt = move_dtype(b, o)
@@ -961,6 +965,7 @@ class Comm:
         """Rank r's `out` = root's x block r (x is read at the root only)."""
         o = buf(out, "scatter out", writable=True)
         b = buf(x, "scatter x") if self.rank == root else None
+        _same_dtype(b, o, "scatter")
         if b is not None and b.nbytes != self.size * o.nbytes:
             raise invalid("scatter: x has %d bytes, needs %d x %d" % (b.nbytes, self.size, o.nbytes))
         dt = move_dtype(b, o)

@@ -189,6 +189,19 @@ def _buf(t, what, writable=False):
         raise _runtime(e) from None
 
 
+def _like(what, tensors, ref, ref_name, numel=True):
+    """Every tensor of `tensors` has ref's dtype (and, with numel, its number
+    of elements): mlcomm moves one dtype and count for all of them, and would
+    read or write past a shorter tensor, or fill one of another dtype with
+    reinterpreted bytes."""
+    for i, t in enumerate(tensors):
+        if t.dtype != ref.dtype:
+            raise RuntimeError("mlcomm: %s: tensor %d is %s, the %s %s" % (what, i, t.dtype, ref_name, ref.dtype))
+        if numel and t.numel() != ref.numel():
+            raise RuntimeError("mlcomm: %s: tensor %d has %d elements, the %s %d"
+                               % (what, i, t.numel(), ref_name, ref.numel()))
+
+
 def _flat(tensors):
     """One contiguous 1-D tensor holding `tensors` one after another."""
     return torch.cat([t.reshape(-1) for t in tensors]) if tensors else torch.empty(0)
@@ -236,7 +249,6 @@ class ProcessGroupMlcomm(dist.ProcessGroup):
         self._timeout_s = timeout.total_seconds() if timeout is not None else 1800.0
         if comm is not None:  # a subgroup split from the default group's communicator
             self.comm = comm
-            self._h = comm._live()
             if timeout is not None:  # new_group's timeout (torch's default: 30 minutes, as gloo's groups)
                 try:
                     comm.set_timeout(_timeout_seconds(timeout))
@@ -262,7 +274,20 @@ class ProcessGroupMlcomm(dist.ProcessGroup):
                                    timeout=secs if secs and secs > 0 else None)
         except Error as e:
             raise _runtime(e) from None
-        self._h = self.comm._live()
+
+    @property
+    def _h(self):
+        """The communicator's handle; RuntimeError once the group was destroyed."""
+        try:
+            return self.comm._live()
+        except Error as e:
+            raise _runtime(e) from None
+
+    def shutdown(self):
+        """Free this group's communicator (local: peers blocked in a call
+        with this rank fail at once, naming it). destroy_process_group calls
+        it; later calls on the group raise RuntimeError."""
+        self.comm.free()
 
     # Work objects must stay referenced from Python until complete (and a
     # while after: C++ may ask a completed one again).
@@ -397,6 +422,7 @@ class ProcessGroupMlcomm(dist.ProcessGroup):
         return s[:nbytes].view(like.dtype)
 
     def _allgather_one(self, outputs, t):
+        _like("allgather", outputs, t, "input")
         c = t.contiguous()
         b = _buf(c, "allgather")
         out = self._scratch(self._size * c.numel(), c).view((self._size,) + tuple(c.shape))
@@ -435,6 +461,7 @@ class ProcessGroupMlcomm(dist.ProcessGroup):
         return self._work(ops, output_lists, _chain(*fin))
 
     def _allgather_base(self, output, input, opts=None):
+        _like("_allgather_base", [output], input, "input", numel=False)
         if output.numel() != input.numel() * self._size:
             raise RuntimeError("mlcomm: _allgather_base: output has %d elements, needs %d x %d"
                                % (output.numel(), self._size, input.numel()))
@@ -451,6 +478,7 @@ class ProcessGroupMlcomm(dist.ProcessGroup):
         for out, ins in zip(output_tensors, input_lists):
             if len(ins) != self._size:
                 raise RuntimeError("mlcomm: reduce_scatter needs %d input tensors, got %d" % (self._size, len(ins)))
+            _like("reduce_scatter", ins, out, "output")
             flat = torch.cat([t.reshape(-1) for t in ins], out=self._scratch(sum(t.numel() for t in ins), ins[0]))
             c, back = _contig(out)
             b, ob = _buf(flat, "reduce_scatter"), _buf(c, "reduce_scatter", True)
@@ -464,6 +492,7 @@ class ProcessGroupMlcomm(dist.ProcessGroup):
 
     def _reduce_scatter_base(self, output, input, opts=None):
         op = _op(opts)
+        _like("_reduce_scatter_base", [input], output, "output", numel=False)
         if input.numel() != output.numel() * self._size:
             raise RuntimeError("mlcomm: _reduce_scatter_base: input has %d elements, needs %d x %d"
                                % (input.numel(), self._size, output.numel()))
@@ -475,6 +504,7 @@ class ProcessGroupMlcomm(dist.ProcessGroup):
         return self._work([o], [output], back)
 
     def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
+        _like("alltoall_base", [output], input, "input", numel=False)
         p = self._size
         c = input.contiguous()
         out, back = _contig(output)
@@ -503,6 +533,8 @@ class ProcessGroupMlcomm(dist.ProcessGroup):
         return self._work([o], result, finish)
 
     def alltoall(self, output_tensors, input_tensors, opts=None):
+        if input_tensors:
+            _like("alltoall", input_tensors[1:] + output_tensors, input_tensors[0], "first input", numel=False)
         flat_in = _flat(input_tensors)
         flat_out = torch.empty(sum(t.numel() for t in output_tensors), dtype=flat_in.dtype,
                                device=flat_in.device)
@@ -525,6 +557,7 @@ class ProcessGroupMlcomm(dist.ProcessGroup):
             outs = output_tensors[0]
             if len(outs) != self._size:
                 raise RuntimeError("mlcomm: gather needs %d output tensors at the root" % self._size)
+            _like("gather", outs, t, "input")
             flat = torch.empty((self._size,) + tuple(t.shape), dtype=t.dtype, device=t.device)
             ob = _buf(flat, "gather", True)
             o = self._coll(_lib.gather, (b.ptr, ob.ptr, b.elems(dt), dt, root), (b, ob))
@@ -545,6 +578,7 @@ class ProcessGroupMlcomm(dist.ProcessGroup):
             ins = input_tensors[0]
             if len(ins) != self._size:
                 raise RuntimeError("mlcomm: scatter needs %d input tensors at the root" % self._size)
+            _like("scatter", ins, output_tensors[0], "output")
             b = _buf(_flat(ins), "scatter")
         dt = _core.move_dtype(ob)
         o = self._coll(_lib.scatter, (_core.ptr(b), ob.ptr, ob.elems(dt), dt, root), (b, ob))
@@ -710,6 +744,34 @@ def _wrap_monitored_barrier():
     dist.monitored_barrier = monitored_barrier
 
 
+def _wrap_destroy():
+    """torch 1.13's destroy_process_group only forgets the groups: free the
+    communicators of the mlcomm ones it destroyed, or every job and group
+    that re-inits keeps its shared memory and its peers wait out their
+    timeout for a rank that has left."""
+    c10d = dist.distributed_c10d
+    inner = c10d.destroy_process_group
+    if getattr(inner, "_mlcomm", False):
+        return
+
+    def destroy_process_group(group=None):
+        if group is None or group is c10d.GroupMember.WORLD:
+            pg_map = getattr(c10d, "_pg_map", None)
+            if pg_map is None:  # torch 2.x keeps it on _world
+                pg_map = getattr(getattr(c10d, "_world", None), "pg_map", {})
+            pgs = list(pg_map)
+        else:
+            pgs = [group]
+        inner(group)
+        for pg in pgs:
+            if isinstance(pg, ProcessGroupMlcomm):
+                pg.shutdown()
+
+    destroy_process_group._mlcomm = True
+    c10d.destroy_process_group = destroy_process_group
+    dist.destroy_process_group = destroy_process_group
+
+
 def _register():
     if BACKEND.upper() in getattr(dist.Backend, "_plugins", {}):
         return
@@ -723,3 +785,4 @@ def _register():
 _register()
 _wrap_helper()
 _wrap_monitored_barrier()
+_wrap_destroy()

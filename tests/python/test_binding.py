@@ -328,6 +328,21 @@ def t_errors(c):
     raises(mlcomm.InvalidArgError, lambda: c.broadcast(np.zeros(1), root=p), "bad root")
     if p > 1:
         raises(mlcomm.InvalidArgError, lambda: c.allgatherv(np.zeros(1), [1]), "counts length", "entries")
+    # an output of another dtype is refused, not filled with reinterpreted bits
+    f32 = np.ones(2, np.float32)
+    raises(mlcomm.InvalidArgError, lambda: c.allgather(f32, out=np.zeros(2 * p, np.int32)), "allgather out dtype",
+           "int32")
+    raises(mlcomm.InvalidArgError, lambda: c.broadcast(f32, out=np.zeros(2, np.int32)), "broadcast out dtype",
+           "int32")
+    raises(mlcomm.InvalidArgError, lambda: c.alltoall(np.ones(p, np.float32), out=np.zeros(p, np.int32)),
+           "alltoall out dtype", "int32")
+    # at the root only (the others would wait for it): refused there, before anything moves
+    solo = c.split(r, 0)
+    raises(mlcomm.InvalidArgError, lambda: solo.gather(f32, root=0, out=np.zeros(2, np.int32)),
+           "gather out dtype", "int32")
+    raises(mlcomm.InvalidArgError, lambda: solo.scatter(np.ones(2, np.int32), f32, root=0),
+           "scatter x dtype", "int32")
+    solo.free()
     raises(mlcomm.InvalidArgError, lambda: mlcomm.as_dtype("float128"), "unknown dtype name")
     raises(mlcomm.InvalidArgError, lambda: mlcomm.as_dtype(np.int16), "a numpy dtype mlcomm lacks", "record(2)")
     # mismatched counts across ranks fail every rank with both sides named

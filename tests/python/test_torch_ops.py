@@ -4,6 +4,7 @@ implements, checked against values computed here, on the default group and
 on subgroups; async work. Run under mlcomm-run -n N."""
 
 import datetime
+import os
 import sys
 
 from torch_common import dist, finish, init, torch
@@ -161,6 +162,81 @@ def ops(r, p, group, ranks):
     eq(fut.wait()[0], torch.full((2,), float(p)), "get_future")
 
 
+def refused(fn, what, text=None):
+    """fn must raise RuntimeError on this rank before anything moves."""
+    try:
+        fn()
+    except RuntimeError as e:
+        check(text is None or text in str(e), "%s: the message does not say %r: %s" % (what, text, e))
+        return
+    check(False, "%s: no error" % what)
+
+
+def bad_arguments(r, p):
+    """Tensors that do not fit the call are refused on the rank that passes
+    them, before anything moves: never read or written past their ends,
+    never filled with reinterpreted bytes."""
+    f32 = torch.ones(4)
+    refused(lambda: dist.all_gather_into_tensor(torch.zeros(4 * p), torch.ones(4, dtype=torch.float64)),
+            "all_gather_into_tensor of float64 into float32", "float64")
+    refused(lambda: dist.reduce_scatter_tensor(torch.zeros(4, dtype=torch.float64),
+                                               torch.ones(4 * p, dtype=torch.float16)),
+            "reduce_scatter_tensor of float16 into float64", "float16")
+    if p >= 2:
+        refused(lambda: dist.reduce_scatter(torch.zeros(4), [torch.ones(5), torch.ones(3)] +
+                                            [torch.ones(4)] * (p - 2)),
+                "reduce_scatter of inputs of 5 and 3 elements into 4", "5")
+    refused(lambda: dist.reduce_scatter(torch.zeros(4), [torch.ones(4, dtype=torch.float64)] * p),
+            "reduce_scatter of float64 inputs into float32", "float64")
+    refused(lambda: dist.all_gather([torch.zeros(4, dtype=torch.int32)] * p, f32),
+            "all_gather into int32 outputs", "int32")
+    refused(lambda: dist.all_gather([torch.zeros(3)] * p, f32), "all_gather into outputs of 3 elements", "3")
+    refused(lambda: dist.all_to_all_single(torch.zeros(4 * p, dtype=torch.int32), torch.ones(4 * p)),
+            "all_to_all_single into int32", "int32")
+    refused(lambda: dist.all_to_all_single(torch.zeros(2 * p, dtype=torch.float64), torch.ones(4 * p),
+                                           [4] * p, [2] * p),
+            "all_to_all_single with splits into float64", "float64")
+    refused(lambda: dist.all_to_all([torch.zeros(4, dtype=torch.int64)] * p, [f32] * p),
+            "all_to_all into int64", "int64")
+    # scatter and gather: at the root only (the others would wait for it)
+    if r == 0:
+        refused(lambda: dist.scatter(torch.zeros(4), [torch.ones(2)] * p, src=0),
+                "scatter of inputs of 2 elements into 4", "2")
+        refused(lambda: dist.scatter(torch.zeros(4), [torch.ones(8)] * p, src=0),
+                "scatter of inputs of 8 elements into 4", "8")
+        refused(lambda: dist.scatter(torch.zeros(4), [torch.ones(4, dtype=torch.float64)] * p, src=0),
+                "scatter of float64 inputs into float32", "float64")
+        refused(lambda: dist.gather(f32, [torch.zeros(4, dtype=torch.int32)] * p, dst=0),
+                "gather into int32 outputs", "int32")
+        refused(lambda: dist.gather(f32, [torch.zeros(2)] * p, dst=0), "gather into outputs of 2 elements", "2")
+    # and the group still works
+    t = torch.ones(3)
+    dist.all_reduce(t)
+    eq(t, torch.full((3,), float(p)), "all_reduce after the refused calls")
+
+
+def destroyed(r, p):
+    """destroy_process_group frees the groups' communicators at once."""
+    _, _, path = init("mlcomm", tag="destroyed", timeout=datetime.timedelta(seconds=60))
+    world = dist.group.WORLD
+    sub = dist.new_group(list(range(p)))
+    comms = [world.comm, sub.comm]
+    dist.barrier()
+    dist.destroy_process_group()
+    for c in comms:
+        try:
+            c.rank
+            check(False, "destroy_process_group left a communicator alive")
+        except ValueError as e:
+            check("freed" in str(e), "a destroyed group's communicator: %s" % e)
+    refused(lambda: world.allreduce([torch.ones(1)]), "a call on a destroyed group", "freed")
+    if r == 0:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+
+
 def main():
     r, p, path = init("mlcomm", timeout=datetime.timedelta(seconds=60))
     check(dist.get_backend() == "mlcomm", "backend name %s" % dist.get_backend())
@@ -182,7 +258,9 @@ def main():
     t = torch.ones(1)
     dist.all_reduce(t, group=g)
     eq(t, torch.full((1,), float(p)), "all_reduce on a group made with timedelta.max")
+    bad_arguments(r, p)
     finish(path)
+    destroyed(r, p)
     if fails:
         print("[rank %d] FAILED:\n  %s" % (r, "\n  ".join(fails)))
         sys.exit(1)
