@@ -660,6 +660,11 @@ MLC_API mlc_status_t mlc_allgather(const void *sendbuf, void *recvbuf, size_t co
  * recvbuf[displs[r] ..] = sendbuf of rank r (recvcounts[r] elements). In every
  * v-collective each displs[i] + counts[i], times the element size, must fit in
  * PTRDIFF_MAX bytes (also where counts[i] is 0); else MLC_ERR_INVALID_ARG.
+ * The blocks a rank receives into (allgatherv, gatherv at the root,
+ * alltoallv's recvcounts / rdispls) may come in any order but must not
+ * overlap: MLC_ERR_INVALID_ARG naming the two blocks (as MPI, where writing
+ * an element twice is erroneous). Blocks read (scatterv, alltoallv's send
+ * side) may overlap.
  */
 MLC_API mlc_status_t mlc_allgatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
                                     const size_t *recvcounts, const size_t *displs,

@@ -5,6 +5,7 @@
  */
 #include <limits.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 #include "algos/select.h"
 #include "base/copy_fields.h"
@@ -145,6 +146,57 @@ static mlc_status_t check_vlayout(mlc_coll_t coll, const char *cname, const size
     }
     *ext = e;
     return MLC_SUCCESS;
+}
+
+typedef struct vblock {
+    size_t displ, count;
+    int rank;
+} vblock_t;
+
+static int vblock_cmp(const void *a, const void *b)
+{
+    const vblock_t *x = a, *y = b;
+    return x->displ < y->displ ? -1 : x->displ > y->displ;
+}
+
+/*
+ * The blocks of a receive layout (checked by check_vlayout) must not
+ * overlap: an element written twice holds whichever block came last, not
+ * the same on every rank (MPI: no location is written more than once).
+ * One pass while the non-empty blocks come in order of displacement (prefix
+ * sums, the usual layout); else their sorted copy.
+ */
+static mlc_status_t check_disjoint(mlc_coll_t coll, const char *cname, const size_t *counts, const char *dname,
+                                   const size_t *displs, int p)
+{
+    size_t end = 0;
+    int last = -1;
+    bool sorted = true;
+    for (int i = 0; i < p && sorted; i++) {
+        if (!counts[i]) continue;
+        if (last >= 0 && displs[i] < displs[last]) sorted = false;
+        else if (last >= 0 && displs[i] < end) break;
+        else end = displs[i] + counts[i], last = i;
+    }
+    vblock_t *v = NULL;
+    int n = 0, a = last, b = -1;
+    if (sorted) {
+        for (b = last + 1; b < p && !counts[b]; b++) {}
+        if (b >= p) return MLC_SUCCESS; /* the loop ran to the end */
+    } else {
+        if (!(v = malloc(sizeof *v * (size_t)p)))
+            return mlc_error(MLC_ERR_NO_MEMORY, "mlc_%s: out of memory to check %d blocks", coll_names[coll], p);
+        for (int i = 0; i < p; i++)
+            if (counts[i]) v[n++] = (vblock_t){displs[i], counts[i], i};
+        qsort(v, (size_t)n, sizeof *v, vblock_cmp);
+        for (int k = 1; k < n && b < 0; k++)
+            if (v[k].displ < v[k - 1].displ + v[k - 1].count) a = v[k - 1].rank, b = v[k].rank;
+        free(v);
+        if (b < 0) return MLC_SUCCESS;
+    }
+    return mlc_error(MLC_ERR_INVALID_ARG, "mlc_%s: the receive blocks of ranks %d (%s %zu, %s %zu) and %d (%s %zu, %s %zu) "
+                     "overlap: each element may be written once", coll_names[coll], a, dname, displs[a], cname,
+                     counts[a], b, dname, displs[b], cname, counts[b]);
 }
 
 /* Extent in elements of a v-layout: max(displs[i] + counts[i]); 0 when counts is NULL. */
@@ -441,6 +493,7 @@ mlc_status_t mlc_allgatherv(const void *sendbuf, size_t sendcount, void *recvbuf
     size_t es = mlc_dtype_size(dtype), n = 0, ext = 0;
     if ((st = bytes_of(MLC_COLL_ALLGATHERV, sendcount, es, &n)) != MLC_SUCCESS) return st;
     if ((st = check_vlayout(MLC_COLL_ALLGATHERV, "recvcounts", recvcounts, "displs", displs, comm->size, es, &ext)) != MLC_SUCCESS) return st;
+    if ((st = check_disjoint(MLC_COLL_ALLGATHERV, "recvcounts", recvcounts, "displs", displs, comm->size)) != MLC_SUCCESS) return st;
     if (!(recvcounts[comm->rank] == sendcount))
         return mlc_error(MLC_ERR_INVALID_ARG, "mlc_allgatherv: sendcount %zu differs from recvcounts[%d] = %zu", sendcount, comm->rank,
               recvcounts[comm->rank]);
@@ -514,6 +567,7 @@ mlc_status_t mlc_alltoallv(const void *sendbuf, const size_t *sendcounts, const 
     size_t es = mlc_dtype_size(dtype), sext = 0, rext = 0;
     if ((st = check_vlayout(MLC_COLL_ALLTOALLV, "sendcounts", sendcounts, "sdispls", sdispls, comm->size, es, &sext)) != MLC_SUCCESS) return st;
     if ((st = check_vlayout(MLC_COLL_ALLTOALLV, "recvcounts", recvcounts, "rdispls", rdispls, comm->size, es, &rext)) != MLC_SUCCESS) return st;
+    if ((st = check_disjoint(MLC_COLL_ALLTOALLV, "recvcounts", recvcounts, "rdispls", rdispls, comm->size)) != MLC_SUCCESS) return st;
     if ((st = check_buf(MLC_COLL_ALLTOALLV, "sendbuf", sendbuf, sext)) != MLC_SUCCESS) return st;
     if ((st = check_buf(MLC_COLL_ALLTOALLV, "recvbuf", recvbuf, rext)) != MLC_SUCCESS) return st;
     bool inplace;
@@ -564,6 +618,7 @@ mlc_status_t mlc_gatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
     if (am_root) {
         size_t ext = 0;
         if ((st = check_vlayout(MLC_COLL_GATHERV, "recvcounts", recvcounts, "displs", displs, comm->size, es, &ext)) != MLC_SUCCESS) return st;
+        if ((st = check_disjoint(MLC_COLL_GATHERV, "recvcounts", recvcounts, "displs", displs, comm->size)) != MLC_SUCCESS) return st;
         if (!(recvcounts[root] == sendcount))
             return mlc_error(MLC_ERR_INVALID_ARG, "mlc_gatherv: root's sendcount %zu differs from recvcounts[%d] = %zu",
                   sendcount, root, recvcounts[root]);

@@ -261,6 +261,41 @@ static int overlapping(mlc_comm_t *comm, unsigned char *a)
     return 0;
 }
 
+/*
+ * Receive blocks of a v-layout that overlap (allgatherv, gatherv at the
+ * root, alltoallv's receive side): an element written twice would hold
+ * whichever block came last, different on different ranks. Blocks out of
+ * order and zero-count blocks anywhere are fine.
+ */
+static int overlapping_blocks(mlc_comm_t *comm, unsigned char *a, unsigned char *b, const size_t *cnt0)
+{
+    int p = mlc_comm_size(comm), r = mlc_comm_rank(comm), root = 0;
+    mlc_request_t *req;
+    if (p < 2) return 0;
+    size_t *dsp = calloc((size_t)p, sizeof *dsp);
+    CHECK(dsp, "out of memory");
+    for (int q = 0; q < p; q++) dsp[q] = (size_t)(p - 1 - q) * N; /* reversed: fine */
+    dsp[p - 1] = 1; /* the last block now starts inside the one at 0 */
+    BAD(mlc_allgatherv(a, N, b, cnt0, dsp, MLC_INT32, comm, &req));
+    CHECK(strstr(mlc_last_error(), "overlap") != NULL, "the message does not say overlap: %s", mlc_last_error());
+    BAD(mlc_alltoallv(a, cnt0, dsp, b, cnt0, dsp, MLC_INT32, comm, &req)); /* the receive side */
+    if (r == root) BAD(mlc_gatherv(a, N, b, cnt0, dsp, MLC_INT32, root, comm, &req));
+    /* a zero-count block may sit anywhere, and the blocks in any order */
+    size_t *cnt = calloc((size_t)p, sizeof *cnt);
+    CHECK(cnt, "out of memory");
+    for (int q = 0; q < p; q++) cnt[q] = q == 0 ? 0 : N, dsp[q] = q == 0 ? 2 : (size_t)(p - q) * N;
+    int32_t *in = (int32_t *)a, *out = (int32_t *)b;
+    for (int i = 0; i < N; i++) in[i] = r * 10 + i;
+    CHECK_OK(mlc_allgatherv(a, cnt[r], b, cnt, dsp, MLC_INT32, comm, NULL));
+    for (int q = 1; q < p; q++)
+        for (int i = 0; i < N; i++)
+            CHECK(out[dsp[q] + (size_t)i] == q * 10 + i, "allgatherv, reversed blocks: block %d element %d = %d", q, i,
+                  (int)out[dsp[q] + (size_t)i]);
+    free(cnt);
+    free(dsp);
+    return 0;
+}
+
 static int bad_config_requests_ops(mlc_comm_t *comm)
 {
     mlc_comm_t *c = NULL, *cs[2] = {NULL, NULL};
@@ -525,6 +560,7 @@ static int body(mlc_comm_t *comm)
     CHECK_RUN(bad_dtypes_and_ops(comm, a, b));
     CHECK_RUN(bad_roots_peers_tags(comm, a, b, cnt, dsp));
     CHECK_RUN(overlapping(comm, a));
+    CHECK_RUN(overlapping_blocks(comm, a, b, cnt));
     CHECK_RUN(bad_config_requests_ops(comm));
     CHECK(mlc_comm_status(comm) == MLC_SUCCESS, "bad arguments made the communicator fail: %s",
           mlc_status_name(mlc_comm_status(comm)));
