@@ -467,7 +467,10 @@ MLC_API mlc_status_t mlc_comm_status(const mlc_comm_t *comm);
 /**
  * Split as MPI_Comm_split: ranks with the same colour form a new
  * communicator, ordered by key then by parent rank. color == MLC_UNDEFINED
- * gives *out = NULL. Collective over comm.
+ * gives *out = NULL. Collective over comm. Messages name the new
+ * communicator's own ranks; a failure of it (timeout, lost peer, abort,
+ * mismatch) adds which world ranks (of the communicator the splits began
+ * from) they are, the first 16 of them.
  */
 MLC_API mlc_status_t mlc_comm_split(mlc_comm_t *comm, int color, int key, mlc_comm_t **out);
 

@@ -58,7 +58,25 @@ void mlc_comm_release(mlc_comm_t *comm)
     /* Last: a decorator's value may hold the table comm->be points to. */
     for (int k = 0; k < MLC_COMM_KEYS; k++)
         if (comm->layer_values[k] && key_release[k]) key_release[k](comm->layer_values[k]);
+    free(comm->world_ranks);
     free(comm);
+}
+
+/* A split communicator's failure names its own ranks: say which world ranks
+ * they are (up to WORLD_RANKS_NAMED of them). */
+#define WORLD_RANKS_NAMED 16
+static void note_world_ranks(const mlc_comm_t *comm, char *msg, size_t len)
+{
+    if (!comm->world_ranks) return;
+    size_t used = strlen(msg);
+    int k = snprintf(msg + used, len - used, " (ranks of a communicator made by mlc_comm_split; its ranks 0..%d "
+                     "are world ranks ", comm->size - 1);
+    for (int i = 0; i < comm->size && i < WORLD_RANKS_NAMED; i++) {
+        if (k < 0 || (used += (size_t)k) >= len) return;
+        k = snprintf(msg + used, len - used, "%s%d", i ? ", " : "", comm->world_ranks[i]);
+    }
+    if (k < 0 || (used += (size_t)k) >= len) return;
+    snprintf(msg + used, len - used, "%s)", comm->size > WORLD_RANKS_NAMED ? ", ..." : "");
 }
 
 mlc_status_t mlc_comm_fail(mlc_comm_t *comm, mlc_status_t st, const char *fmt, ...)
@@ -68,6 +86,7 @@ mlc_status_t mlc_comm_fail(mlc_comm_t *comm, mlc_status_t st, const char *fmt, .
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    note_world_ranks(comm, msg, sizeof msg);
     /* First failure wins; its message is written before the flag is published. */
     int unclaimed = 0;
     if (atomic_compare_exchange_strong(&comm->fail_claim, &unclaimed, 1)) {
@@ -439,6 +458,14 @@ mlc_status_t mlc_comm_split(mlc_comm_t *comm, int color, int key, mlc_comm_t **o
         }
         child->rank = newrank;
         child->size = n;
+        child->world_ranks = malloc(sizeof *child->world_ranks * (size_t)n);
+        if (!child->world_ranks) {
+            mlc_comm_release(child);
+            st = mlc_error(MLC_ERR_NO_MEMORY, "mlc_comm_split: out of memory");
+            goto out;
+        }
+        for (int i = 0; i < n; i++)
+            child->world_ranks[i] = comm->world_ranks ? comm->world_ranks[members[i]] : members[i];
         child->cfg = comm->cfg;
         child->be = comm->be;
         memcpy(child->algo_forced, comm->algo_forced, sizeof child->algo_forced);

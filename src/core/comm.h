@@ -91,6 +91,7 @@ struct mlc_comm {
     const struct mlc_backend *be;
     void *impl;            /* backend state */
     int rank, size;
+    int *world_ranks;      /* split: each member's rank in the communicator the splits began from; else NULL */
     mlc_cfg_t cfg;
     atomic_int failed;     /* sticky mlc_status_t; 0 while healthy */
     char fail_msg[512];

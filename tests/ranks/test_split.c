@@ -7,6 +7,8 @@
  * threads of every rank.
  */
 #include <pthread.h>
+#include <stdio.h>
+#include <string.h>
 #include "harness.h"
 
 /* Check the new communicator holds `members` (parent ranks, in new-rank
@@ -144,6 +146,29 @@ static int nested(mlc_comm_t *comm, mlc_comm_t *sub)
     return 0;
 }
 
+/* A failure on a split communicator names its ranks, and says which world
+ * ranks (of the communicator the splits began from) they are. */
+static int failure_names_world_ranks(mlc_comm_t *comm)
+{
+    int p = mlc_comm_size(comm), r = mlc_comm_rank(comm);
+    mlc_comm_t *rev = NULL, *half = NULL;
+    CHECK_OK(mlc_comm_split(comm, 0, p - 1 - r, &rev)); /* rank i is world rank p-1-i */
+    int rr = mlc_comm_rank(rev), colour = rr % 2;
+    CHECK_OK(mlc_comm_split(rev, colour, rr, &half)); /* rank i is rev's 2i+colour */
+    char want[256] = "world ranks ";
+    size_t used = strlen(want);
+    for (int i = 0; i < mlc_comm_size(half) && used < sizeof want; i++)
+        used += (size_t)snprintf(want + used, sizeof want - used, "%s%d", i ? ", " : "", p - 1 - (2 * i + colour));
+    if (mlc_comm_rank(half) == 0) CHECK_OK(mlc_comm_abort(half));
+    CHECK_ERR(mlc_barrier(half, NULL), MLC_ERR_ABORTED);
+    CHECK(strstr(mlc_last_error(), want) != NULL, "the message does not say \"%s\": %s", want, mlc_last_error());
+    CHECK_OK(mlc_comm_free(half));
+    CHECK_OK(mlc_barrier(rev, NULL));
+    CHECK(mlc_comm_status(rev) == MLC_SUCCESS, "the parent failed too: %s", mlc_status_name(mlc_comm_status(rev)));
+    CHECK_OK(mlc_comm_free(rev));
+    return 0;
+}
+
 /* Equal keys: order by parent rank. Repeated split + free must not leak. */
 static int ties_and_cycles(mlc_comm_t *comm)
 {
@@ -219,6 +244,7 @@ static int body(mlc_comm_t *comm)
     CHECK_RUN(nested(comm, sub));
     CHECK_OK(mlc_comm_free(sub));
     CHECK_RUN(ties_and_cycles(comm));
+    CHECK_RUN(failure_names_world_ranks(comm));
     CHECK_RUN(two_threads_two_comms(comm));
     CHECK(mlc_comm_free(NULL) == MLC_SUCCESS, "mlc_comm_free(NULL) failed");
     CHECK(!mlc_test_any_failed(comm, 0), "another rank failed");
