@@ -177,6 +177,9 @@ def buf(x, what, writable=False):
             raise invalid("%s: big-endian arrays are not supported" % what)
         return Buf(x, x.ctypes.data, x.size, code, x.dtype.itemsize, name, "numpy")
     if _is_torch(x):
+        if str(x.layout) != "torch.strided":
+            raise invalid("%s: a %s tensor has no one block of memory to move (use .to_dense())"
+                          % (what, str(x.layout).replace("torch.", "")))
         if not x.is_contiguous():
             raise invalid("%s: the tensor is not contiguous (use .contiguous())" % what)
         if lazy_view(x):

@@ -687,6 +687,8 @@ def t_buffer_safety(c):
     want = torch.tensor([1 - 2j, 3 + 1j]) * p
     expect(torch.equal(c.allreduce(z), want), "allreduce of a conjugate view")
     raises(mlcomm.InvalidArgError, lambda: c.allreduce(z, out=z), "conjugate view as output", "conj")
+    # sparse tensors have no one block of memory to move
+    raises(mlcomm.InvalidArgError, lambda: c.allreduce(torch.ones(3).to_sparse()), "sparse tensor", "sparse")
 
 
 def t_torch(c):
