@@ -80,7 +80,8 @@ struct mlc_request {
     X(NONE, "")                                                                                             \
     X(INIT, "the communicator's creation")                                                                  \
     X(SPLIT, "mlc_comm_split")                                                                              \
-    X(SETTINGS, "the settings agreement of a tensor-parallel communicator")
+    X(SETTINGS, "the settings agreement of a tensor-parallel communicator")                                 \
+    X(TENSOR_CHECK, "the argument check of a tensor-layer call")
 #define MLC_COMM_CALL_ENUM(id, name) MLC_COMM_CALL_##id,
 typedef enum mlc_comm_call { MLC_COMM_CALLS(MLC_COMM_CALL_ENUM) MLC_COMM_CALL_COUNT } mlc_comm_call_t;
 #undef MLC_COMM_CALL_ENUM

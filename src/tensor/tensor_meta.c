@@ -92,7 +92,10 @@ mlc_status_t mlc_tmeta_agree(mlc_comm_t *comm, mlc_tmeta_t *mine, mlc_status_t l
     if (local_st != MLC_SUCCESS) snprintf(local_msg, sizeof local_msg, "%s", mlc_last_error());
     mine->status = local_st;
     int p = mlc_comm_size(comm);
+    /* mlcomm's own collective, named so in a mismatch with a user's call */
+    int outer = mlc_comm_own_begin(comm, MLC_COMM_CALL_TENSOR_CHECK);
     mlc_status_t st = mlc_allgather(mine, all, sizeof *mine, MLC_UINT8, comm, NULL);
+    mlc_comm_own_end(comm, outer);
     if (st != MLC_SUCCESS) { /* the user's call first, then the collective's own message */
         char why[384];
         snprintf(why, sizeof why, "%s", mlc_last_error());

@@ -200,12 +200,34 @@ static int peer_missing(mlc_comm_t *comm)
     return still_works(comm);
 }
 
+/* A tensor barrier on one rank meets the argument check of a tensor
+ * allreduce on the others: the mismatch names that check, not a bare
+ * "allgather" the user never called (on a side communicator: it stays
+ * failed). */
+static int barrier_meets_check(mlc_comm_t *comm)
+{
+    if (strcmp(mlc_comm_backend(comm), "mpi") == 0) return 0; /* mpi detects mismatches with MLC_CHECK=1 */
+    mlc_comm_t *side = NULL;
+    CHECK_OK(mlc_comm_split(comm, 0, mlc_comm_rank(comm), &side));
+    float v = 1.0f, sum = 0.0f;
+    mlc_tensor_t in = f32(&v, 0, 0, 0, 0), out = f32(&sum, 0, 0, 0, 0);
+    mlc_status_t st = mlc_comm_rank(comm) == 0 ? mlc_tensor_barrier(side, NULL)
+                                                : mlc_tensor_allreduce(&in, &out, MLC_SUM, side, NULL);
+    CHECK(st == MLC_ERR_MISMATCH, "barrier against allreduce: %s", mlc_status_name(st));
+    CHECK(strstr(mlc_last_error(), "argument check of a tensor-layer call") != NULL,
+          "the mismatch does not name the tensor layer's check: %s", mlc_last_error());
+    CHECK_OK(mlc_comm_free(side));
+    CHECK_OK(mlc_barrier(comm, NULL));
+    return still_works(comm);
+}
+
 static int body(mlc_comm_t *comm)
 {
     int failed = local_errors(comm);
     if (!failed) failed = check_levels(comm);
     if (!failed && mlc_comm_size(comm) >= 2) failed = cross_rank_errors(comm);
     if (!failed && mlc_comm_size(comm) >= 2) failed = peer_missing(comm);
+    if (!failed && mlc_comm_size(comm) >= 2) failed = barrier_meets_check(comm);
     return mlc_test_any_failed(comm, failed);
 }
 
