@@ -169,31 +169,26 @@ static int vblock_cmp(const void *a, const void *b)
 static mlc_status_t check_disjoint(mlc_coll_t coll, const char *cname, const size_t *counts, const char *dname,
                                    const size_t *displs, int p)
 {
-    size_t end = 0;
-    int last = -1;
+    int a = -1, b = -1; /* a and b overlap, a the earlier block */
     bool sorted = true;
-    for (int i = 0; i < p && sorted; i++) {
+    for (int i = 0; i < p && sorted && b < 0; i++) {
         if (!counts[i]) continue;
-        if (last >= 0 && displs[i] < displs[last]) sorted = false;
-        else if (last >= 0 && displs[i] < end) break;
-        else end = displs[i] + counts[i], last = i;
+        if (a >= 0 && displs[i] < displs[a]) sorted = false;
+        else if (a >= 0 && displs[i] < displs[a] + counts[a]) b = i;
+        else a = i;
     }
-    vblock_t *v = NULL;
-    int n = 0, a = last, b = -1;
-    if (sorted) {
-        for (b = last + 1; b < p && !counts[b]; b++) {}
-        if (b >= p) return MLC_SUCCESS; /* the loop ran to the end */
-    } else {
-        if (!(v = malloc(sizeof *v * (size_t)p)))
-            return mlc_error(MLC_ERR_NO_MEMORY, "mlc_%s: out of memory to check %d blocks", coll_names[coll], p);
+    if (!sorted) {
+        vblock_t *v = malloc(sizeof *v * (size_t)p);
+        if (!v) return mlc_error(MLC_ERR_NO_MEMORY, "mlc_%s: out of memory to check %d blocks", coll_names[coll], p);
+        int n = 0;
         for (int i = 0; i < p; i++)
             if (counts[i]) v[n++] = (vblock_t){displs[i], counts[i], i};
         qsort(v, (size_t)n, sizeof *v, vblock_cmp);
         for (int k = 1; k < n && b < 0; k++)
             if (v[k].displ < v[k - 1].displ + v[k - 1].count) a = v[k - 1].rank, b = v[k].rank;
         free(v);
-        if (b < 0) return MLC_SUCCESS;
     }
+    if (b < 0) return MLC_SUCCESS;
     return mlc_error(MLC_ERR_INVALID_ARG, "mlc_%s: the receive blocks of ranks %d (%s %zu, %s %zu) and %d (%s %zu, %s %zu) "
                      "overlap: each element may be written once", coll_names[coll], a, dname, displs[a], cname,
                      counts[a], b, dname, displs[b], cname, counts[b]);
