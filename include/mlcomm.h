@@ -52,7 +52,9 @@
  *    moves between their buffers, and the communicator fails on every rank.
  *    A rank whose part of the call completed before any rank compared (a
  *    gather leaf, a broadcast root, a broadcast reader whose arguments
- *    agree with the root's while a later rank's differ) gets the error from
+ *    agree with the root's while a later rank's differ, an alltoallv rank
+ *    whose blocks all went out and came in before the receiver of a block
+ *    of another size compared it) gets the error from
  *    a later call on
  *    the communicator (the next one, or, when no rank compared, the next
  *    one that reads from its peers). Ranks whose arguments agree may have
@@ -61,10 +63,11 @@
  *    unspecified data (as MPI's). Always on for `threads` and `shm` (the
  *    signature rides in their slots and message headers); on `mpi` and
  *    `nccl` with MLC_CHECK=1, at the cost of one small allgather per call.
- *    On `threads` and `shm` the collectives that creating a communicator and
- *    mlc_comm_split run on it count as steps too, each named by its call: a
- *    rank in mlc_comm_split while another calls a collective fails both
- *    ("allgather(count=2, int32) inside mlc_comm_split vs ...").
+ *    The collectives that mlc_comm_split (and the tensor layer's calls) run
+ *    on a communicator count as steps too, each named by its call: a rank
+ *    in mlc_comm_split while another calls a collective fails both
+ *    ("allgather(count=2, int32) inside mlc_comm_split vs ..."); on
+ *    `threads` and `shm` so do those of creating a communicator.
  */
 #ifndef MLCOMM_H
 #define MLCOMM_H

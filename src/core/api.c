@@ -274,12 +274,22 @@ static void args_copy(mlc_args_t *dst, const mlc_args_t *src)
     MLC_COPY_FIELD(dst, src, msg_status);
 }
 
+/* Whether MLC_CHECK compares this call first: a user's collective, or the
+ * collective a communicator call (split, a tensor layer's) runs itself, which
+ * another rank's user collective must not match either. Not the check's own
+ * (one level deeper), nor creation's: it decides whether MLC_CHECK is on. */
+static bool compared_first(const mlc_comm_t *comm, mlc_coll_t coll)
+{
+    if (!comm->cfg.check || coll >= MLC_COLL_SEND || comm->size < 2 || comm->be->signs_calls) return false;
+    return comm->internal_depth == 0 ||
+           (comm->internal_depth == 1 && comm->comm_call != MLC_COMM_CALL_NONE && comm->comm_call != MLC_COMM_CALL_INIT);
+}
+
 /* Start the request; block on it when the caller passed no request pointer. */
 mlc_status_t mlc_submit_plain(mlc_comm_t *comm, mlc_coll_t coll, const mlc_args_t *args, size_t bytes,
                               mlc_request_t **out)
 {
-    if (comm->cfg.check && coll < MLC_COLL_SEND && comm->size > 1 && comm->internal_depth == 0 &&
-        !comm->be->signs_calls) {
+    if (compared_first(comm, coll)) {
         mlc_status_t st = mlc_check_call(comm, coll, args);
         if (st != MLC_SUCCESS) return st;
     }
