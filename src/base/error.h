@@ -2,6 +2,7 @@
 /* Thread-local last-error message and the helper that sets it. */
 #ifndef MLC_BASE_ERROR_H
 #define MLC_BASE_ERROR_H
+#include <stdio.h>
 #include "mlcomm.h"
 
 #if defined(__GNUC__)
@@ -24,5 +25,18 @@ void mlc_error_set_text(const char *text);
 mlc_status_t mlc_error_in(const char *fn, mlc_status_t st);
 /* Clear the thread's message (called at the start of every public call that can fail). */
 void mlc_error_clear(void);
+
+/* A message's source or tag as messages print it: the number, or "any" for
+ * MLC_ANY_SOURCE / MLC_ANY_TAG (both -1): printf("%s", mlc_any_or(src).s). */
+typedef struct mlc_any_or {
+    char s[12];
+} mlc_any_or_t;
+static inline mlc_any_or_t mlc_any_or(int value)
+{
+    mlc_any_or_t v;
+    if (value == MLC_ANY_SOURCE) snprintf(v.s, sizeof v.s, "any");
+    else snprintf(v.s, sizeof v.s, "%d", value);
+    return v;
+}
 
 #endif

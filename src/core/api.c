@@ -875,12 +875,12 @@ mlc_status_t mlc_probe(int source, int tag, mlc_comm_t *comm, mlc_msg_status_t *
     double timeout = comm->cfg.timeout_s;
     char peers[160] = "", note[300];
     if (comm->be->silent_peers) comm->be->silent_peers(comm, source, peers, sizeof peers);
-    snprintf(note, sizeof note, "a probe (source %d, tag %d) on rank %d saw no message for %.0f s "
-             "(MLC_TIMEOUT); ranks not heard from: %s", source, tag, comm->rank, timeout,
-             peers[0] ? peers : "unknown");
-    mlc_comm_fail(comm, MLC_ERR_TIMEOUT, "rank %d: probe (source %d, tag %d) saw no message for %.0f s "
-                  "(MLC_TIMEOUT); ranks not heard from: %s", comm->rank, source, tag, timeout,
-                  peers[0] ? peers : "unknown");
+    snprintf(note, sizeof note, "a probe (source %s, tag %s) on rank %d saw no message for %g s "
+             "(MLC_TIMEOUT); ranks not heard from: %s", mlc_any_or(source).s, mlc_any_or(tag).s, comm->rank,
+             timeout, peers[0] ? peers : "unknown");
+    mlc_comm_fail(comm, MLC_ERR_TIMEOUT, "rank %d: probe (source %s, tag %s) saw no message for %g s "
+                  "(MLC_TIMEOUT); ranks not heard from: %s", comm->rank, mlc_any_or(source).s, mlc_any_or(tag).s,
+                  timeout, peers[0] ? peers : "unknown");
     if (comm->be->post_failure) comm->be->post_failure(comm, MLC_ERR_TIMEOUT, note);
     return mlc_comm_check(comm);
 }

@@ -83,6 +83,17 @@ static int own_timeout(mlc_comm_t *ctl)
     }
     CHECK_OK(mlc_barrier(ctl, NULL)); /* ctl is unharmed and kept its own timeout */
     mlc_comm_free(quick);
+    /* A probe of any source and tag that nothing answers names its wildcards as such. */
+    mlc_comm_t *lone = NULL;
+    CHECK_OK(mlc_comm_split(ctl, 0, 0, &lone));
+    CHECK_OK(mlc_comm_set_timeout(lone, 0.5));
+    if (mlc_comm_rank(ctl) == 0) {
+        CHECK_ERR(mlc_probe(MLC_ANY_SOURCE, MLC_ANY_TAG, lone, NULL), MLC_ERR_TIMEOUT);
+        CHECK(strstr(mlc_last_error(), "probe (source any, tag any) saw no message for 0.5 s") != NULL,
+              "the probe's timeout: %s", mlc_last_error());
+    }
+    CHECK_OK(mlc_barrier(ctl, NULL));
+    mlc_comm_free(lone);
     /* A split that rank 1 never joins: its own collective's timeout names the split. */
     mlc_comm_t *slow = NULL, *never = NULL;
     CHECK_OK(mlc_comm_split(ctl, 0, 0, &slow));

@@ -608,14 +608,13 @@ mlc_status_t eng_be_iprobe(mlc_comm_t *comm, int source, int tag, int *flag, mlc
     *flag = eng_probe(ec, source, tag, st);
     pthread_mutex_unlock(&ep->lock);
     if (*flag || gone < 0) return MLC_SUCCESS;
-    char src[16];
-    snprintf(src, sizeof src, source == MLC_ANY_SOURCE ? "any" : "%d", source);
     char msg[320], note[224];
     snprintf(note, sizeof note, "peer rank %d %s", gone, why);
     if (source == gone || source == MLC_ANY_SOURCE)
-        snprintf(msg, sizeof msg, "rank %d: probe (source %s, tag %d): %s", comm->rank, src, tag, note);
+        snprintf(msg, sizeof msg, "rank %d: probe (source %s, tag %s): %s", comm->rank, mlc_any_or(source).s,
+                 mlc_any_or(tag).s, note);
     else /* another member died: the probed one is not at fault */
-        snprintf(msg, sizeof msg, "rank %d: probe (tag %d): %s", comm->rank, tag, note);
+        snprintf(msg, sizeof msg, "rank %d: probe (tag %s): %s", comm->rank, mlc_any_or(tag).s, note);
     mlc_status_t fst = eng_fail_comm_note(ec, MLC_ERR_PEER_LOST, msg, note);
     return mlc_error(fst, "%s", comm->fail_msg);
 }

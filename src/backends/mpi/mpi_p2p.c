@@ -204,7 +204,8 @@ mlc_status_t mlc_mpi_iprobe(mlc_comm_t *comm, int source, int tag, int *flag, ml
     int f = 0;
     int rc = MPI_Iprobe(src_of(source), tag_of(tag), c->comm, &f, &st);
     if (rc != MPI_SUCCESS)
-        return mlc_mpi_error(rc, "rank %d: iprobe (source %d, tag %d)", comm->rank, source, tag);
+        return mlc_mpi_error(rc, "rank %d: iprobe (source %s, tag %s)", comm->rank, mlc_any_or(source).s,
+                            mlc_any_or(tag).s);
     *flag = f;
     if (f) *out = (mlc_msg_status_t){st.MPI_SOURCE, st.MPI_TAG, mlc_mpi_received_bytes(&st, MPI_BYTE)};
     return MLC_SUCCESS;
