@@ -10,8 +10,12 @@ build=$1 python=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cmake --install "$build" --prefix "$tmp/prefix" >/dev/null
-pkg="$tmp/prefix/lib/python3/dist-packages"
-[ -f "$pkg/mlcomm/__init__.py" ] || { echo "the package is not installed to lib/python3/dist-packages" >&2; exit 1; }
+dir=$(sed -n 's/^MLC_PYTHON_INSTALL_DIR:[A-Z]*=//p' "$build/CMakeCache.txt")
+pkg="$tmp/prefix/$dir"
+[ -f "$pkg/mlcomm/__init__.py" ] || { echo "the package is not installed to $dir" >&2; exit 1; }
+# Installed with the default prefix, the interpreter finds it with no PYTHONPATH.
+"$python" -c "import site, sys; sys.exit('/usr/local/$dir' not in site.getsitepackages())" ||
+    { echo "/usr/local/$dir is not on $python's path: $("$python" -c 'import site; print(site.getsitepackages())')" >&2; exit 1; }
 cat >"$tmp/prog.py" <<'PY'
 import numpy as np, mlcomm, mlcomm._lib as L
 with mlcomm.init() as c:
