@@ -273,6 +273,8 @@ class ProcessGroupMlcomm(dist.ProcessGroup):
             self.comm = _core.init(backend, store=prefixed, rank=rank, size=size,
                                    timeout=secs if secs and secs > 0 else None)
         except Error as e:
+            if backend is not None and e.name == "MLC_ERR_INVALID_ARG" and "backend" in e.message:
+                raise RuntimeError("mlcomm: MLCOMM_TORCH_BACKEND=%s: %s" % (backend, e)) from None
             raise _runtime(e) from None
 
     @property

@@ -580,7 +580,7 @@ static mlc_status_t mlc_resolve_backend(const mlc_config_t *cfg, mlc_cfg_t *r)
     if (i < 0) {
         if (from_caller)
             return mlc_error(MLC_ERR_INVALID_ARG,
-                             "cfg->backend '%s' is not one of: " MLC_BACKEND_NAMES_TEXT, v);
+                             "backend '%s' is not one of: " MLC_BACKEND_NAMES_TEXT, v);
         return mlc_error(MLC_ERR_CONFIG, "MLC_BACKEND='%s' is not one of: " MLC_BACKEND_NAMES_TEXT,
                          v);
     }

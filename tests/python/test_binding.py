@@ -344,6 +344,9 @@ def t_errors(c):
            "scatter x dtype", "int32")
     solo.free()
     raises(mlcomm.InvalidArgError, lambda: mlcomm.as_dtype("float128"), "unknown dtype name")
+    # the message names what the caller set, not the C struct's field
+    raises(mlcomm.InvalidArgError, lambda: mlcomm.init(backend="shmm"), "unknown backend",
+           ": backend 'shmm' is not one of")
     raises(mlcomm.InvalidArgError, lambda: mlcomm.as_dtype(np.int16), "a numpy dtype mlcomm lacks", "record(2)")
     # mismatched counts across ranks fail every rank with both sides named
     if p >= 2:

@@ -362,7 +362,7 @@ static void test_caller_struct(void)
     RESOLVE_FAILS(&cfg, MLC_ERR_INVALID_ARG, "0..1000000000");
     cfg = (mlc_config_t)MLC_CONFIG_INIT;
     cfg.backend = "gloo";
-    RESOLVE_FAILS(&cfg, MLC_ERR_INVALID_ARG, "cfg->backend 'gloo'");
+    RESOLVE_FAILS(&cfg, MLC_ERR_INVALID_ARG, "backend 'gloo' is not one of");
     RESOLVE_FAILS(&cfg, MLC_ERR_INVALID_ARG, "threads");
     CHECK_ERR_MSG(mlc_config_resolve(NULL, NULL), MLC_ERR_INVALID_ARG, "NULL");
 }
