@@ -569,8 +569,10 @@ static int start_ranks(launcher_t *L)
             fprintf(stderr, PROG ": cannot start rank %d: fork failed: %s\n", r, strerror(errno));
             code = EXIT_LAUNCHER;
         } else {
-            fprintf(stderr, PROG ": cannot start rank %d: %s: %s\n", r, L->argv[0],
-                    strerror(exec_errno));
+            /* As execvp: a name without '/' is looked up on PATH only. */
+            bool here = exec_errno == ENOENT && !strchr(L->argv[0], '/') && access(L->argv[0], X_OK) == 0;
+            fprintf(stderr, PROG ": cannot start rank %d: %s: %s%s%s\n", r, L->argv[0], strerror(exec_errno),
+                    here ? " on PATH; for the one in this folder, say ./" : "", here ? L->argv[0] : "");
             code = exec_errno == ENOENT ? 127 : 126;
         }
         signal_ranks(L, SIGKILL, STOP_START_FAILED);

@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "tool_version.h"
 
@@ -346,6 +347,20 @@ int main(int argc, char **argv)
         fprintf(stderr, PROG ": -p '%s': the pattern needs %%r (the rank)\n", pattern);
         return 2;
     }
+    /* Every named file must open before anything is written: a failed
+     * merge writes no document. */
+    for (int i = first_input; have_files && i < argc; i++) {
+        FILE *probe = fopen(argv[i], "rb");
+        if (!probe) {
+            fprintf(stderr, PROG ": cannot open '%s': %s\n", argv[i], strerror(errno));
+            return 1;
+        }
+        fclose(probe);
+    }
+    if (pattern && access(path, R_OK) != 0) { /* path: rank 0's file */
+        fprintf(stderr, PROG ": -p %s: no file for rank 0 ('%s')\n", pattern, path);
+        return 1;
+    }
     merge_t m = {stdout, 0};
     if (out_path && !(m.out = fopen(out_path, "w"))) {
         fprintf(stderr, PROG ": cannot create '%s': %s\n", out_path, strerror(errno));
@@ -357,13 +372,7 @@ int main(int argc, char **argv)
         for (int r = 0; r < MAX_PATTERN_RANKS && rc == 0; r++) {
             expand(pattern, r, path, sizeof path);
             FILE *probe = fopen(path, "rb");
-            if (!probe) {
-                if (r == 0) {
-                    fprintf(stderr, PROG ": -p %s: no file for rank 0 ('%s')\n", pattern, path);
-                    rc = -1;
-                }
-                break;
-            }
+            if (!probe) break; /* the ranks end at the first missing file (rank 0's is there) */
             fclose(probe);
             rc = merge_file(&m, path);
             files++;
@@ -377,7 +386,10 @@ int main(int argc, char **argv)
         fprintf(stderr, PROG ": writing %s failed: %s\n", out_path ? out_path : "stdout", strerror(errno));
         rc = -1;
     }
-    if (out_path) fclose(m.out);
+    if (out_path) {
+        fclose(m.out);
+        if (rc != 0) remove(out_path); /* no half-merged file left behind */
+    }
     if (rc == 0) fprintf(stderr, PROG ": %d files, %zu events\n", files, m.events);
     return rc == 0 ? 0 : 1;
 }

@@ -41,9 +41,9 @@ def _load():
             return ctypes.CDLL(path), path
         except OSError as e:
             errors.append("%s: %s" % (path, e))
-    raise ImportError(
-        "mlcomm: cannot load libmlcomm (set MLCOMM_LIBRARY to its path, or build it in build/): "
-        + "; ".join(errors))
+    hint = ("MLCOMM_LIBRARY names it" if os.environ.get("MLCOMM_LIBRARY")
+            else "set MLCOMM_LIBRARY to its path, or build it in build/")
+    raise ImportError("mlcomm: cannot load libmlcomm (%s): %s" % (hint, "; ".join(errors)))
 
 
 lib, path = _load()

@@ -83,6 +83,15 @@ elseif(SCENARIO STREQUAL "bad_input")
   run_fails("mlcomm-trace on a non-array" ${MERGE} -o ${WORK}/out.json ${WORK}/notrace.json)
   run_fails("mlcomm-trace -p without a rank 0 file" ${MERGE} -o ${WORK}/out.json -p ${WORK}/none.%r.json)
   run_fails("mlcomm-trace -p without %r" ${MERGE} -o ${WORK}/out.json -p ${WORK}/garbled.json)
+  # A failed merge leaves no document: no -o file, nothing on stdout.
+  if(EXISTS ${WORK}/out.json)
+    message(FATAL_ERROR "a failed merge left ${WORK}/out.json behind")
+  endif()
+  execute_process(COMMAND ${MERGE} ${WORK}/notrace.json ${WORK}/missing.json
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(rc EQUAL 0 OR NOT out STREQUAL "")
+    message(FATAL_ERROR "mlcomm-trace with a missing file: exit ${rc}, stdout '${out}' (want a failure and no output)")
+  endif()
   file(WRITE ${WORK}/invalid.json "{\"traceEvents\":[{\"ph\":\"X\",}]}")
   run_fails("trace_check on invalid JSON" ${CHECK} ${WORK}/invalid.json 2)
   # Valid JSON, valid events, but rank 1 is missing.

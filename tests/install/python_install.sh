@@ -27,3 +27,9 @@ out=$(env -u MLCOMM_LIBRARY PYTHONPATH="$pkg" "$tmp/prefix/bin/mlcomm-run" --tag
 echo "$out"
 [ "$(echo "$out" | grep -c "loaded $tmp/prefix/lib/libmlcomm.so.0 sum 3")" = 2 ] ||
     { echo "the installed package did not load the installed library on both ranks" >&2; exit 1; }
+# A wrong MLCOMM_LIBRARY is named as the cause (not answered with "set it").
+err=$(MLCOMM_LIBRARY=/nonexistent/libmlcomm.so PYTHONPATH="$pkg" "$python" -c "import mlcomm" 2>&1 || true)
+case "$err" in
+*"MLCOMM_LIBRARY names it"*"/nonexistent/libmlcomm.so: no such file"*) ;;
+*) echo "a wrong MLCOMM_LIBRARY: $err" >&2; exit 1 ;;
+esac

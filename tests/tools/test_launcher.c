@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -313,6 +314,22 @@ static void scenario_exec_fail(void)
           r.err);
     run(&r, NULL, "-n", "2", "/dev/null", NULL);
     CHECK_EXIT_CODE(&r, 126);
+    /* A program in the current folder named without ./ is looked up on PATH
+     * (as execvp does): the message says how to name the one here. */
+    char here[64];
+    snprintf(here, sizeof here, "mlc-here-%d", (int)getpid());
+    FILE *f = fopen(here, "w");
+    CHECK(f != NULL, "cannot create %s: %s", here, strerror(errno));
+    if (!f) return;
+    fputs("#!/bin/sh\nexit 0\n", f);
+    fclose(f);
+    chmod(here, 0755);
+    run(&r, NULL, "-n", "1", here, NULL);
+    unlink(here);
+    CHECK_EXIT_CODE(&r, 127);
+    char hint[128];
+    snprintf(hint, sizeof hint, "for the one in this folder, say ./%s", here);
+    CHECK(has(&r, hint), "stderr:\n%s", r.err);
 }
 
 static void scenario_usage(void)
