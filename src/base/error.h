@@ -28,6 +28,7 @@ void mlc_error_clear(void);
 
 /* A message's source or tag as messages print it: the number, or "any" for
  * MLC_ANY_SOURCE / MLC_ANY_TAG (both -1): printf("%s", mlc_any_or(src).s). */
+_Static_assert(MLC_ANY_SOURCE == MLC_ANY_TAG, "one wildcard value for sources and tags");
 typedef struct mlc_any_or {
     char s[12];
 } mlc_any_or_t;

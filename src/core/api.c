@@ -281,8 +281,9 @@ static void args_copy(mlc_args_t *dst, const mlc_args_t *src)
 static bool compared_first(const mlc_comm_t *comm, mlc_coll_t coll)
 {
     if (!comm->cfg.check || coll >= MLC_COLL_SEND || comm->size < 2 || comm->be->signs_calls) return false;
-    return comm->internal_depth == 0 ||
-           (comm->internal_depth == 1 && comm->comm_call != MLC_COMM_CALL_NONE && comm->comm_call != MLC_COMM_CALL_INIT);
+    if (comm->internal_depth == 0) return true;
+    return comm->internal_depth == 1 && comm->comm_call != MLC_COMM_CALL_NONE &&
+           comm->comm_call != MLC_COMM_CALL_INIT;
 }
 
 /* Start the request; block on it when the caller passed no request pointer. */
