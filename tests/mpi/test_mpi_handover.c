@@ -125,10 +125,25 @@ int main(int argc, char **argv)
     CHECK(mlc_barrier(comm, NULL) == MLC_SUCCESS, "barrier");
     mlc_comm_free(comm);
     MPI_Comm_free(&mine);
+    /* A communicator the program forgets to free before MPI_Finalize: its
+     * calls afterwards fail with an error saying so, never call MPI. */
+    mlc_comm_t *forgotten = NULL;
+    CHECK(mlc_comm_from_mpi(MPI_COMM_WORLD, NULL, &forgotten) == MLC_SUCCESS, "a third handover");
 
     int any = 0;
     MPI_Allreduce(&failures, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     MPI_Finalize();
+    if (forgotten) {
+        int32_t x = 1, n = 0;
+        mlc_request_t *req = NULL;
+        CHECK(mlc_allreduce(&x, &n, 1, MLC_INT32, MLC_SUM, forgotten, NULL) == MLC_ERR_UNAVAILABLE &&
+                  strstr(mlc_last_error(), "MPI_Finalize was called") != NULL,
+              "an allreduce after MPI_Finalize");
+        CHECK(mlc_recv(&n, 1, MLC_INT32, 0, 3, forgotten, NULL, &req) == MLC_ERR_UNAVAILABLE && req == NULL,
+              "a receive after MPI_Finalize");
+        CHECK(mlc_barrier(forgotten, NULL) == MLC_ERR_UNAVAILABLE, "a barrier after MPI_Finalize");
+        CHECK(mlc_comm_free(forgotten) == MLC_SUCCESS, "free after MPI_Finalize");
+    }
     mlc_comm_t *late = NULL;
     CHECK(mlc_comm_from_mpi(MPI_COMM_WORLD, NULL, &late) == MLC_ERR_INVALID_ARG && late == NULL &&
               strstr(mlc_last_error(), "already finalized") != NULL,

@@ -139,6 +139,7 @@ mlc_status_t mlc_mpi_comm_create(mlc_comm_t *comm, MPI_Comm base, bool adopt)
         return mlc_core->error(MLC_ERR_NO_MEMORY, "backend 'mpi': out of memory for a communicator");
     }
     c->magic = MLC_MPI_COMM_MAGIC;
+    c->owner = comm;
     c->comm = c->hidden = MPI_COMM_NULL;
     c->ctrl = MPI_REQUEST_NULL;
     atomic_flag_clear(&c->busy);

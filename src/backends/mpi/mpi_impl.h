@@ -110,6 +110,7 @@ typedef struct mlc_mpi_op mlc_mpi_op_t;
 
 typedef struct mlc_mpi_comm {
     uint32_t magic;
+    mlc_comm_t *owner;       /* the communicator this is the state of (failed when MPI_Finalize starts) */
     MPI_Comm comm;           /* user point-to-point and native collectives */
     MPI_Comm hidden;         /* algorithm steps, large v pieces, control messages */
     int tag_ub;              /* MPI_TAG_UB of both */
@@ -178,6 +179,9 @@ void mlc_mpi_unlock(mlc_mpi_comm_t *c);
 /* A communicator joins the list once created, leaves it before it is freed. */
 void mlc_mpi_progress_join(mlc_mpi_comm_t *c);
 void mlc_mpi_progress_leave(mlc_mpi_comm_t *c);
+/* MPI_Finalize has started: fail every communicator still alive, so that
+ * their calls return an error instead of calling MPI after it. */
+void mlc_mpi_progress_fail_all(void);
 /* Poll the algorithm steps of every other communicator that is not busy. */
 void mlc_mpi_progress_others(const mlc_mpi_comm_t *self, int *moved);
 /* Advance c's algorithm operations once (c held by the caller). */

@@ -52,6 +52,17 @@ void mlc_mpi_progress_leave(mlc_mpi_comm_t *c)
     pthread_mutex_unlock(&list_lock);
 }
 
+void mlc_mpi_progress_fail_all(void)
+{
+    pthread_mutex_lock(&list_lock);
+    for (mlc_mpi_comm_t *c = list_head; c; c = c->list_next)
+        mlc_core->comm_fail(c->owner, MLC_ERR_UNAVAILABLE,
+                            "rank %d: MPI_Finalize was called while this communicator was alive: MPI cannot be "
+                            "used any more (free communicators before MPI_Finalize, mlcomm_mpi.h)",
+                            c->owner->rank);
+    pthread_mutex_unlock(&list_lock);
+}
+
 void mlc_mpi_progress_others(const mlc_mpi_comm_t *self, int *moved)
 {
     /* Only when some other communicator has algorithm steps to poll. */
