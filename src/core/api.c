@@ -876,14 +876,15 @@ mlc_status_t mlc_probe(int source, int tag, mlc_comm_t *comm, mlc_msg_status_t *
     double timeout = comm->cfg.timeout_s;
     char peers[160] = "", note[300];
     if (comm->be->silent_peers) comm->be->silent_peers(comm, source, peers, sizeof peers);
-    snprintf(note, sizeof note, "a probe (source %s, tag %s) on rank %d saw no message for %g s "
-             "(MLC_TIMEOUT); ranks not heard from: %s", mlc_any_or(source).s, mlc_any_or(tag).s, comm->rank,
-             timeout, peers[0] ? peers : "unknown");
-    mlc_comm_fail(comm, MLC_ERR_TIMEOUT, "rank %d: probe (source %s, tag %s) saw no message for %g s "
-                  "(MLC_TIMEOUT); ranks not heard from: %s", comm->rank, mlc_any_or(source).s, mlc_any_or(tag).s,
-                  timeout, peers[0] ? peers : "unknown");
+    char heard[180] = ""; /* a backend that cannot tell names nobody */
+    if (peers[0]) snprintf(heard, sizeof heard, "; ranks not heard from: %s", peers);
+    snprintf(note, sizeof note, "a probe (source %s, tag %s) on rank %d saw no message for %g s (MLC_TIMEOUT)%s",
+             mlc_any_or(source).s, mlc_any_or(tag).s, comm->rank, timeout, heard);
+    mlc_status_t fst = mlc_comm_fail(comm, MLC_ERR_TIMEOUT, "rank %d: probe (source %s, tag %s) saw no message "
+                                     "for %g s (MLC_TIMEOUT)%s", comm->rank, mlc_any_or(source).s,
+                                     mlc_any_or(tag).s, timeout, heard);
     if (comm->be->post_failure) comm->be->post_failure(comm, MLC_ERR_TIMEOUT, note);
-    return mlc_comm_check(comm);
+    return mlc_error(fst, "%s", comm->fail_msg); /* this call's own failure, not an earlier one's */
 }
 
 mlc_status_t mlc_comm_get_algo(mlc_comm_t *comm, mlc_coll_t coll, size_t bytes, const char **name)

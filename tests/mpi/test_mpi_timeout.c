@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * MLC_TIMEOUT on mpi (the test sets 2 s): a receive nobody answers returns
+ * MLC_TIMEOUT on mpi (the test sets 2 s): a receive nobody answers (a sendrecv's) returns
  * MLC_ERR_TIMEOUT naming the peer, the communicator stays failed, and the
  * other ranks are told: their communicator fails with MLC_ERR_TIMEOUT
  * naming rank 0, without a wait of their own timing out (else a late
@@ -22,10 +22,12 @@ static int body(mlc_comm_t *comm)
     cfg.timeout_s = 0;
     mlc_comm_t *side = NULL;
     CHECK_OK(mlc_comm_init(&cfg, &side));
-    int32_t x[4] = {0}, y = 0;
+    int32_t x[4] = {0}, y = 0, one_out = 1;
     if (r == 0) {
-        CHECK_ERR(mlc_recv(x, 4, MLC_INT32, 1, 5, comm, NULL, NULL), MLC_ERR_TIMEOUT);
-        CHECK(strstr(mlc_last_error(), "recv") != NULL, "timeout message: %s", mlc_last_error());
+        /* a sendrecv with rank 1 both ways: its small send goes out, its receive waits */
+        CHECK_ERR(mlc_sendrecv(&one_out, 1, 1, 5, x, 4, 1, 5, MLC_INT32, comm, NULL, NULL), MLC_ERR_TIMEOUT);
+        CHECK(strstr(mlc_last_error(), "sendrecv") != NULL && strstr(mlc_last_error(), "1, 1") == NULL,
+              "timeout message (names the peer once): %s", mlc_last_error());
         CHECK(mlc_comm_status(comm) == MLC_ERR_TIMEOUT, "status %d", mlc_comm_status(comm));
         CHECK_ERR(mlc_allreduce(x, &y, 1, MLC_INT32, MLC_SUM, comm, NULL), MLC_ERR_TIMEOUT);
         /* an asynchronous one on the failed communicator fails at once as well */

@@ -489,6 +489,7 @@ void mlc_mpi_pending_peers(const mlc_request_t *req, char *buf, size_t len)
         else snprintf(buf, len, "%d", a->root);
     } else if (req->coll == MLC_COLL_SENDRECV) {
         if (a->peer2 == MLC_ANY_SOURCE) snprintf(buf, len, "%d, any (MLC_ANY_SOURCE)", a->root);
+        else if (a->peer2 == a->root) snprintf(buf, len, "%d", a->root);
         else snprintf(buf, len, "%d, %d", a->root, a->peer2);
     } else {
         mlc_mpi_query_peers(req, buf, len);
