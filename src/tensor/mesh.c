@@ -117,7 +117,9 @@ static mlc_status_t mesh_agree(mlc_comm_t *world, mesh_record_t *mine, mlc_statu
     int p = mlc_comm_size(world);
     mesh_record_t *all = calloc((size_t)p, sizeof *all);
     if (!all) return mlc_error(MLC_ERR_NO_MEMORY, "%s: no memory for %d records", fn, p);
+    int outer = mlc_comm_own_begin(world, MLC_COMM_CALL_MESH_CREATE); /* named in a mismatch or timeout */
     mlc_status_t st = mlc_allgather(mine, all, sizeof *mine, MLC_UINT8, world, NULL);
+    mlc_comm_own_end(world, outer);
     if (st == MLC_SUCCESS && local != MLC_SUCCESS) st = mlc_error(local, "%s", local_msg);
     for (int r = 0; st == MLC_SUCCESS && r < p; r++) {
         if (all[r].status != MLC_SUCCESS)

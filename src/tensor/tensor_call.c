@@ -130,7 +130,9 @@ MLC_API mlc_status_t mlc_tensor_set_checks(mlc_comm_t *comm, mlc_tensor_checks_t
     int32_t *all = malloc((size_t)p * sizeof *all);
     if (!all) return mlc_error(MLC_ERR_NO_MEMORY, "%s: no memory for %d levels", fn, p);
     /* every rank must switch together, or their calls would not match */
+    int outer = mlc_comm_own_begin(comm, MLC_COMM_CALL_TENSOR_SET_CHECKS); /* named in a mismatch or timeout */
     st = mlc_allgather(&mine, all, 1, MLC_INT32, comm, NULL);
+    mlc_comm_own_end(comm, outer);
     if (st == MLC_SUCCESS && !valid)
         st = mlc_error(MLC_ERR_INVALID_ARG, "%s: level %d is not one of 0 (full), 1 (local)", fn,
                        (int)level);

@@ -206,7 +206,9 @@ static int peer_missing(mlc_comm_t *comm)
  * failed). */
 static int barrier_meets_check(mlc_comm_t *comm)
 {
-    if (strcmp(mlc_comm_backend(comm), "mpi") == 0) return 0; /* mpi detects mismatches with MLC_CHECK=1 */
+    /* mpi detects mismatches with MLC_CHECK=1 only */
+    const char *check = getenv("MLC_CHECK");
+    if (strcmp(mlc_comm_backend(comm), "mpi") == 0 && !(check && strcmp(check, "1") == 0)) return 0;
     mlc_comm_t *side = NULL;
     CHECK_OK(mlc_comm_split(comm, 0, mlc_comm_rank(comm), &side));
     float v = 1.0f, sum = 0.0f;
@@ -218,6 +220,21 @@ static int barrier_meets_check(mlc_comm_t *comm)
           "the mismatch does not name the tensor layer's check: %s", mlc_last_error());
     CHECK_OK(mlc_comm_free(side));
     CHECK_OK(mlc_barrier(comm, NULL));
+    /* The tensor layer's other collectives are named by their calls too. */
+    const char *calls[] = {"mlc_mesh_create", "mlc_tensor_set_checks"};
+    for (int k = 0; k < 2; k++) {
+        CHECK_OK(mlc_comm_split(comm, 0, mlc_comm_rank(comm), &side));
+        int dims[1] = {mlc_comm_size(comm)};
+        mlc_mesh_t *mesh = NULL;
+        if (mlc_comm_rank(comm) != 0) st = mlc_barrier(side, NULL);
+        else if (k == 0) st = mlc_mesh_create(side, dims, 1, NULL, &mesh);
+        else st = mlc_tensor_set_checks(side, MLC_TENSOR_CHECKS_FULL);
+        CHECK(st == MLC_ERR_MISMATCH && strstr(mlc_last_error(), calls[k]) != NULL,
+              "%s against a barrier: %s: %s", calls[k], mlc_status_name(st), mlc_last_error());
+        CHECK(mesh == NULL, "a failed mlc_mesh_create handed out a mesh");
+        CHECK_OK(mlc_comm_free(side));
+        CHECK_OK(mlc_barrier(comm, NULL));
+    }
     return still_works(comm);
 }
 
