@@ -38,7 +38,8 @@
  *    ranks.
  *  - allreduce and allgather give bitwise-identical results on every rank.
  *  - A communicator is used by one thread at a time (as NCCL); different
- *    communicators may be used from different threads at once;
+ *    communicators may be used from different threads at once (on `mpi`
+ *    below MPI_THREAD_MULTIPLE, mlcomm serializes its MPI calls: docs/MPI.md);
  *    mlc_comm_abort() may be called from any thread.
  *  - Errors are sticky: after MLC_ERR_TIMEOUT, MLC_ERR_PEER_LOST,
  *    MLC_ERR_ABORTED or MLC_ERR_MISMATCH the communicator is failed and every
@@ -174,7 +175,8 @@ MLC_API mlc_status_t mlc_dtype_from_name(const char *name, mlc_dtype_t *dtype);
 /* Reduction operations                                                     */
 /* ------------------------------------------------------------------------ */
 /*
- * avg: sum / p. For integer types the division truncates toward zero.
+ * avg: sum / p. For integer types the sum wraps as sum does (int8: avg of
+ * 100 and 100 is -28) and the division truncates toward zero.
  * fp16 / bf16: each pairwise operation is computed in fp32, rounded once.
  * max / min on floating types are fmax / fmin: a NaN loses to a number, so
  * the result is NaN only where every rank's element is NaN; max(-0, +0) is
@@ -353,7 +355,8 @@ typedef struct mlc_unique_id {
  * cfg may be NULL (all unset). Errors: CONFIG (malformed environment, partial
  * rank set; the message names the variable), UNAVAILABLE (backend missing),
  * MISMATCH (ranks disagree on collective-relevant config: MLC_BACKEND,
- * MLC_WORLD_SIZE, MLC_MEMORY, MLC_STAGE_CHUNK or any MLC_ALGO_<COLL>; every
+ * MLC_WORLD_SIZE, MLC_MEMORY, MLC_STAGE_CHUNK, MLC_CHECK, MLC_STAGES or any
+ * MLC_ALGO_<COLL>, those mlcomm-info marks "same on every rank"; every
  * rank fails, and the message names the variable, both values and the ranks,
  * e.g. "MLC_ALGO_ALLREDUCE differs: rank 0 unset (auto), rank 1 'ring'"),
  * TIMEOUT, SYSTEM (shared memory could not be created), PEER_LOST, ABORTED

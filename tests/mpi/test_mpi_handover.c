@@ -38,6 +38,10 @@ int main(int argc, char **argv)
     mlc_comm_t *bad = NULL;
     CHECK(mlc_comm_from_mpi(MPI_COMM_NULL, NULL, &bad) == MLC_ERR_INVALID_ARG && bad == NULL, "MPI_COMM_NULL");
     CHECK(mlc_comm_from_mpi(MPI_COMM_WORLD, NULL, NULL) == MLC_ERR_INVALID_ARG, "out NULL");
+    /* A Fortran handle that names no communicator, with MPI_COMM_WORLD's
+     * handler left fatal (the default): an error, not the job's end. */
+    mlc_status_t garbage = mlc_comm_from_mpi_f(123456, NULL, &bad);
+    CHECK(garbage != MLC_SUCCESS && bad == NULL, "a garbage handle: %s", mlc_status_name(garbage));
 
     /* The program's own sub-communicator: world ranks in reverse order. */
     MPI_Comm mine;

@@ -52,6 +52,47 @@ static mlc_status_t mpi_start(mlc_request_t *req)
     return native[req->coll](req);
 }
 
+/* ---- the table's entries under the process's MPI lock (mlc_mpi_serial_enter) ---- */
+
+#define SERIAL(call)                                \
+    do {                                            \
+        bool locked_ = mlc_mpi_serial_enter();      \
+        mlc_status_t st_ = (call);                  \
+        mlc_mpi_serial_leave(locked_);              \
+        return st_;                                 \
+    } while (0)
+
+static mlc_status_t serial_init(mlc_comm_t *comm, const mlc_boot_t *boot) { SERIAL(mlc_mpi_init(comm, boot)); }
+static mlc_status_t serial_split(mlc_comm_t *parent, int color, int key, const int *members, int n,
+                                 mlc_comm_t *child)
+{
+    SERIAL(mlc_mpi_split(parent, color, key, members, n, child));
+}
+static void serial_destroy(mlc_comm_t *comm)
+{
+    bool locked = mlc_mpi_serial_enter();
+    mlc_mpi_destroy(comm);
+    mlc_mpi_serial_leave(locked);
+}
+static mlc_status_t serial_start(mlc_request_t *req) { SERIAL(mpi_start(req)); }
+static mlc_status_t serial_iprobe(mlc_comm_t *comm, int source, int tag, int *flag, mlc_msg_status_t *st)
+{
+    SERIAL(mlc_mpi_iprobe(comm, source, tag, flag, st));
+}
+static mlc_status_t serial_progress(mlc_comm_t *comm, int *progressed) { SERIAL(mlc_mpi_progress(comm, progressed)); }
+static mlc_status_t serial_health(mlc_comm_t *comm) { SERIAL(mlc_mpi_health(comm)); }
+static void serial_post_failure(mlc_comm_t *comm, mlc_status_t st, const char *note)
+{
+    bool locked = mlc_mpi_serial_enter();
+    mlc_mpi_post_failure(comm, st, note);
+    mlc_mpi_serial_leave(locked);
+}
+static mlc_status_t serial_from_mpi(int64_t comm_f, const mlc_config_t *cfg, mlc_comm_t **out)
+{
+    SERIAL(mlc_mpi_from_mpi(comm_f, cfg, out));
+}
+static mlc_status_t serial_get_mpi(const mlc_comm_t *comm, int64_t *comm_f) { SERIAL(mlc_mpi_get_mpi(comm, comm_f)); }
+
 static int mpi_module_available(char *why, size_t len)
 {
     (void)why;
@@ -64,22 +105,22 @@ const mlc_backend_t mlc_mpi_backend_table = {
     .name = "mpi",
     .priority = 30,
     .available = mpi_module_available,
-    .init = mlc_mpi_init,
-    .split = mlc_mpi_split,
-    .destroy = mlc_mpi_destroy,
+    .init = serial_init,
+    .split = serial_split,
+    .destroy = serial_destroy,
     .abort = mlc_mpi_abort,
     .start =
         {
-#define MLC_X_START(id, str, env) [id] = mpi_start,
+#define MLC_X_START(id, str, env) [id] = serial_start,
             MLC_COLL_LIST(MLC_X_START)
 #undef MLC_X_START
         },
-    .iprobe = mlc_mpi_iprobe,
-    .progress = mlc_mpi_progress,
+    .iprobe = serial_iprobe,
+    .progress = serial_progress,
     .idle = mlc_mpi_idle,
-    .health = mlc_mpi_health,
+    .health = serial_health,
     .pending_peers = mlc_mpi_pending_peers,
-    .post_failure = mlc_mpi_post_failure,
+    .post_failure = serial_post_failure,
     .wait_native = mlc_mpi_wait_native,
     .tag_max = mlc_mpi_tag_max,
     .algos = mlc_mpi_algos,
@@ -95,8 +136,8 @@ static const mlc_mpi_module_t module = {
     .size = sizeof(mlc_mpi_module_t),
     .backend = &mlc_mpi_backend_table,
     .xexec = &mlc_mpi_xexec_table,
-    .from_mpi = mlc_mpi_from_mpi,
-    .get_mpi = mlc_mpi_get_mpi,
+    .from_mpi = serial_from_mpi,
+    .get_mpi = serial_get_mpi,
 };
 
 MLC_MPI_EXPORT const mlc_mpi_module_t *mlc_mpi_module_entry(const mlc_mpi_core_t *core, char *why, size_t why_len)

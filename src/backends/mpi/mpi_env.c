@@ -11,15 +11,16 @@
  */
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "mpi_impl.h"
 
 static pthread_mutex_t env_lock = PTHREAD_MUTEX_INITIALIZER;
-static bool env_started;   /* mlc_mpi_env_start succeeded once */
+static atomic_bool env_started; /* mlc_mpi_env_start succeeded once (read without env_lock) */
 static bool we_initialized; /* MPI_Init_thread was ours: finalize at exit */
-static int env_level = MPI_THREAD_SINGLE;
+static int env_level = MPI_THREAD_SINGLE; /* set before env_started */
 
 static const char *level_name(int level)
 {
@@ -136,6 +137,34 @@ out:
 }
 
 int mlc_mpi_thread_level(void) { return env_level; }
+
+static pthread_mutex_t serial_lock;
+static pthread_once_t serial_once = PTHREAD_ONCE_INIT;
+
+static void serial_init(void)
+{
+    pthread_mutexattr_t a;
+    pthread_mutexattr_init(&a);
+    pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE); /* entries nest: a split runs collectives */
+    pthread_mutex_init(&serial_lock, &a);
+    pthread_mutexattr_destroy(&a);
+}
+
+/* Before MPI is started the level is not known yet: lock (creation is rare). */
+bool mlc_mpi_serialized(void) { return !env_started || env_level < MPI_THREAD_MULTIPLE; }
+
+bool mlc_mpi_serial_enter(void)
+{
+    if (!mlc_mpi_serialized()) return false;
+    pthread_once(&serial_once, serial_init);
+    pthread_mutex_lock(&serial_lock);
+    return true;
+}
+
+void mlc_mpi_serial_leave(bool locked)
+{
+    if (locked) pthread_mutex_unlock(&serial_lock);
+}
 
 bool mlc_mpi_finalized(void)
 {

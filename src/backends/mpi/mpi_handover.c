@@ -20,9 +20,22 @@ mlc_status_t mlc_mpi_from_mpi(int64_t comm_f, const mlc_config_t *cfg, mlc_comm_
                          fin ? "already finalized" : "not initialized");
     MPI_Comm comm = MPI_Comm_f2c((MPI_Fint)comm_f);
     if (comm == MPI_COMM_NULL) return mlc_core->error(MLC_ERR_INVALID_ARG, "mlc_comm_from_mpi: comm is MPI_COMM_NULL");
+    /* A handle that names no communicator fails here. MPI raises that on
+     * MPI_COMM_WORLD's (or MPI_COMM_SELF's) handler, which a program that
+     * initialized MPI may have left fatal: errors return, for this call only. */
+    MPI_Errhandler world_eh = MPI_ERRHANDLER_NULL, self_eh = MPI_ERRHANDLER_NULL;
+    MPI_Comm_get_errhandler(MPI_COMM_WORLD, &world_eh);
+    MPI_Comm_get_errhandler(MPI_COMM_SELF, &self_eh);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
     int inter = 0;
     int rc = MPI_Comm_test_inter(comm, &inter);
-    if (rc != MPI_SUCCESS) return mlc_mpi_error(rc, "mlc_comm_from_mpi: MPI_Comm_test_inter");
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, world_eh);
+    MPI_Comm_set_errhandler(MPI_COMM_SELF, self_eh);
+    MPI_Errhandler_free(&world_eh);
+    MPI_Errhandler_free(&self_eh);
+    if (rc != MPI_SUCCESS)
+        return mlc_mpi_error(rc, "mlc_comm_from_mpi: the handle names no communicator (MPI_Comm_test_inter)");
     if (inter) return mlc_core->error(MLC_ERR_INVALID_ARG, "mlc_comm_from_mpi: comm is an intercommunicator");
     mlc_boot_t boot;
     memset(&boot, 0, sizeof boot);
@@ -47,7 +60,7 @@ const mlc_mpi_comm_t *mlc_mpi_comm_of(const mlc_comm_t *comm)
 {
     const mlc_mpi_comm_t *c = comm ? comm->impl : NULL;
     /* comm->be may be a decorator's copy of this module's table (device buffers). */
-    return comm && comm->be->init == mlc_mpi_init && c && c->magic == MLC_MPI_COMM_MAGIC ? c : NULL;
+    return comm && comm->be->init == mlc_mpi_backend_table.init && c && c->magic == MLC_MPI_COMM_MAGIC ? c : NULL;
 }
 
 mlc_status_t mlc_mpi_get_mpi(const mlc_comm_t *comm, int64_t *comm_f)

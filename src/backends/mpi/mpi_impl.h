@@ -49,6 +49,15 @@ mlc_status_t mlc_mpi_env_start(int level);
 int mlc_mpi_thread_level(void);
 /* MPI can no longer be called (finalized by us at exit, or by the program). */
 bool mlc_mpi_finalized(void);
+/* Below MPI_THREAD_MULTIPLE, MPI may not be called from two threads at once,
+ * while mlcomm lets two threads use two communicators at once: every entry
+ * of the module's table and every step of its waits runs under one
+ * process-wide (recursive) lock then. Returns whether it locked; pass that
+ * to leave. No step blocks in MPI while it holds the lock. */
+bool mlc_mpi_serial_enter(void);
+void mlc_mpi_serial_leave(bool locked);
+/* Whether entries run under that lock (MPI below MPI_THREAD_MULTIPLE). */
+bool mlc_mpi_serialized(void);
 /* Tell core's GPU-direct report whether this MPI is CUDA-aware (mpi_gpu.c). */
 void mlc_mpi_report_cuda(void);
 /* "MPI_ERR_TRUNCATE: message truncated" from an MPI error code, on one line. */

@@ -356,7 +356,7 @@ typedef struct native_wait {
     bool ctrl_failed; /* the communicator failed (a control message) */
 } native_wait_t;
 
-static int native_step(void *p)
+static int native_step_locked(void *p)
 {
     native_wait_t *w = p;
     mlc_request_t *req = w->req;
@@ -376,13 +376,19 @@ static int native_step(void *p)
         return moved ? MLC_WAIT_MOVED : MLC_WAIT_NOTHING;
     }
     /* Block in MPI on this operation's requests and the control receive
-     * (holding c: other threads skip it, and it has nothing to poll). */
+     * (holding c: other threads skip it, and it has nothing to poll); under
+     * the process's MPI lock only test, so that other threads get their turn. */
     mlc_mpi_lock(c);
     op->reqs[0] = c->ctrl;
-    int idx = MPI_UNDEFINED;
+    int idx = MPI_UNDEFINED, flag = 1;
     MPI_Status mst;
-    int rc = MPI_Waitany(op->nreq + 1, op->reqs, &idx, &mst);
+    int rc = mlc_mpi_serialized() ? MPI_Testany(op->nreq + 1, op->reqs, &idx, &flag, &mst)
+                                  : MPI_Waitany(op->nreq + 1, op->reqs, &idx, &mst);
     op->reqs[0] = MPI_REQUEST_NULL;
+    if (rc == MPI_SUCCESS && !flag) {
+        mlc_mpi_unlock(c);
+        return MLC_WAIT_NOTHING;
+    }
     if (idx == 0) {
         mlc_mpi_unlock(c);
         if (mlc_mpi_ctrl_arrived(comm, rc) != MLC_SUCCESS) {
@@ -404,6 +410,14 @@ static int native_step(void *p)
     if (!failed) op_advance(op, &moved);
     mlc_mpi_unlock(c);
     return failed ? MLC_WAIT_STOP : MLC_WAIT_MOVED;
+}
+
+static int native_step(void *p)
+{
+    bool locked = mlc_mpi_serial_enter();
+    int r = native_step_locked(p);
+    mlc_mpi_serial_leave(locked);
+    return r;
 }
 
 static int native_done(void *p)
@@ -445,7 +459,7 @@ typedef struct idle_wait {
     int over;
 } idle_wait_t;
 
-static int idle_step(void *p)
+static int idle_step_locked(void *p)
 {
     idle_wait_t *w = p;
     mlc_comm_t *comm = w->comm;
@@ -457,6 +471,14 @@ static int idle_step(void *p)
     if (!moved) MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, c->comm, &flag, MPI_STATUS_IGNORE);
     w->over = moved || flag;
     return MLC_WAIT_NOTHING;
+}
+
+static int idle_step(void *p)
+{
+    bool locked = mlc_mpi_serial_enter();
+    int r = idle_step_locked(p);
+    mlc_mpi_serial_leave(locked);
+    return r;
 }
 
 static int idle_done(void *p) { return ((idle_wait_t *)p)->over; }
