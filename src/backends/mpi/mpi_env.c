@@ -20,6 +20,7 @@
 static pthread_mutex_t env_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_bool env_started; /* mlc_mpi_env_start succeeded once (read without env_lock) */
 static bool we_initialized; /* MPI_Init_thread was ours: finalize at exit */
+static atomic_bool finalizing_at_exit; /* our own MPI_Finalize at process exit has begun */
 static int env_level = MPI_THREAD_SINGLE; /* set before env_started */
 
 static const char *level_name(int level)
@@ -52,8 +53,11 @@ static void finalize_at_exit(int status, void *arg)
         return;
     }
     MLC_DEBUG("finalizing MPI (initialized by mlcomm)");
+    atomic_store(&finalizing_at_exit, true);
     MPI_Finalize();
 }
+
+bool mlc_mpi_finalizing_at_exit(void) { return atomic_load(&finalizing_at_exit); }
 
 void mlc_mpi_errtext(int rc, char *buf, size_t len)
 {

@@ -49,6 +49,8 @@ mlc_status_t mlc_mpi_env_start(int level);
 int mlc_mpi_thread_level(void);
 /* MPI can no longer be called (finalized by us at exit, or by the program). */
 bool mlc_mpi_finalized(void);
+/* The MPI_Finalize running is mlcomm's own, at process exit. */
+bool mlc_mpi_finalizing_at_exit(void);
 /* Below MPI_THREAD_MULTIPLE, MPI may not be called from two threads at once,
  * while mlcomm lets two threads use two communicators at once: every entry
  * of the module's table and every step of its waits runs under one

@@ -54,6 +54,8 @@ void mlc_mpi_progress_leave(mlc_mpi_comm_t *c)
 
 void mlc_mpi_progress_fail_all(void)
 {
+    /* At process exit, after the program's last call: nothing to warn about. */
+    if (mlc_mpi_finalizing_at_exit()) return;
     pthread_mutex_lock(&list_lock);
     for (mlc_mpi_comm_t *c = list_head; c; c = c->list_next)
         mlc_core->comm_fail(c->owner, MLC_ERR_UNAVAILABLE,
