@@ -338,6 +338,8 @@ size_t mlc_mpi_received_bytes(const MPI_Status *st, MPI_Datatype type);
 /* mpi_recv_size.c: user receives that never write outside the user's buffer
  * and learn a truncated message's size; see the file. */
 /* Find out once (after MPI_Init) how this MPI reports truncated messages. */
+/* MPI_Finalize has begun: free the receive types it keeps (mpi_recv_size.c). */
+void mlc_mpi_recv_size_stop(void);
 mlc_status_t mlc_mpi_recv_size_start(void);
 /* MPI's status of a truncated receive holds the message's size (Open MPI). */
 bool mlc_mpi_truncation_reported(void);

@@ -158,6 +158,14 @@ static struct {
 static unsigned cache_used, cache_next;
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
 
+void mlc_mpi_recv_size_stop(void)
+{
+    pthread_mutex_lock(&cache_lock);
+    for (unsigned i = 0; i < cache_used; i++) MPI_Type_free(&cache[i].type);
+    cache_used = cache_next = 0;
+    pthread_mutex_unlock(&cache_lock);
+}
+
 static int irecv_cached(mlc_mpi_op_t *op, void *buf, size_t cap, int src, int tag, MPI_Comm comm, MPI_Request *mreq)
 {
     pthread_mutex_lock(&cache_lock);

@@ -117,6 +117,7 @@ static int types_stop(MPI_Comm comm, int keyval, void *attr, void *extra)
     (void)attr;
     (void)extra;
     mlc_mpi_progress_fail_all(); /* MPI_Finalize is starting */
+    mlc_mpi_recv_size_stop();
     const mlc_dtype_t halves[] = {MLC_FLOAT16, MLC_BFLOAT16};
     for (size_t i = 0; i < 2; i++)
         if (dtype_types[halves[i]] != MPI_DATATYPE_NULL) MPI_Type_free(&dtype_types[halves[i]]);
