@@ -412,13 +412,16 @@ static int native_step_locked(void *p)
     return failed ? MLC_WAIT_STOP : MLC_WAIT_MOVED;
 }
 
-static int native_step(void *p)
+/* A wait's step under the process's MPI lock (mlc_mpi_serial_enter), taken and let go per step. */
+static int serial_step(int (*step)(void *), void *p)
 {
     bool locked = mlc_mpi_serial_enter();
-    int r = native_step_locked(p);
+    int r = step(p);
     mlc_mpi_serial_leave(locked);
     return r;
 }
+
+static int native_step(void *p) { return serial_step(native_step_locked, p); }
 
 static int native_done(void *p)
 {
@@ -473,13 +476,7 @@ static int idle_step_locked(void *p)
     return MLC_WAIT_NOTHING;
 }
 
-static int idle_step(void *p)
-{
-    bool locked = mlc_mpi_serial_enter();
-    int r = idle_step_locked(p);
-    mlc_mpi_serial_leave(locked);
-    return r;
-}
+static int idle_step(void *p) { return serial_step(idle_step_locked, p); }
 
 static int idle_done(void *p) { return ((idle_wait_t *)p)->over; }
 

@@ -110,7 +110,9 @@ out:
 
 /* ---- setup ----------------------------------------------------------------------- */
 
-/* MPI_Finalize has begun: free what the module created. */
+/* MPI_Finalize has begun (the one hook the module has there): fail the
+ * communicators still alive, free the receive types kept, then free the
+ * module's datatypes and ops. */
 static int types_stop(MPI_Comm comm, int keyval, void *attr, void *extra)
 {
     (void)comm;
