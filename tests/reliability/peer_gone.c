@@ -33,7 +33,8 @@
  *
  * Each survivor prints "rank R: SCENARIO: STATUS after T s: message" (T is
  * from the start of its wait; the victim leaves 0.1 s after the barrier) and
- * "rank R: ok" when the outcome is right.
+ * "rank R: ok" when the outcome is right: the status names rank 1 and stays
+ * (mlc_comm_status returns it afterwards).
  *
  *   peer_gone SCENARIO          one rank of `mlcomm-run -n 3` (peer_gone_run.sh)
  *   peer_gone --local [SCEN]    launcher-less: forks the 3 ranks itself (MLC_RANK,
@@ -67,6 +68,14 @@ static void add_op(const void *in, void *inout, void *ctx)
 {
     (void)ctx;
     *(int32_t *)inout += *(const int32_t *)in;
+}
+
+/* How many times does `what` occur in msg? */
+static int occurrences(const char *msg, const char *what)
+{
+    int n = 0;
+    for (const char *s = strstr(msg, what); s; s = strstr(s + 1, what)) n++;
+    return n;
 }
 
 /* Does msg name rank `who` after a "rank" word (e.g. "rank 1", "peer rank 1")? */
@@ -234,6 +243,20 @@ static int run_rank(const char *scen)
     }
     if (dt > BOUND_S) {
         printf("rank %d: TOO SLOW: %.1f s to notice\n", r, dt);
+        bad = 1;
+    }
+    /* Said once: which rank, which call. */
+    char own[32];
+    snprintf(own, sizeof own, "rank %d: ", mlc_comm_rank(used));
+    if (occurrences(msg, own) > 1 || occurrences(msg, " #") > 1) {
+        printf("rank %d: THE MESSAGE SAYS \"%s\" OR THE CALL'S NUMBER TWICE\n", r, own);
+        bad = 1;
+    }
+    /* The failure stays: the communicator's status reports it from now on. */
+    mlc_status_t sticky = mlc_comm_status(used);
+    if (st == MLC_ERR_PEER_LOST && sticky != MLC_ERR_PEER_LOST) {
+        printf("rank %d: mlc_comm_status SAYS %s AFTER THE CALL FAILED WITH MLC_ERR_PEER_LOST\n", r,
+               mlc_status_name(sticky));
         bad = 1;
     }
     if (!bad) printf("rank %d: ok\n", r);

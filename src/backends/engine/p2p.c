@@ -242,6 +242,17 @@ static const char *rank_name(const eng_comm_t *ec, int w, char *buf, size_t len)
     return buf;
 }
 
+/* A single-copy read failed: fail ec on every member with the reason (as
+ * any wait that finds a peer gone does: the peers may wait for this rank, and
+ * the failure stays), and return it. */
+static mlc_status_t read_failed(eng_comm_t *ec, mlc_status_t st, const char *note)
+{
+    if (!ec) return mlc_error(st, "%s", note);
+    char msg[400];
+    snprintf(msg, sizeof msg, "rank %d: %s", ec->comm->rank, note);
+    return mlc_error(eng_fail_comm_note(ec, st, msg, note), "%s", note);
+}
+
 mlc_status_t eng_rndv_copy(eng_ep_t *ep, eng_comm_t *ec, int src, uint64_t addr, void *dst, size_t bytes)
 {
     if (bytes == 0) return MLC_SUCCESS;
@@ -264,7 +275,7 @@ mlc_status_t eng_rndv_copy(eng_ep_t *ep, eng_comm_t *ec, int src, uint64_t addr,
             }
             /* A peer's memory goes away when the job is failing: it died, or it
              * left this collective because another rank died. Report the death. */
-            char why[160], from[32], who[32];
+            char why[160], from[32], who[32], note[sizeof why + 200];
             rank_name(ec, src, from, sizeof from);
             /* Name one that died (the source first) before one that ended
              * normally since: a peer that failed because of the death and
@@ -276,13 +287,14 @@ mlc_status_t eng_rndv_copy(eng_ep_t *ep, eng_comm_t *ec, int src, uint64_t addr,
                         (gone = eng_peer_gone_within(ep, w, 0, why, sizeof why)) == ENG_ALIVE ||
                         (pass == 0 && gone != ENG_DIED))
                         continue;
-                    return mlc_error(MLC_ERR_PEER_LOST, "single-copy read of %zu bytes from %s failed (%s): peer %s %s",
-                                     bytes - done, from, err ? strerror(err) : "no progress",
-                                     rank_name(ec, w, who, sizeof who), why);
+                    snprintf(note, sizeof note, "single-copy read of %zu bytes from %s failed (%s): peer %s %s",
+                             bytes - done, from, err ? strerror(err) : "no progress", rank_name(ec, w, who, sizeof who),
+                             why);
+                    return read_failed(ec, MLC_ERR_PEER_LOST, note);
                 }
-            return mlc_error(err == ESRCH ? MLC_ERR_PEER_LOST : MLC_ERR_SYSTEM,
-                             "single-copy read of %zu bytes from %s (pid %d) failed: %s", bytes - done, from,
-                             (int)ep->pids[src], err ? strerror(err) : "no progress");
+            snprintf(note, sizeof note, "single-copy read of %zu bytes from %s (pid %d) failed: %s", bytes - done, from,
+                     (int)ep->pids[src], err ? strerror(err) : "no progress");
+            return read_failed(ec, err == ESRCH ? MLC_ERR_PEER_LOST : MLC_ERR_SYSTEM, note);
         }
         done += (size_t)n;
     }

@@ -111,20 +111,35 @@ static void report_msg_status(mlc_request_t *req, eng_comm_t *ec, const eng_op_t
     ms->bytes = op->got;
 }
 
+/* msg without a leading "rank R: " of this rank (a failure of the
+ * communicator it posted), which the call's own prefix says again. */
+static const char *without_own_rank(const mlc_request_t *req, const char *msg)
+{
+    char own[24];
+    int n = snprintf(own, sizeof own, "rank %d: ", req->comm->rank);
+    return strncmp(msg, own, (size_t)n) == 0 ? msg + n : msg;
+}
+
 static void complete(eng_ep_t *ep, mlc_request_t *req, mlc_status_t st, const char *msg)
 {
     if (!req->blocking) ep->async_pending--;
+    char what[160];
+    if (st != MLC_SUCCESS) mlc_request_describe(req, what, sizeof what);
     if (st == MLC_SUCCESS) {
         mlc_request_complete(req, st, NULL);
     } else if (st == MLC_ERR_MISMATCH && req->coll < MLC_COLL_SEND) {
         /* The message names both calls; every other member fails with it too. */
         eng_fail_comm(req_state(req)->entry.ec, st, msg);
         mlc_request_complete(req, st, "%s", msg);
-    } else if (req->coll >= MLC_COLL_SEND) /* point-to-point calls have no call number */
-        mlc_request_complete(req, st, "rank %d: %s: %s", req->comm->rank, mlc_coll_name(req->coll), msg);
-    else
+    } else if (strncmp(msg, what, strlen(what)) == 0) { /* names this call already (mlc_request_comm_failed) */
+        mlc_request_complete(req, st, "%s", msg);
+    } else if (req->coll >= MLC_COLL_SEND) { /* point-to-point calls have no call number */
+        mlc_request_complete(req, st, "rank %d: %s: %s", req->comm->rank, mlc_coll_name(req->coll),
+                             without_own_rank(req, msg));
+    } else {
         mlc_request_complete(req, st, "rank %d: %s #%llu: %s", req->comm->rank, mlc_coll_name(req->coll),
-                             (unsigned long long)req->seq, msg);
+                             (unsigned long long)req->seq, without_own_rank(req, msg));
+    }
     eng_wake(ep, ep->wrank); /* a user thread may sleep on our doorbell waiting for this */
 }
 
