@@ -242,15 +242,17 @@ static const char *rank_name(const eng_comm_t *ec, int w, char *buf, size_t len)
     return buf;
 }
 
-/* A single-copy read failed: fail ec on every member with the reason (as
+/* A single-copy read failed, as `detail` says: fail ec on every member (as
  * any wait that finds a peer gone does: the peers may wait for this rank, and
- * the failure stays), and return it. */
-static mlc_status_t read_failed(eng_comm_t *ec, mlc_status_t st, const char *note)
+ * the failure stays), telling them `note`, and return the communicator's
+ * failure (with the world ranks of a split's). */
+static mlc_status_t read_failed(eng_comm_t *ec, mlc_status_t st, const char *detail, const char *note)
 {
-    if (!ec) return mlc_error(st, "%s", note);
+    if (!ec) return mlc_error(st, "%s", detail);
     char msg[400];
-    snprintf(msg, sizeof msg, "rank %d: %s", ec->comm->rank, note);
-    return mlc_error(eng_fail_comm_note(ec, st, msg, note), "%s", note);
+    snprintf(msg, sizeof msg, "rank %d: %s", ec->comm->rank, detail);
+    mlc_status_t sticky = eng_fail_comm_note(ec, st, msg, note);
+    return mlc_error(sticky, "%s", ec->comm->fail_msg);
 }
 
 mlc_status_t eng_rndv_copy(eng_ep_t *ep, eng_comm_t *ec, int src, uint64_t addr, void *dst, size_t bytes)
@@ -275,7 +277,7 @@ mlc_status_t eng_rndv_copy(eng_ep_t *ep, eng_comm_t *ec, int src, uint64_t addr,
             }
             /* A peer's memory goes away when the job is failing: it died, or it
              * left this collective because another rank died. Report the death. */
-            char why[160], from[32], who[32], note[sizeof why + 200];
+            char why[160], from[32], who[32], note[sizeof why + 64], detail[sizeof note + 128];
             rank_name(ec, src, from, sizeof from);
             /* Name one that died (the source first) before one that ended
              * normally since: a peer that failed because of the death and
@@ -287,14 +289,17 @@ mlc_status_t eng_rndv_copy(eng_ep_t *ep, eng_comm_t *ec, int src, uint64_t addr,
                         (gone = eng_peer_gone_within(ep, w, 0, why, sizeof why)) == ENG_ALIVE ||
                         (pass == 0 && gone != ENG_DIED))
                         continue;
-                    snprintf(note, sizeof note, "single-copy read of %zu bytes from %s failed (%s): peer %s %s",
-                             bytes - done, from, err ? strerror(err) : "no progress", rank_name(ec, w, who, sizeof who),
-                             why);
-                    return read_failed(ec, MLC_ERR_PEER_LOST, note);
+                    snprintf(note, sizeof note, "peer %s %s", rank_name(ec, w, who, sizeof who), why);
+                    snprintf(detail, sizeof detail, "single-copy read of %zu bytes from %s failed (%s): %s",
+                             bytes - done, from, err ? strerror(err) : "no progress", note);
+                    return read_failed(ec, MLC_ERR_PEER_LOST, detail, note);
                 }
-            snprintf(note, sizeof note, "single-copy read of %zu bytes from %s (pid %d) failed: %s", bytes - done, from,
+            snprintf(detail, sizeof detail, "single-copy read of %zu bytes from %s (pid %d) failed: %s", bytes - done,
+                     from, (int)ep->pids[src], err ? strerror(err) : "no progress");
+            snprintf(note, sizeof note, "single-copy read of %zu bytes by %s from %s (pid %d) failed: %s",
+                     bytes - done, ec ? rank_name(ec, ep->wrank, who, sizeof who) : "this rank", from,
                      (int)ep->pids[src], err ? strerror(err) : "no progress");
-            return read_failed(ec, err == ESRCH ? MLC_ERR_PEER_LOST : MLC_ERR_SYSTEM, note);
+            return read_failed(ec, err == ESRCH ? MLC_ERR_PEER_LOST : MLC_ERR_SYSTEM, detail, note);
         }
         done += (size_t)n;
     }

@@ -133,9 +133,8 @@ static void complete(eng_ep_t *ep, mlc_request_t *req, mlc_status_t st, const ch
         mlc_request_complete(req, st, "%s", msg);
     } else if (strncmp(msg, what, strlen(what)) == 0) { /* names this call already (mlc_request_comm_failed) */
         mlc_request_complete(req, st, "%s", msg);
-    } else if (req->coll >= MLC_COLL_SEND) { /* point-to-point calls have no call number */
-        mlc_request_complete(req, st, "rank %d: %s: %s", req->comm->rank, mlc_coll_name(req->coll),
-                             without_own_rank(req, msg));
+    } else if (req->coll >= MLC_COLL_SEND) { /* point-to-point calls have no call number: peer and tag */
+        mlc_request_complete(req, st, "rank %d: %s: %s", req->comm->rank, what, without_own_rank(req, msg));
     } else {
         mlc_request_complete(req, st, "rank %d: %s #%llu: %s", req->comm->rank, mlc_coll_name(req->coll),
                              (unsigned long long)req->seq, without_own_rank(req, msg));
