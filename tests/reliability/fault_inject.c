@@ -23,7 +23,7 @@
  *   - no hang: every survivor reports within MLC_TIMEOUT + 6 s (one that
  *     does not gets SIGTERM and says which call it was still in; so does one
  *     that mlcomm-run stops), and every process of the trial exits;
- *   - every survivor's status: kill, exit -> MLC_ERR_PEER_LOST naming exactly
+ *   - every survivor's status, which mlc_comm_status then returns too: kill, exit -> MLC_ERR_PEER_LOST naming exactly
  *     the rank that died or left; stop -> MLC_ERR_TIMEOUT naming exactly the stopped rank;
  *     abort -> MLC_ERR_ABORTED (the aborting rank too). Ranks are named as
  *     numbered in the communicator the failing call used;
@@ -217,6 +217,7 @@ static void on_term(int sig)
     _exit(143);
 }
 
+#define NOT_STICKY "NOT STICKY (mlc_comm_status returned MLC_SUCCESS after this failure): "
 static char first_error[1024]; /* set where a later call would replace the failing one's message */
 static int32_t sbuf[MAX_RANKS * COUNT], rbuf[MAX_RANKS * COUNT];
 /* The large operations' buffers: shared blocks (lsend, lrecv) and malloc'd
@@ -356,7 +357,11 @@ static int rank_main(const char *spec_text)
         st = i == nops ? mlc_barrier(world, NULL) : run_op(sp.ops[i], i, &sub, &in_sub);
         if (st != MLC_SUCCESS) {
             int vh = in_sub ? (sp.victim % 2 == my_rank % 2 ? sp.victim / 2 : -1) : sp.victim;
-            report(st, i, in_sub ? "half" : "world", vh, first_error[0] ? first_error : mlc_last_error());
+            mlc_comm_t *used = in_sub ? sub : world;
+            bool kept = !used || mlc_comm_status(used) != MLC_SUCCESS; /* a failure stays */
+            char msg[sizeof NOT_STICKY + sizeof first_error];
+            snprintf(msg, sizeof msg, "%s%s", kept ? "" : NOT_STICKY, first_error[0] ? first_error : mlc_last_error());
+            report(st, i, in_sub ? "half" : "world", vh, msg);
             if (sub) mlc_comm_free(sub);
             mlc_comm_free(world);
             return 3;
@@ -659,6 +664,11 @@ static int run_trial(const char *self, const char *run, uint64_t plan_no, int tr
         else
             printf("  rank %d: %s in %s (%s communicator) %.1f ms after the fault: %s\n", r, status, opn, where, dt,
                    msg);
+        if (strncmp(msg, NOT_STICKY, strlen(NOT_STICKY)) == 0) {
+            printf("  FAIL: rank %d: %s in %s: the communicator's status did not keep it\n", r, status, opn);
+            fails++;
+            continue;
+        }
         bool ok = strcmp(status, want) == 0;
         /* Without a launcher a rank killed before it registered in the
          * rendezvous is, to its peers, one that never came: nothing tells
