@@ -8,7 +8,9 @@
  * probes stay slow (up to 4 ms), plain again after three fast probes in a
  * row; a first streamed figure inflated by page faults is corrected. And
  * MLC_STAGE_STORES=plain / streaming and a probe (its first 64 KiB plain)
- * copy exactly.
+ * copy exactly. And whole staged allreduces (eng_store_choice_*): the
+ * gauge's stores or streaming, whichever made them faster, the other tried
+ * once in 16, per size class, following a change of the host.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -172,11 +174,61 @@ static void modes_copy(void)
     free(dst);
 }
 
+/* n staged allreduces of `bytes` whose time per byte is plain_ns (gauge)
+ * or stream_ns (streaming); returns how many streamed. */
+static int allreduces(eng_store_choice_t *c, int n, size_t bytes, double plain_ns, double stream_ns)
+{
+    int streamed = 0;
+    for (int i = 0; i < n; i++) {
+        int m = eng_store_choice_pick(c, MLC_STAGE_STORES_AUTO, bytes);
+        CHECK(m == MLC_STAGE_STORES_AUTO || m == MLC_STAGE_STORES_STREAMING, "picked mode %d", m);
+        bool s = m == MLC_STAGE_STORES_STREAMING;
+        streamed += s;
+        eng_store_choice_record(c, m, bytes, (double)bytes * (s ? stream_ns : plain_ns) * 1e-9);
+    }
+    return streamed;
+}
+
+/* Whole staged allreduces pick their stores by what made them faster. */
+static void allreduce_choice(void)
+{
+    eng_store_choice_t c;
+    memset(&c, 0, sizeof c);
+    size_t mib = (size_t)1 << 20;
+    /* Set modes are kept, and not timed. */
+    CHECK(eng_store_choice_pick(&c, MLC_STAGE_STORES_PLAIN, mib) == MLC_STAGE_STORES_PLAIN, "plain not kept");
+    CHECK(eng_store_choice_pick(&c, MLC_STAGE_STORES_STREAMING, mib) == MLC_STAGE_STORES_STREAMING,
+          "streaming not kept");
+    eng_store_choice_record(&c, MLC_STAGE_STORES_PLAIN, mib, 1.0);
+    CHECK(c.ns_per_byte[20][0] == 0 && c.ns_per_byte[20][1] == 0, "a set mode's time was recorded");
+    /* First one of each, then the faster, trying the other one in 16. */
+    CHECK(eng_store_choice_pick(&c, MLC_STAGE_STORES_AUTO, mib) == MLC_STAGE_STORES_AUTO, "first is not the gauge's");
+    eng_store_choice_record(&c, MLC_STAGE_STORES_AUTO, mib, 2e-3);
+    CHECK(eng_store_choice_pick(&c, MLC_STAGE_STORES_AUTO, mib) == MLC_STAGE_STORES_STREAMING,
+          "second does not try streaming");
+    eng_store_choice_record(&c, MLC_STAGE_STORES_STREAMING, mib, 1e-3);
+    int s = allreduces(&c, 160, mib, 2.0, 1.0);
+    CHECK(s >= 148 && s <= 152, "%d of 160 streamed where streaming is twice as fast (expected 150)", s);
+    /* The host changes: streaming becomes the slower; within a few tries of
+     * plain the choice follows. */
+    allreduces(&c, 160, mib, 1.0, 3.0);
+    s = allreduces(&c, 160, mib, 1.0, 3.0);
+    CHECK(s >= 8 && s <= 12, "%d of 160 streamed after streaming became the slower (expected 10)", s);
+    /* One slow plain operation (preempted) does not turn it. */
+    eng_store_choice_record(&c, MLC_STAGE_STORES_AUTO, mib, 50e-3);
+    s = allreduces(&c, 15, mib, 1.0, 3.0);
+    CHECK(s <= 2, "%d of 15 streamed after one slow plain operation", s);
+    /* Size classes are apart: 64 KiB has no figures yet. */
+    CHECK(eng_store_choice_pick(&c, MLC_STAGE_STORES_AUTO, (size_t)64 << 10) == MLC_STAGE_STORES_AUTO &&
+              c.ns_per_byte[16][1] == 0, "64 KiB took 1 MiB's figures");
+}
+
 int main(void)
 {
     keeps_plain_while_fast();
     streams_while_slow();
     plain_again_after_fast_probes();
     modes_copy();
+    allreduce_choice();
     return unit_result("unit_stage_store");
 }

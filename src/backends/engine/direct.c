@@ -929,6 +929,12 @@ static bool stage_write(const eng_comm_t *ec, void *place, const void *src, size
     return eng_stage_store(&ec->ep->stage_gauge, ec->comm->cfg.stage_stores, place, src, n);
 }
 
+/* The same with the stores a staged allreduce picked (eng_store_choice_pick). */
+static bool stage_write_as(const eng_comm_t *ec, int mode, void *place, const void *src, size_t n)
+{
+    return eng_stage_store(&ec->ep->stage_gauge, mode, place, src, n);
+}
+
 /* Bytes of chunk c of n bytes cut into chunks of `chunk`. */
 static size_t chunk_len(size_t n, size_t chunk, uint64_t c)
 {
@@ -1101,7 +1107,8 @@ static int stage_allreduce(mlc_request_t *req, eng_direct_t *d)
             if (!ar_others_reached(ec, AR_REDUCED, v, freed)) return 0;
             for (int q = 0; q < p; q++)
                 if (q != me && (n = ar_piece(req, q, k, chunk, &off)) != 0)
-                    stage_write(ec, ar_place(ec, me, k, q, chunk), (const char *)a->sendbuf + off * es, n * es);
+                    stage_write_as(ec, d->store_mode, ar_place(ec, me, k, q, chunk),
+                                   (const char *)a->sendbuf + off * es, n * es);
             ar_publish(ec, AR_STAGED, v, k + 1);
             d->part = 1;
             /* fall through */
@@ -1117,7 +1124,7 @@ static int stage_allreduce(mlc_request_t *req, eng_direct_t *d)
                  * keep pace the extra copy costs 5-10 %. Without memory
                  * for that chunk, into the stage. */
                 char *place = ar_place(ec, me, k, me, chunk), *res = place;
-                if (eng_stage_stalls(&ec->ep->stage_gauge, ec->comm->cfg.stage_stores)) {
+                if (eng_stage_stalls(&ec->ep->stage_gauge, d->store_mode)) {
                     if (!d->tmp) d->tmp = mlc_scratch_take(&req->comm->host_scratch, chunk);
                     if (d->tmp) res = d->tmp;
                 }
@@ -1127,7 +1134,7 @@ static int stage_allreduce(mlc_request_t *req, eng_direct_t *d)
                 for (int r = 2; r < p; r++)
                     mlc_reduce_apply3(res, r == me ? own : ar_place(ec, r, k, me, chunk), res, n, a->dtype, a->op);
                 if (a->op == MLC_AVG) mlc_reduce_divide(res, n, a->dtype, p);
-                if (res != place) stage_write(ec, place, res, n * es);
+                if (res != place) stage_write_as(ec, d->store_mode, place, res, n * es);
                 copy_streamed_if(stream, (char *)a->recvbuf + off * es, res, n * es);
             }
             ar_publish(ec, AR_REDUCED, v, k + 1);
@@ -1144,6 +1151,7 @@ static int stage_allreduce(mlc_request_t *req, eng_direct_t *d)
             d->part = 0;
         }
     }
+    eng_store_choice_record(&ec->ep->ar_stores, d->store_mode, a->count * es, mlc_now() - d->began);
     raise_flag(ec, F_DONE2, v);
     d->stage = 4;
     return all_at_least(ec, F_DONE2, v) ? 1 : 0;
@@ -1428,6 +1436,8 @@ static int large_progress(mlc_request_t *req, eng_direct_t *d)
         }
         if (stages_allreduce(req) && !shared) {
             d->stage = 7;
+            d->store_mode = eng_store_choice_pick(&ec->ep->ar_stores, ec->comm->cfg.stage_stores, a->count * a->esize);
+            d->began = mlc_now();
             return stage_allreduce(req, d);
         }
         if ((st = take_scratch(req, d)) != MLC_SUCCESS) return st;

@@ -259,6 +259,14 @@ typedef struct eng_store_gauge {
     double probe_at, probe_s; /* streaming: the next plain probe, and the time between them */
 } eng_store_gauge_t;
 
+/* Which stores a staged allreduce writes into the stages, chosen from whole
+ * operations' times per size class (stage_store.c); per endpoint, under its lock. */
+#define ENG_STORE_CLASSES 48 /* size classes: 2^k bytes to 2^(k+1) */
+typedef struct eng_store_choice {
+    double ns_per_byte[ENG_STORE_CLASSES][2]; /* [class][streamed]: quick to fall, slow to rise; 0: none yet */
+    unsigned ops[ENG_STORE_CLASSES];
+} eng_store_choice_t;
+
 /* Whether this rank's yields hand its core to a peer or to another
  * process's time slice (yield_gauge.c). block_until and block_s are read
  * without the lock; the reading's fields are written by one thread at a
@@ -285,6 +293,7 @@ struct eng_ep {
     bool cma_slow;         /* single copy costs several memcpys here (eng_seg_t) */
     size_t stream_min;     /* MLC_STREAM_MIN: larger local results are streamed (0 = never) */
     eng_store_gauge_t stage_gauge; /* writes into this rank's stages (stage_store.c) */
+    eng_store_choice_t ar_stores;  /* ... by staged allreduces, from their whole times (stage_store.c) */
     bool light_fences;     /* every rank registered for membarrier: wakers need no fence (endpoint.c) */
     bool cma;              /* shm: single-copy allowed by config */
     const uint8_t *cma_ok; /* [reader * n + writer]: reader can process_vm_readv writer */
@@ -371,6 +380,8 @@ typedef struct eng_direct {
     int part;          /* staged allreduce: the part of that step to do next; allreduce of shared
                           buffers: the peers whose slices are copied */
     void *tmp;         /* in-place accumulation / bounce buffers */
+    int store_mode;    /* staged allreduce: MLC_STAGE_STORES mode of its stage writes (eng_store_choice_pick) */
+    double began;      /* staged allreduce: when it began (mlc_now) */
 } eng_direct_t;
 mlc_status_t eng_direct_start(mlc_request_t *req, const mlc_sig_t *sig, uint64_t hash, eng_direct_t *d);
 /* 1 = complete, 0 = waiting, < 0 = error. */
@@ -403,6 +414,12 @@ void eng_gauge_record(eng_store_gauge_t *g, bool streamed, double ns_per_kib, do
  * MLC_STAGE_STORES=streaming): work that would store into the stage
  * should go through a copy instead. */
 bool eng_stage_stalls(const eng_store_gauge_t *g, int mode);
+/* The MLC_STAGE_STORES mode for one staged allreduce of `bytes` when the
+ * setting is `mode`: as set, except that auto is either auto (the gauge
+ * above) or streaming, whichever made such operations faster, trying the
+ * other one now and then; and what it took (record it, mode as picked). */
+int eng_store_choice_pick(eng_store_choice_t *c, int mode, size_t bytes);
+void eng_store_choice_record(eng_store_choice_t *c, int picked, size_t bytes, double seconds);
 
 /* --- waiting with more ranks than cores (yield_gauge.c) ------------------ */
 /* With room for the CPU readings of nranks ranks; false: out of memory. */

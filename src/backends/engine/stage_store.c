@@ -30,6 +30,21 @@
  * a long slow spell, three probes PROBE_MAX_S apart bring plain stores
  * back. Each rank decides alone: what its readers copy is the same either
  * way.
+ *
+ * The gauge times a rank's own writes, not what they cost its readers. A
+ * staged allreduce is mostly such reads (each rank copies the others'
+ * pieces and results out of their stages), and on the AMD EPYC (Zen 5)
+ * guest whose cores run apart its writes streamed made it up to twice as
+ * fast while the gauge, seeing plain writes at 1.5-2x the streamed ones,
+ * kept them plain (2 ranks, medians of 5 interleaved rounds: 512 KiB 80.6
+ * -> 43.0 us, 2 MiB 289 -> 173, 32 MiB 5.9 -> 4.7 ms). Streaming loses
+ * where the cores share a cache (there readers find a plain write's lines
+ * in it). So under MLC_STAGE_STORES=auto each staged allreduce either
+ * follows the gauge or streams, whichever made the operations of its size
+ * class (a power of two) faster per byte, timed from its start to its own
+ * last copy; each mode is timed once first, then one operation in
+ * CHOICE_TRY_EVERY tries the other. Every rank makes the same calls, so the
+ * ranks try at the same operations.
  */
 #include <string.h>
 
@@ -48,6 +63,7 @@
 #define PROBE_BYTES ((size_t)64 << 10)
 #define PROBE_MIN_S 250e-6
 #define PROBE_MAX_S 4e-3
+#define CHOICE_TRY_EVERY 16u
 
 bool eng_gauge_pick(eng_store_gauge_t *g, double now)
 {
@@ -126,4 +142,35 @@ bool eng_stage_store(eng_store_gauge_t *g, int mode, void *place, const void *sr
 bool eng_stage_stalls(const eng_store_gauge_t *g, int mode)
 {
     return mode == MLC_STAGE_STORES_STREAMING || (mode == MLC_STAGE_STORES_AUTO && g->streaming);
+}
+
+static unsigned size_class(size_t bytes)
+{
+    unsigned k = 0;
+    while (bytes > 1 && k + 1 < ENG_STORE_CLASSES) bytes >>= 1, k++;
+    return k;
+}
+
+int eng_store_choice_pick(eng_store_choice_t *c, int mode, size_t bytes)
+{
+    if (mode != MLC_STAGE_STORES_AUTO) return mode;
+    unsigned k = size_class(bytes), n = c->ops[k]++;
+    const double *e = c->ns_per_byte[k];
+    if (e[0] == 0) return MLC_STAGE_STORES_AUTO;
+    if (e[1] == 0) return MLC_STAGE_STORES_STREAMING;
+    bool stream = e[1] < e[0];
+    if (n % CHOICE_TRY_EVERY == CHOICE_TRY_EVERY - 1) stream = !stream;
+    return stream ? MLC_STAGE_STORES_STREAMING : MLC_STAGE_STORES_AUTO;
+}
+
+void eng_store_choice_record(eng_store_choice_t *c, int picked, size_t bytes, double seconds)
+{
+    if (bytes == 0 || (picked != MLC_STAGE_STORES_AUTO && picked != MLC_STAGE_STORES_STREAMING)) return;
+    double ns = seconds * 1e9 / (double)bytes, *e = &c->ns_per_byte[size_class(bytes)][picked != MLC_STAGE_STORES_AUTO];
+    if (ns <= 0) ns = 1e-9; /* 0 means "none yet" */
+    /* Quick to fall, slow to rise (at most 1.25x per operation): one
+     * operation preempted or faulting does not turn the choice; a lasting
+     * change of the host does within a few. */
+    double risen = 0.75 * *e + 0.25 * ns;
+    *e = *e == 0 || ns < *e ? ns : risen < 1.25 * *e ? risen : 1.25 * *e;
 }
