@@ -23,8 +23,9 @@
  *   - no hang: every survivor reports within MLC_TIMEOUT + 6 s (one that
  *     does not gets SIGTERM and says which call it was still in; so does one
  *     that mlcomm-run stops), and every process of the trial exits;
- *   - every survivor's status, which mlc_comm_status then returns too: kill, exit -> MLC_ERR_PEER_LOST naming exactly
- *     the rank that died or left; stop -> MLC_ERR_TIMEOUT naming exactly the stopped rank;
+ *   - every survivor's status, which mlc_comm_status then returns too:
+ *     kill, exit -> MLC_ERR_PEER_LOST naming exactly the rank that died or
+ *     left; stop -> MLC_ERR_TIMEOUT naming exactly the stopped rank;
  *     abort -> MLC_ERR_ABORTED (the aborting rank too). Ranks are named as
  *     numbered in the communicator the failing call used;
  *   - nothing in /dev/shm whose name holds the trial's job id.
