@@ -924,15 +924,16 @@ static char *stage_line(const eng_comm_t *ec, int r, uint64_t chunk)
 
 /* Copy n bytes of this rank's data into its stage (stage_store.c); true
  * when streamed past this core's caches. */
-static bool stage_write(const eng_comm_t *ec, void *place, const void *src, size_t n)
-{
-    return eng_stage_store(&ec->ep->stage_gauge, ec->comm->cfg.stage_stores, place, src, n);
-}
-
-/* The same with the stores a staged allreduce picked (eng_store_choice_pick). */
 static bool stage_write_as(const eng_comm_t *ec, int mode, void *place, const void *src, size_t n)
 {
     return eng_stage_store(&ec->ep->stage_gauge, mode, place, src, n);
+}
+
+/* The same with the stores MLC_STAGE_STORES says (a staged allreduce passes
+ * the ones it picked, eng_store_choice_pick). */
+static bool stage_write(const eng_comm_t *ec, void *place, const void *src, size_t n)
+{
+    return stage_write_as(ec, ec->comm->cfg.stage_stores, place, src, n);
 }
 
 /* Bytes of chunk c of n bytes cut into chunks of `chunk`. */
