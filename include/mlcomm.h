@@ -39,7 +39,8 @@
  *  - allreduce and allgather give bitwise-identical results on every rank.
  *  - A communicator is used by one thread at a time (as NCCL); different
  *    communicators may be used from different threads at once (on `mpi`
- *    below MPI_THREAD_MULTIPLE, mlcomm serializes its MPI calls: docs/MPI.md);
+ *    below MPI_THREAD_MULTIPLE, mlcomm serializes its MPI calls, and
+ *    communicators must be created from one thread at a time: docs/MPI.md);
  *    mlc_comm_abort() may be called from any thread.
  *  - Errors are sticky: after MLC_ERR_TIMEOUT, MLC_ERR_PEER_LOST,
  *    MLC_ERR_ABORTED or MLC_ERR_MISMATCH the communicator is failed and every

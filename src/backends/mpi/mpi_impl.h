@@ -284,6 +284,10 @@ void mlc_mpi_pending_peers(const mlc_request_t *req, char *buf, size_t len);
 static inline bool mlc_mpi_blocking(const mlc_request_t *req)
 {
     if (!req->blocking || req->comm->cfg.timeout_s > 0) return false;
+    /* Below MPI_THREAD_MULTIPLE a blocking call would hold the process's MPI
+     * lock while it waits for a peer whose own thread may be waiting for its
+     * lock: polled steps let it go between them. */
+    if (mlc_mpi_serialized()) return false;
     if (req->coll < MLC_COLL_SEND) return req->comm->timeout_refused != NULL;
     return atomic_load_explicit(&mlc_mpi_polled_ops, memory_order_relaxed) == 0;
 }

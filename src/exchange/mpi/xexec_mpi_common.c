@@ -61,6 +61,16 @@ static int xmpi_step(void *p)
     return moved ? MLC_WAIT_MOVED : MLC_WAIT_NOTHING;
 }
 
+/* One polling step under the process's MPI lock (mlc_mpi_serial_enter): taken
+ * and let go per step, so that other threads' calls go on between steps. */
+static int xmpi_step_serial(void *p)
+{
+    bool locked = mlc_mpi_serial_enter();
+    int r = xmpi_step(p);
+    mlc_mpi_serial_leave(locked);
+    return r;
+}
+
 static int xmpi_done(void *p)
 {
     const xmpi_wait_t *w = p;
@@ -78,7 +88,10 @@ mlc_status_t mlc_xmpi_wait(mlc_comm_t *comm, int n, MPI_Request *reqs, const cha
 {
     mlc_status_t st = mlc_core->comm_check(comm);
     if (st) return st;
-    if (comm->cfg.timeout_s <= 0) { /* MLC_TIMEOUT=0: no deadline, MPI's own wait */
+    /* MLC_TIMEOUT=0: no deadline, MPI's own wait; but not while MPI's calls
+     * take turns (below MPI_THREAD_MULTIPLE): a thread blocked in MPI_Wait
+     * would hold the others off, so it is polled, without a deadline. */
+    if (comm->cfg.timeout_s <= 0 && !mlc_mpi_serialized()) {
         MPI_Status status;
         for (int i = 0; i < n; i++) {
             int rc = MPI_Wait(&reqs[i], &status);
@@ -87,16 +100,17 @@ mlc_status_t mlc_xmpi_wait(mlc_comm_t *comm, int n, MPI_Request *reqs, const cha
         return MLC_SUCCESS;
     }
     xmpi_wait_t xw = {.comm = comm, .n = n, .reqs = reqs, .who = who, .st = MLC_SUCCESS};
-    mlc_wait_t w = {.step = xmpi_step, .done = xmpi_done, .ctx = &xw, .timeout_s = comm->cfg.timeout_s,
+    mlc_wait_t w = {.step = xmpi_step_serial, .done = xmpi_done, .ctx = &xw, .timeout_s = comm->cfg.timeout_s,
                     .what = who, .spin_check = 8};
     switch (mlc_wait_run(&w)) {
     case MLC_WAIT_DONE: return MLC_SUCCESS;
     case MLC_WAIT_STOPPED: return xw.st;
     case MLC_WAIT_TIMEOUT: break;
     }
-    return mlc_core->comm_fail(comm, MLC_ERR_TIMEOUT,
-                         "rank %d: %s: message %d of %d made no progress for %g s (MLC_TIMEOUT)",
-                         comm->rank, who, xw.first, n, comm->cfg.timeout_s);
+    mlc_status_t fst = mlc_core->comm_fail(comm, MLC_ERR_TIMEOUT,
+                                           "rank %d: %s: message %d of %d made no progress for %g s (MLC_TIMEOUT)",
+                                           comm->rank, who, xw.first, n, comm->cfg.timeout_s);
+    return mlc_core->error(fst, "%s", comm->fail_msg); /* failing the communicator sets no message */
 }
 
 mlc_status_t mlc_xmpi_fail_start(mlc_comm_t *comm, mlc_status_t st, const char *who)

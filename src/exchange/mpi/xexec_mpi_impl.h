@@ -28,6 +28,36 @@ static inline MPI_Comm mlc_xmpi_comm(mlc_comm_t *comm) { return mlc_mpi_comm_of(
  */
 mlc_status_t mlc_xmpi_wait(mlc_comm_t *comm, int n, MPI_Request *reqs, const char *who);
 
+/*
+ * prefix_prepare, prefix_start and prefix_release as the exchange calls them
+ * (prefix_*_serial): below MPI_THREAD_MULTIPLE under the process's MPI lock,
+ * as the backend's entries (mpi_backend.c), since another thread may be
+ * using another communicator meanwhile. Finish needs no wrapper: its wait
+ * takes the lock per polling step (mlc_xmpi_wait).
+ */
+#define MLC_XMPI_SERIAL_STEPS(prefix)                                                                     \
+    static mlc_status_t prefix##_prepare_serial(const mlc_xplan_t *plan, mlc_comm_t *comm, void **state)  \
+    {                                                                                                     \
+        bool locked = mlc_mpi_serial_enter();                                                             \
+        mlc_status_t st = prefix##_prepare(plan, comm, state);                                            \
+        mlc_mpi_serial_leave(locked);                                                                     \
+        return st;                                                                                        \
+    }                                                                                                     \
+    static mlc_status_t prefix##_start_serial(void *state, const mlc_xplan_t *plan, const mlc_xbind_t *b, \
+                                              int tag)                                                    \
+    {                                                                                                     \
+        bool locked = mlc_mpi_serial_enter();                                                             \
+        mlc_status_t st = prefix##_start(state, plan, b, tag);                                            \
+        mlc_mpi_serial_leave(locked);                                                                     \
+        return st;                                                                                        \
+    }                                                                                                     \
+    static void prefix##_release_serial(void *state)                                                      \
+    {                                                                                                     \
+        bool locked = mlc_mpi_serial_enter();                                                             \
+        prefix##_release(state);                                                                          \
+        mlc_mpi_serial_leave(locked);                                                                     \
+    }
+
 /* A start could post only part of an exchange: fail the private
  * communicator on every rank (abort notice) and return st with `msg`. */
 mlc_status_t mlc_xmpi_fail_start(mlc_comm_t *comm, mlc_status_t st, const char *who);

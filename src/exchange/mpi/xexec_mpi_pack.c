@@ -143,11 +143,13 @@ static mlc_status_t pack_finish(void *state, const mlc_xplan_t *plan, const mlc_
     return MLC_SUCCESS;
 }
 
+MLC_XMPI_SERIAL_STEPS(pack)
+
 const mlc_xexec_t mlc_xexec_mpi_pack_impl = {
     .name = "mpi_pack",
     .applies = mlc_xmpi_applies,
-    .prepare = pack_prepare,
-    .start = pack_start,
+    .prepare = pack_prepare_serial,
+    .start = pack_start_serial,
     .finish = pack_finish,
-    .release = pack_release,
+    .release = pack_release_serial,
 };

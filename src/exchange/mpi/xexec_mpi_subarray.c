@@ -192,11 +192,13 @@ static mlc_status_t sub_finish(void *state, const mlc_xplan_t *plan, const mlc_x
     return st;
 }
 
+MLC_XMPI_SERIAL_STEPS(sub)
+
 const mlc_xexec_t mlc_xexec_mpi_subarray_impl = {
     .name = "mpi_subarray",
     .applies = mlc_xmpi_applies,
-    .prepare = sub_prepare,
-    .start = sub_start,
+    .prepare = sub_prepare_serial,
+    .start = sub_start_serial,
     .finish = sub_finish,
-    .release = sub_release,
+    .release = sub_release_serial,
 };
