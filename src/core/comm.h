@@ -83,6 +83,7 @@ struct mlc_request {
     X(SETTINGS, "the settings agreement of a tensor-parallel communicator")                                 \
     X(TENSOR_CHECK, "the argument check of a tensor-layer call")                                            \
     X(MESH_CREATE, "mlc_mesh_create")                                                                       \
+    X(MESH_GROUP, "mlc_mesh_group")                                                                         \
     X(TENSOR_SET_CHECKS, "mlc_tensor_set_checks")
 #define MLC_COMM_CALL_ENUM(id, name) MLC_COMM_CALL_##id,
 typedef enum mlc_comm_call { MLC_COMM_CALLS(MLC_COMM_CALL_ENUM) MLC_COMM_CALL_COUNT } mlc_comm_call_t;

@@ -48,6 +48,18 @@ static void format_dims(char *buf, size_t len, const int32_t *dims, int ndims)
     if (used < len) snprintf(buf + used, len - used, "}");
 }
 
+/* "{1 \"tp\", 0 \"dp\"}" from a record {naxes, axes...}. */
+static void describe_axes(const mlc_mesh_t *mesh, const int32_t *rec, char *buf, size_t len)
+{
+    size_t used = (size_t)snprintf(buf, len, "{");
+    for (int i = 0; i < rec[0] && i < MLC_MESH_MAX_DIMS && used < len; i++) {
+        int a = rec[1 + i];
+        used += (size_t)snprintf(buf + used, len - used, "%s%d \"%s\"", i ? ", " : "", a,
+                                 a >= 0 && a < mesh->ndims ? mesh->names[a] : "?");
+    }
+    if (used < len) snprintf(buf + used, len - used, "}");
+}
+
 /* Check the caller's arguments and fill the record (dims resolved, names filled in). */
 static mlc_status_t mesh_local(int world_size, const int *dims, int ndims, const char *const *names,
                                mesh_record_t *rec)
@@ -128,16 +140,21 @@ static mlc_status_t mesh_agree(mlc_comm_t *world, mesh_record_t *mine, mlc_statu
     }
     for (int r = 1; st == MLC_SUCCESS && r < p; r++) {
         bool same = all[r].ndims == all[0].ndims;
-        for (int a = 0; same && a < all[0].ndims; a++)
+        int a = 0; /* the first axis that differs (named in the message) */
+        for (; same && a < all[0].ndims; a++)
             same = all[r].dims[a] == all[0].dims[a] && strcmp(all[r].names[a], all[0].names[a]) == 0;
         if (!same) {
             char da[128], db[128];
             format_dims(da, sizeof da, all[0].dims, all[0].ndims);
             format_dims(db, sizeof db, all[r].dims, all[r].ndims);
-            st = mlc_error(MLC_ERR_MISMATCH,
-                           "%s: rank 0 asks for dims %s (axis 0 \"%s\"), rank %d for dims %s "
-                           "(axis 0 \"%s\")",
-                           fn, da, all[0].names[0], r, db, all[r].names[0]);
+            if (all[r].ndims == all[0].ndims)
+                st = mlc_error(MLC_ERR_MISMATCH,
+                               "%s: rank 0 asks for dims %s (axis %d \"%s\"), rank %d for dims %s "
+                               "(axis %d \"%s\")",
+                               fn, da, a - 1, all[0].names[a - 1], r, db, a - 1, all[r].names[a - 1]);
+            else
+                st = mlc_error(MLC_ERR_MISMATCH, "%s: rank 0 asks for dims %s, rank %d for dims %s", fn, da,
+                               r, db);
         }
     }
     free(all);
@@ -280,6 +297,31 @@ MLC_API mlc_status_t mlc_mesh_coords(const mlc_mesh_t *mesh, int *coords)
     return MLC_SUCCESS;
 }
 
+/* Every rank asks for the same axes, in the same order: the split's colors
+ * would otherwise make groups that match no axis, with success everywhere. */
+static mlc_status_t group_agree(const mlc_mesh_t *mesh, const int *axes, int naxes)
+{
+    const char *fn = "mlc_mesh_group";
+    int p = mlc_comm_size(mesh->world);
+    int32_t mine[MLC_MESH_MAX_DIMS + 1] = {naxes}, *all = calloc((size_t)p, sizeof mine);
+    if (!all) return mlc_error(MLC_ERR_NO_MEMORY, "%s: no memory for %d records", fn, p);
+    for (int i = 0; i < naxes; i++) mine[1 + i] = axes[i];
+    int outer = mlc_comm_own_begin(mesh->world, MLC_COMM_CALL_MESH_GROUP); /* named in a mismatch or timeout */
+    mlc_status_t st = mlc_allgather(mine, all, MLC_MESH_MAX_DIMS + 1, MLC_INT32, mesh->world, NULL);
+    mlc_comm_own_end(mesh->world, outer);
+    for (int r = 0; st == MLC_SUCCESS && r < p; r++) {
+        const int32_t *theirs = all + (size_t)r * (MLC_MESH_MAX_DIMS + 1);
+        if (memcmp(theirs, mine, sizeof mine) == 0) continue;
+        char a[160], b[160];
+        describe_axes(mesh, mine, a, sizeof a);
+        describe_axes(mesh, theirs, b, sizeof b);
+        st = mlc_error(MLC_ERR_MISMATCH, "%s: rank %d asks for the group of axes %s, rank %d for axes %s", fn,
+                       mlc_comm_rank(mesh->world), a, r, b);
+    }
+    free(all);
+    return st;
+}
+
 MLC_API mlc_status_t mlc_mesh_group(const mlc_mesh_t *mesh, const int *axes, int naxes,
                                     mlc_comm_t **out)
 {
@@ -312,5 +354,6 @@ MLC_API mlc_status_t mlc_mesh_group(const mlc_mesh_t *mesh, const int *axes, int
     int color = linear_over(mesh->dims, mesh->coords, mesh->ndims, others);
     /* key: row-major over the chosen axes in the caller's order */
     int key = linear_over(sub_dims, sub_coords, naxes, all);
-    return mlc_comm_split(mesh->world, color, key, out);
+    mlc_status_t st = group_agree(mesh, axes, naxes);
+    return st ? st : mlc_comm_split(mesh->world, color, key, out);
 }

@@ -140,6 +140,27 @@ static int body(mlc_comm_t *comm)
         CHECK_ERR(mlc_mesh_create(comm, mine, 2, NULL, &mesh), MLC_ERR_MISMATCH);
         CHECK(strstr(mlc_last_error(), "rank 0 asks for dims") != NULL, "message: %s",
               mlc_last_error());
+        /* the same dims, axis 1 named differently on the last rank: that axis is named */
+        int dims2[2] = {1, p};
+        const char *names[2] = {"dp", w == p - 1 ? "zz" : "tp"};
+        CHECK_ERR(mlc_mesh_create(comm, dims2, 2, names, &mesh), MLC_ERR_MISMATCH);
+        CHECK(strstr(mlc_last_error(), "axis 1 \"tp\"") && strstr(mlc_last_error(), "axis 1 \"zz\""),
+              "message: %s", mlc_last_error());
+        /* groups of different axes: an error on every rank, not groups that match no axis */
+        const char *dptp[2] = {"dp", "tp"};
+        CHECK_OK(mlc_mesh_create(comm, dims2, 2, dptp, &mesh));
+        int axis[1] = {w == 1 ? 0 : 1};
+        mlc_comm_t *g = NULL;
+        CHECK_ERR(mlc_mesh_group(mesh, axis, 1, &g), MLC_ERR_MISMATCH);
+        CHECK(strstr(mlc_last_error(), "mlc_mesh_group") && strstr(mlc_last_error(), "\"dp\""),
+              "message: %s", mlc_last_error());
+        CHECK(g == NULL, "group written on a mismatch");
+        int tp[1] = {1};
+        CHECK_OK(mlc_mesh_group(mesh, tp, 1, &g)); /* the world goes on */
+        CHECK(mlc_comm_size(g) == p, "tp group of %d ranks", mlc_comm_size(g));
+        mlc_comm_free(g);
+        mlc_mesh_free(mesh);
+        mesh = NULL;
     }
     CHECK_OK(mlc_mesh_free(NULL));
     return mlc_test_any_failed(comm, 0);
