@@ -7,6 +7,7 @@
  * the forced variants run the MPI executors' own wait (mlc_xmpi_wait).
  * Rank 0 waits mostly asleep: its thread uses under a quarter of the wait's
  * wall time in CPU (a busy-polling wait uses all of it on an idle machine).
+ * Then rank 0 runs it once more alone: it times out, with a message.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -60,7 +61,20 @@ static int body(mlc_comm_t *comm)
             for (int i = 0; i < BLOCK; i++)
                 CHECK(all[q * BLOCK + i] == 100.0 * q + i, "element %d: %g", q * BLOCK + i, all[q * BLOCK + i]);
     }
+    /* Peers alive but not running the exchange (busy elsewhere for longer than
+     * MLC_TIMEOUT): rank 0's run times out, and says so in its message (the
+     * MPI executors' wait returned none). */
+    if (r == 0) {
+        mlc_status_t st = mlc_exchange_run(ex);
+        CHECK(st == MLC_ERR_TIMEOUT, "a run without its peers -> %s (%s)", mlc_status_name(st), mlc_last_error());
+        CHECK(strstr(mlc_last_error(), "MLC_TIMEOUT") != NULL, "message of the timeout: \"%s\"", mlc_last_error());
+    } else {
+        /* rank 0 began at about 2 x STAGGER_S, times out 3 s later; all
+         * free theirs a second after that */
+        usleep((useconds_t)((4 - r) * STAGGER_S * 1e6));
+    }
     CHECK_OK(mlc_exchange_free(ex));
+    CHECK_OK(mlc_barrier(comm, NULL));
     return mlc_test_any_failed(comm, 0);
 }
 
