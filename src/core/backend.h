@@ -44,7 +44,7 @@ typedef struct mlc_boot {
 } mlc_boot_t;
 
 /* The interface's version: a table built against another layout is refused. */
-#define MLC_BACKEND_ABI 3u
+#define MLC_BACKEND_ABI 4u
 
 typedef struct mlc_backend {
     uint32_t abi;  /* MLC_BACKEND_ABI */
@@ -77,6 +77,11 @@ typedef struct mlc_backend {
     void (*destroy)(mlc_comm_t *comm);
     /* Make every rank's pending and later operations fail with ABORTED; any thread. */
     void (*abort)(mlc_comm_t *comm);
+    /* Optional: core ended the started request req without the backend (its
+     * communicator failed): drop it, so that nothing touches its buffers or
+     * req again once this returns (the caller may free and reuse them). NULL:
+     * the backend leaves such requests to its own layer (mpi: to MPI). */
+    void (*forget)(mlc_request_t *req);
 
     /* ---- operations: every entry set (mlc_backend_unsupported_* where the backend has none)
      * Begin an operation (req->args validated, req->seq and req->algo set).

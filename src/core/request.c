@@ -162,6 +162,7 @@ mlc_status_t mlc_request_finish(mlc_request_t *req)
 /* The comm failed while req was pending: report the comm's failure on req. */
 mlc_status_t mlc_request_fail_pending(mlc_request_t *req, mlc_status_t st)
 {
+    if (req->comm->be->forget) req->comm->be->forget(req); /* before its buffers go back to the caller */
     char what[160];
     mlc_request_describe(req, what, sizeof what);
     snprintf(req->errmsg, sizeof req->errmsg, "%.150s: %.220s", what, req->comm->fail_msg);

@@ -61,6 +61,9 @@ typedef struct eng_ctl {
     atomic_uint_fast64_t beat;               /* CLOCK_MONOTONIC ns of this rank's last wait check */
     atomic_uint light_fences;                /* 1: this rank's process registered for membarrier */
     uint64_t cpus[ENG_CPU_WORDS];            /* the cpus this rank may run on, a bit each (host_cpus.c) */
+    /* Peers' single-copy reads of this rank's memory in progress (p2p.c:
+     * eng_rndv_copy); an operation this rank drops waits for them to end. */
+    _Alignas(ENG_LINE) atomic_uint readers;
 } eng_ctl_t;
 
 typedef struct eng_ring_hdr {
@@ -546,6 +549,11 @@ mlc_status_t eng_rndv_copy(eng_ep_t *ep, eng_comm_t *ec, int src, uint64_t addr,
  * when it cannot be. Threads, and this rank: buf + at itself. */
 const void *eng_peer_view(eng_ep_t *ep, int w, const mlc_shmem_ref_t *ref, uint64_t buf, size_t buf_len, size_t at,
                           char *why, size_t whylen);
+/* Once ec's failure is posted, wait until no peer reads this rank's memory
+ * by single copy: a read that began before it ends, any later one sees the
+ * failure and reads nothing (p2p.c). Then buffers of ec's operations may
+ * go back to the caller. */
+void eng_readers_drain(eng_ep_t *ep);
 /* Unmap every peer's block (endpoint release). */
 void eng_peer_views_free(eng_ep_t *ep);
 
@@ -590,6 +598,7 @@ const mlc_sig_t *eng_latest_sig(eng_ep_t *ep, uint32_t coll_ctx, eng_comm_t **ec
 mlc_status_t eng_comm_create(mlc_comm_t *comm, eng_ep_t *ep, uint32_t ctx, const int *world_of);
 void eng_be_destroy(mlc_comm_t *comm);
 void eng_be_abort(mlc_comm_t *comm);
+void eng_be_forget(mlc_request_t *req);
 mlc_status_t eng_be_split(mlc_comm_t *parent, int color, int key, const int *members, int n,
                           mlc_comm_t *child);
 mlc_status_t eng_be_progress(mlc_comm_t *comm, int *progressed);
@@ -620,7 +629,7 @@ mlc_status_t eng_start_sendrecv(mlc_request_t *req);
     [MLC_COLL_RECV] = eng_start_recv, [MLC_COLL_SENDRECV] = eng_start_sendrecv
 
 #define ENG_COMMON_ENTRIES                                                                     \
-    .split = eng_be_split, .destroy = eng_be_destroy, .abort = eng_be_abort,                 \
+    .split = eng_be_split, .destroy = eng_be_destroy, .abort = eng_be_abort, .forget = eng_be_forget, \
     .start = {ENG_START_ENTRIES}, .iprobe = eng_be_iprobe, .progress = eng_be_progress,        \
     .idle = eng_be_idle, .polling_futile = eng_be_polling_futile, .health = eng_be_health,   \
     .posted_failure = eng_be_posted_failure, .pending_peers = eng_be_pending_peers,          \

@@ -8,9 +8,11 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sched.h>
 #include <string.h>
 #include <sys/uio.h>
 #include "engine.h"
+#include "base/clock.h"
 #include "base/error.h"
 #include "base/log.h"
 
@@ -255,10 +257,60 @@ static mlc_status_t read_failed(eng_comm_t *ec, mlc_status_t st, const char *det
     return mlc_error(sticky, "%s", ec->comm->fail_msg);
 }
 
+static mlc_status_t rndv_copy(eng_ep_t *ep, eng_comm_t *ec, int src, uint64_t addr, void *dst, size_t bytes);
+
+/* A single-copy read of rank src's memory, counted in its `readers` while it
+ * lasts: src may drop the operation (its communicator failed) and give the
+ * buffer back to its caller, who may unmap or reuse it at once. The count
+ * goes up before this rank looks for a posted failure and src posts its
+ * failure before it waits for the count (eng_readers_drain), both sequentially
+ * consistent: either this read sees the failure and reads nothing, or src
+ * waits for it to end. */
 mlc_status_t eng_rndv_copy(eng_ep_t *ep, eng_comm_t *ec, int src, uint64_t addr, void *dst, size_t bytes)
 {
     if (bytes == 0) return MLC_SUCCESS;
-    if (ep->threads || src == ep->wrank) {
+    if (src == ep->wrank) {
+        memcpy(dst, (const void *)(uintptr_t)addr, bytes);
+        return MLC_SUCCESS;
+    }
+    atomic_uint *readers = &eng_ctl(ep, src)->readers;
+    atomic_fetch_add(readers, 1);
+    atomic_thread_fence(memory_order_seq_cst);
+    mlc_status_t st;
+    if (ec && eng_fail_posted(ec)) {
+        mlc_status_t fst = eng_fail_adopt(ec);
+        st = mlc_error(fst ? fst : MLC_ERR_ABORTED, "%.300s", ec->comm->fail_msg);
+    } else {
+        st = rndv_copy(ep, ec, src, addr, dst, bytes);
+    }
+    atomic_fetch_sub(readers, 1);
+    return st;
+}
+
+/* A read takes one copy's time; a count still up after this long belongs to
+ * a peer that died mid-read (its reads are over) or is stopped. */
+#define DRAIN_LIMIT_S 10.0
+
+void eng_readers_drain(eng_ep_t *ep)
+{
+    atomic_thread_fence(memory_order_seq_cst);
+    atomic_uint *readers = &eng_ctl(ep, ep->wrank)->readers;
+    if (atomic_load(readers) == 0) return;
+    double until = mlc_now() + DRAIN_LIMIT_S;
+    while (atomic_load(readers) != 0) {
+        if (mlc_now() > until) {
+            MLC_WARN("rank %d: peers' single-copy reads of this rank's memory did not end within %g s (a "
+                     "peer stopped or died mid-read?): the buffers go back to the caller anyway",
+                     ep->wrank, DRAIN_LIMIT_S);
+            return;
+        }
+        sched_yield();
+    }
+}
+
+static mlc_status_t rndv_copy(eng_ep_t *ep, eng_comm_t *ec, int src, uint64_t addr, void *dst, size_t bytes)
+{
+    if (ep->threads) {
         memcpy(dst, (const void *)(uintptr_t)addr, bytes);
         return MLC_SUCCESS;
     }

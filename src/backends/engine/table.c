@@ -123,6 +123,9 @@ static const char *without_own_rank(const mlc_request_t *req, const char *msg)
 static void complete(eng_ep_t *ep, mlc_request_t *req, mlc_status_t st, const char *msg)
 {
     if (!req->blocking) ep->async_pending--;
+    /* Failed with its communicator: its buffers go back to the caller, so
+     * peers' reads of them in place must be over (eng_readers_drain). */
+    if (st != MLC_SUCCESS && eng_fail_posted(req_state(req)->entry.ec)) eng_readers_drain(ep);
     char what[160];
     if (st != MLC_SUCCESS) mlc_request_describe(req, what, sizeof what);
     if (st == MLC_SUCCESS) {
@@ -422,6 +425,51 @@ mlc_status_t eng_comm_create(mlc_comm_t *comm, eng_ep_t *ep, uint32_t ctx, const
     return MLC_SUCCESS;
 }
 
+/* Drop an active entry without completing its request: its operations are
+ * cancelled, so its buffers are no longer touched. Lock held. */
+static void entry_cancel(eng_ep_t *ep, eng_coll_t *e)
+{
+    eng_comm_t *ec = e->ec;
+    eng_req_t *rs = req_state(e->req);
+    if (e->exec) mlc_exec_destroy(e->exec, &eng_transport, rs);
+    e->exec = NULL;
+    if (rs->is_direct) eng_direct_cancel(ec, &rs->direct);
+    for (int i = 0; i < rs->nops; i++) eng_op_cancel(ep, rs->ops[i]);
+    rs->nops = 0;
+    if (!e->req->blocking) ep->async_pending--;
+    entry_remove(ep, e);
+    entry_done(ec);
+}
+
+/* Core ended req without the engine (its communicator failed: an abort, a
+ * timeout, a lost peer): the caller may free its buffers and reuse the
+ * request once this returns, so its entry goes now. */
+void eng_be_forget(mlc_request_t *req)
+{
+    eng_comm_t *ec = req->comm->impl;
+    if (!ec) return;
+    eng_ep_t *ep = ec->ep;
+    pthread_mutex_lock(&ep->lock);
+    for (eng_coll_t *e = ep->colls; e; e = e->next)
+        if (e->req == req) {
+            entry_cancel(ep, e);
+            break;
+        }
+    pthread_mutex_unlock(&ep->lock);
+    /* Peers may be reading its buffers in place: once they know (the
+     * failure is posted for every member), wait for reads under way. */
+    if (!eng_fail_posted(ec)) {
+        int failed = atomic_load(&req->comm->failed);
+        char msg[sizeof req->comm->fail_msg];
+        if (failed)
+            snprintf(msg, sizeof msg, "%s", req->comm->fail_msg);
+        else
+            snprintf(msg, sizeof msg, "rank %d: an operation ended with an error", req->comm->rank);
+        eng_fail_comm(ec, failed ? (mlc_status_t)failed : MLC_ERR_ABORTED, msg);
+    }
+    eng_readers_drain(ep);
+}
+
 void eng_be_destroy(mlc_comm_t *comm)
 {
     eng_comm_t *ec = comm->impl;
@@ -432,17 +480,7 @@ void eng_be_destroy(mlc_comm_t *comm)
     eng_coll_t *e = ep->colls;
     while (e) {
         eng_coll_t *next = e->next;
-        if (e->ec == ec) {
-            eng_req_t *rs = req_state(e->req);
-            if (e->exec) mlc_exec_destroy(e->exec, &eng_transport, rs);
-            e->exec = NULL;
-            if (rs->is_direct) eng_direct_cancel(ec, &rs->direct);
-            for (int i = 0; i < rs->nops; i++) eng_op_cancel(ep, rs->ops[i]);
-            rs->nops = 0;
-            if (!e->req->blocking) ep->async_pending--;
-            entry_remove(ep, e);
-            entry_done(ec);
-        }
+        if (e->ec == ec) entry_cancel(ep, e);
         e = next;
     }
     /* Unexpected messages of its contexts can never be received now. */
