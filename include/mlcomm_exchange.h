@@ -181,7 +181,9 @@ MLC_API mlc_status_t mlc_exchange_set_topology_version(mlc_exchange_t *ex, uint6
  * else by hash of the boxes), it is reused without exchanging metadata.
  * Otherwise provided regions are all-gathered, every rank intersects its
  * needs with them (periodic images included), and each rank tells only its
- * providers what to send. Errors, the same on every rank: INVALID_ARG
+ * providers what to send. Errors, the same on every rank (but for the
+ * topology-version check above, which only the rank whose boxes changed
+ * makes; its peers reuse the cached plan): INVALID_ARG
  * (provided regions overlap: names both boxes and their ranks; a need no
  * rank provides without MLC_EXCHANGE_ALLOW_UNPROVIDED: names the box; a
  * provided region outside the domain), MISMATCH (ranks passed different
@@ -190,11 +192,11 @@ MLC_API mlc_status_t mlc_exchange_set_topology_version(mlc_exchange_t *ex, uint6
 MLC_API mlc_status_t mlc_exchange_build(mlc_exchange_t *ex);
 
 /**
- * Choose what moves the data: "auto" (or NULL: the default order), "p2p"
+ * Choose what moves the data: "auto" (or NULL or "": the default order), "p2p"
  * (packed messages over mlc_send/mlc_recv, every backend), and on the mpi
  * backend "mpi_pack" (packed messages, persistent MPI requests on the
  * library's own buffers) or "mpi_subarray" (MPI_Type_create_subarray over
- * each view's parent, no packing). The environment variable
+ * each view's parent, no packing); names match in any case. The environment variable
  * MLC_EXCHANGE_EXEC sets the same at mlc_exchange_create. Every rank must
  * choose the same. Local: a built plan keeps working (its executor state is
  * made again). With views in device memory "auto" is "p2p". Errors:

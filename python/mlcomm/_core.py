@@ -1085,6 +1085,8 @@ def _counts(v, n, what):
         raise invalid("%s: %d entries for %d ranks" % (what, len(v), n))
     if any(c < 0 for c in v):
         raise invalid("%s: negative entry in %s" % (what, v))
+    if any(c >= 2 ** 63 for c in v):
+        raise invalid("%s: entry %d does not fit in 63 bits" % (what, max(v)))
     return v
 
 

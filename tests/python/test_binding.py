@@ -657,6 +657,8 @@ def t_buffer_safety(c):
            "allgatherv out too short", "out")
     raises(mlcomm.InvalidArgError, lambda: solo.allgatherv(x, [4], out=np.zeros(5, np.int64), displs=[2]),
            "allgatherv displs past out", "out")
+    raises(mlcomm.InvalidArgError, lambda: solo.allgatherv(x, [2 ** 64]), "allgatherv count past 64 bits",
+           "counts")
     raises(mlcomm.InvalidArgError, lambda: solo.alltoallv(x, [4], [4], out=np.zeros(3, np.int64)),
            "alltoallv out too short", "out")
     raises(mlcomm.InvalidArgError, lambda: solo.alltoallv(x, [3], [3], sdispls=[2]), "alltoallv x too short",
