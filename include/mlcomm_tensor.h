@@ -239,7 +239,10 @@ MLC_API mlc_status_t mlc_mesh_coords(const mlc_mesh_t *mesh, int *coords);
  * A communicator over several axes at once (for example {"pp","dp"}): the
  * ranks whose coordinates differ only along those axes, ordered row-major
  * over the axes in the order given. Collective over the world communicator;
- * the caller frees *out with mlc_comm_free.
+ * the caller frees *out with mlc_comm_free. Every rank must pass the same
+ * axes in the same order: ranks that differ all get MLC_ERR_MISMATCH naming
+ * both lists (*out untouched; the world stays usable). INVALID_ARG for an
+ * axis out of range or listed twice.
  */
 MLC_API mlc_status_t mlc_mesh_group(const mlc_mesh_t *mesh, const int *axes, int naxes,
                                     mlc_comm_t **out);
