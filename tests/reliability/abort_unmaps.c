@@ -3,14 +3,14 @@
  * A request that returned MLC_ERR_ABORTED is over: its buffers are the
  * caller's again (mlcomm.h), so nothing may touch them afterwards. Per
  * round, on a communicator `d` split for it, every rank runs nonblocking
- * allreduces of 200 KB (the engine's staged path) in buffers of their own
+ * allreduces of 200 KB (the engine's large path) in buffers of their own
  * mapping, while a second thread drives a sibling communicator `e` (the
  * same endpoint, whose progress would find a forgotten operation), and one
  * rank aborts `d` from a third thread at a time that varies by round. A
  * rank whose wait returns MLC_ERR_ABORTED unmaps its buffers at once. With
- * the aborted allreduce left to the endpoint, its peers' progress went on
- * reducing from and into them, and peers went on reading them in place
- * (SIGSEGV in most runs on threads, some on shm). Not on mpi, which cannot
+ * the aborted allreduce left on the endpoint, the rank's later progress
+ * resumed it, reducing from and into them, and peers went on reading them
+ * in place (SIGSEGV in most runs on threads, some on shm). Not on mpi, which cannot
  * cancel a collective (docs/MPI.md). Exit 0 = pass.
  */
 #include <pthread.h>
