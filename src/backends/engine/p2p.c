@@ -288,8 +288,18 @@ mlc_status_t eng_rndv_copy(eng_ep_t *ep, eng_comm_t *ec, int src, uint64_t addr,
 }
 
 /* A read takes one copy's time; a count still up after this long belongs to
- * a peer that died mid-read (its reads are over) or is stopped. */
+ * a stopped peer. */
 #define DRAIN_LIMIT_S 10.0
+
+/* Has a rank of the job died? Its count may stay up for ever: it died
+ * mid-read (the job is failing; its launcher stops the rest soon). */
+static bool a_peer_died(eng_ep_t *ep)
+{
+    char why[160];
+    for (int w = 0; w < ep->wsize; w++)
+        if (w != ep->wrank && eng_peer_gone(ep, w, why, sizeof why) == ENG_DIED) return true;
+    return false;
+}
 
 void eng_readers_drain(eng_ep_t *ep)
 {
@@ -297,7 +307,8 @@ void eng_readers_drain(eng_ep_t *ep)
     atomic_uint *readers = &eng_ctl(ep, ep->wrank)->readers;
     if (atomic_load(readers) == 0) return;
     double until = mlc_now() + DRAIN_LIMIT_S;
-    while (atomic_load(readers) != 0) {
+    for (unsigned spins = 0; atomic_load(readers) != 0; spins++) {
+        if (spins % 64 == 63 && a_peer_died(ep)) return;
         if (mlc_now() > until) {
             MLC_WARN("rank %d: peers' single-copy reads of this rank's memory did not end within %g s (a "
                      "peer stopped or died mid-read?): the buffers go back to the caller anyway",
