@@ -483,7 +483,8 @@ MLC_API mlc_status_t mlc_comm_split(mlc_comm_t *comm, int color, int key, mlc_co
 
 /**
  * Release a communicator. Local: does not wait for peers. Pending requests
- * are cancelled (their buffers are no longer touched), but their handles stay
+ * are cancelled (their buffers are no longer touched; on mpi, operations
+ * MPI cannot cancel keep theirs until MPI completes them: docs/MPI.md), but their handles stay
  * valid: mlc_request_wait / mlc_request_test on one returns MLC_ERR_ABORTED
  * with a message and releases it (a request that had completed returns its
  * own status). The communicator's memory goes with the last such handle, so

@@ -280,6 +280,12 @@ mlc_status_t eng_rndv_copy(eng_ep_t *ep, eng_comm_t *ec, int src, uint64_t addr,
     if (ec && eng_fail_posted(ec)) {
         mlc_status_t fst = eng_fail_adopt(ec);
         st = mlc_error(fst ? fst : MLC_ERR_ABORTED, "%.300s", ec->comm->fail_msg);
+    } else if (ec && ec->slots && atomic_load(&ec->slots[src].left)) {
+        /* It freed the communicator: what it had pending was cancelled and
+         * its buffers went back to its caller (eng_be_destroy). */
+        char who[32];
+        st = mlc_error(MLC_ERR_PEER_LOST, "%s freed the communicator before its message of %zu bytes was "
+                       "read (its send was cancelled)", rank_name(ec, src, who, sizeof who), bytes);
     } else {
         st = rndv_copy(ep, ec, src, addr, dst, bytes);
     }

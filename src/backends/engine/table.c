@@ -503,6 +503,10 @@ void eng_be_destroy(mlc_comm_t *comm)
     }
     pthread_mutex_unlock(&ep->lock);
     eng_member_leave(ec);
+    /* Peers may be reading a cancelled send's buffer in place: a read that
+     * began before they could see this rank leave ends first, a later one
+     * fails (p2p.c). Communicators without a slot area have no `left`. */
+    if (ec->slots) eng_readers_drain(ep);
     free(ec->world_of);
     free(ec->comm_of);
     free(ec->member_slot);
