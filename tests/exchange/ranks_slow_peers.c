@@ -40,6 +40,7 @@ static int body(mlc_comm_t *comm)
         CHECK_OK(mlc_exchange_need(ex, &nv, NULL));
     }
     CHECK_OK(mlc_exchange_build(ex));
+    double built = mlc_test_now(); /* the build is collective: the ranks left it together */
     const char *forced = getenv("MLC_EXCHANGE_EXEC");
     mlc_exchange_info_t info;
     CHECK_OK(mlc_exchange_info(ex, &info));
@@ -69,9 +70,12 @@ static int body(mlc_comm_t *comm)
         CHECK(st == MLC_ERR_TIMEOUT, "a run without its peers -> %s (%s)", mlc_status_name(st), mlc_last_error());
         CHECK(strstr(mlc_last_error(), "MLC_TIMEOUT") != NULL, "message of the timeout: \"%s\"", mlc_last_error());
     } else {
-        /* rank 0 began at about 2 x STAGGER_S, times out 3 s later; all
-         * free theirs a second after that */
-        usleep((useconds_t)((4 - r) * STAGGER_S * 1e6));
+        /* Rank 0 ran again at about 2 x STAGGER_S after the build and times
+         * out 3 s (MLC_TIMEOUT) later; the peers free theirs 1.5 s after
+         * that, and so meet rank 0's final barrier 1.5 s before its own
+         * timeout would end it. */
+        double until = built + 2 * STAGGER_S + 3.0 + 1.5, left = until - mlc_test_now();
+        if (left > 0) usleep((useconds_t)(left * 1e6));
     }
     CHECK_OK(mlc_exchange_free(ex));
     CHECK_OK(mlc_barrier(comm, NULL));
