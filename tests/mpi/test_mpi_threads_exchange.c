@@ -12,45 +12,41 @@
  * creating communicators from two threads at once is not allowed below
  * MPI_THREAD_MULTIPLE (docs/MPI.md). Exit 0 = pass.
  */
-#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
-#include <string.h>
-#include "mlcomm.h"
 #include "mlcomm_exchange.h"
+#include "two_threads.h"
 
 #define ROUNDS 300
 #define N 64
 
-typedef struct job {
-    mlc_comm_t *comm;
-    mlc_exchange_t *ex;
-    int which, bad;
-    char why[512];
-} job_t;
-
 static int64_t value(int64_t cell, int round, int which) { return cell * 1000 + round * 10 + which; }
 
-static int fail(job_t *j, const char *what, mlc_status_t st)
+static int fail(two_threads_job_t *j, const char *what, mlc_status_t st)
 {
     snprintf(j->why, sizeof j->why, "%s: %s: %s", what, mlc_status_name(st), mlc_last_error());
     j->bad = 1;
     return 1;
 }
 
-/* The exchange of one thread, on a periodic line of `total` cells. */
-static mlc_status_t exchange_create(mlc_comm_t *comm, mlc_exchange_t **ex)
+/* The exchange of one thread, on a periodic line of p * N cells (its state). */
+static int exchange_create(two_threads_job_t *j)
 {
     mlc_exchange_config_t cfg = MLC_EXCHANGE_CONFIG_INIT;
     cfg.ndim = 1;
     cfg.dtype = MLC_INT64;
-    cfg.domain = mlc_box_make(1, (int64_t[]){0}, (int64_t[]){(int64_t)mlc_comm_size(comm) * N});
+    cfg.domain = mlc_box_make(1, (int64_t[]){0}, (int64_t[]){(int64_t)mlc_comm_size(j->comm) * N});
     cfg.periodic[0] = 1;
-    return mlc_exchange_create(comm, &cfg, ex);
+    mlc_exchange_t *ex = NULL;
+    mlc_status_t st = mlc_exchange_create(j->comm, &cfg, &ex);
+    j->state = ex;
+    return st != MLC_SUCCESS;
 }
 
+static void exchange_free(two_threads_job_t *j) { mlc_exchange_free(j->state); }
+
 /* The rounds of one thread; 1 and j->why on failure. */
-static int exchange_rounds(job_t *j, int64_t *cells)
+static int exchange_rounds(two_threads_job_t *j, int64_t *cells)
 {
     int p = mlc_comm_size(j->comm), r = mlc_comm_rank(j->comm);
     int64_t lo = (int64_t)r * N, total = (int64_t)p * N;
@@ -58,7 +54,7 @@ static int exchange_rounds(job_t *j, int64_t *cells)
     mlc_view_t own = {cells, parent, mlc_box_make(1, (int64_t[]){lo}, (int64_t[]){N})};
     mlc_view_t left = {cells, parent, mlc_box_make(1, (int64_t[]){lo - 1}, (int64_t[]){1})};
     mlc_view_t right = {cells, parent, mlc_box_make(1, (int64_t[]){lo + N}, (int64_t[]){1})};
-    mlc_exchange_t *ex = j->ex;
+    mlc_exchange_t *ex = j->state;
     int id;
     mlc_status_t st;
     if ((st = mlc_exchange_provide(ex, &own, &id)) || (st = mlc_exchange_need(ex, &left, &id)) ||
@@ -88,7 +84,7 @@ static int exchange_rounds(job_t *j, int64_t *cells)
 
 static void *run(void *arg)
 {
-    job_t *j = arg;
+    two_threads_job_t *j = arg;
     int64_t cells[N + 2];
     exchange_rounds(j, cells);
     return NULL;
@@ -96,36 +92,7 @@ static void *run(void *arg)
 
 int main(void)
 {
-    mlc_comm_t *world = NULL, *comms[2] = {NULL, NULL};
-    if (mlc_comm_init(NULL, &world) != MLC_SUCCESS) {
-        fprintf(stderr, "mlc_comm_init: %s\n", mlc_last_error());
-        return 1;
-    }
-    int r = mlc_comm_rank(world);
-    job_t jobs[2] = {{NULL, NULL, 0, 0, ""}, {NULL, NULL, 1, 0, ""}};
-    for (int t = 0; t < 2; t++)
-        if (mlc_comm_split(world, 0, r, &comms[t]) != MLC_SUCCESS || exchange_create(comms[t], &jobs[t].ex)) {
-            fprintf(stderr, "split or mlc_exchange_create: %s\n", mlc_last_error());
-            return 1;
-        }
-    for (int t = 0; t < 2; t++) jobs[t].comm = comms[t];
-    pthread_t th[2];
-    for (int t = 0; t < 2; t++) pthread_create(&th[t], NULL, run, &jobs[t]);
-    for (int t = 0; t < 2; t++) pthread_join(th[t], NULL);
-    int bad = 0;
-    for (int t = 0; t < 2; t++)
-        if (jobs[t].bad) {
-            fprintf(stderr, "rank %d, thread %d: %s\n", r, t, jobs[t].why);
-            bad = 1;
-        }
-    int32_t any = bad, all = 0;
-    mlc_status_t st = mlc_allreduce(&any, &all, 1, MLC_INT32, MLC_MAX, world, NULL);
-    for (int t = 0; t < 2; t++) {
-        mlc_exchange_free(jobs[t].ex);
-        mlc_comm_free(comms[t]);
-    }
-    mlc_comm_free(world);
-    if (st == MLC_SUCCESS && all == 0 && r == 0)
-        printf("two threads, two exchanges, %d rounds each: exact\n", ROUNDS);
-    return st == MLC_SUCCESS && all == 0 ? 0 : 1;
+    char passed[96];
+    snprintf(passed, sizeof passed, "two threads, two exchanges, %d rounds each: exact", ROUNDS);
+    return two_threads_main(run, exchange_create, exchange_free, passed);
 }
