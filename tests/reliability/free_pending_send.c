@@ -1,27 +1,48 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * mlc_comm_free cancels pending requests, and "their buffers are no longer
- * touched" (mlcomm.h). Rank 0 posts a 4 MiB send (a rendezvous: the
- * receiver reads the sender's buffer) on a communicator `d`, frees `d` at
- * once, gets MLC_ERR_ABORTED from the send's wait and overwrites the
- * buffer. Only then does rank 1 post the matching receive: it must fail
- * (MLC_ERR_PEER_LOST, naming the free), not return success with the bytes
- * written after the free, as it did. Exit 0 = pass.
+ * touched" (mlcomm.h). A receive that would match a send cancelled that way
+ * must fail (MLC_ERR_PEER_LOST, naming the free), never return success with
+ * bytes the sender's buffer did not hold when it sent them.
+ *
+ * Rendezvous: rank 0 posts a 4 MiB send (the receiver reads the sender's
+ * buffer in place) on a communicator `d`, frees `d` at once, gets
+ * MLC_ERR_ABORTED from the send's wait and overwrites the buffer. Only then
+ * does rank 1 post the matching receive. It returned the bytes written after
+ * the free.
+ *
+ * Eager, cut half way: while rank 1 sleeps outside the library, rank 0 posts
+ * small sends (copied through the pair's ring) until the ring is full, so the
+ * first one it could not finish has only its head in the ring, then frees
+ * `d`. The sends that finished before the free must arrive whole; the one cut
+ * off returned its remainder as zeros with success. Twice: rank 1's receives
+ * posted after the messages arrived, and before.
+ * Exit 0 = pass.
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "harness.h"
 
 #define COUNT ((size_t)1 << 20) /* uint32: 4 MiB */
 #define LATE 0xDEADBEEFu
+/* Eager messages: below the engine's eager limit, and together far more than
+ * a ring holds. */
+#define SMALL 4000 /* uint32 */
+#define SENDS 300
 
-static int body(mlc_comm_t *comm)
+static void sleep_ms(long ms)
 {
-    int p = mlc_comm_size(comm), r = mlc_comm_rank(comm);
-    if (p < 2) return MLC_TEST_SKIP;
-    uint32_t *buf = malloc(COUNT * sizeof *buf);
-    CHECK(buf != NULL, "malloc");
+    struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&t, NULL);
+}
+
+static uint32_t value(int msg, size_t i) { return (uint32_t)msg * 1000003u + (uint32_t)i + 1u; }
+
+static int rendezvous(mlc_comm_t *comm, uint32_t *buf)
+{
+    int r = mlc_comm_rank(comm);
     mlc_comm_t *d = NULL;
     CHECK_OK(mlc_comm_split(comm, 0, r, &d));
     if (r == 0) {
@@ -48,8 +69,89 @@ static int body(mlc_comm_t *comm)
         CHECK_OK(mlc_barrier(comm, NULL));
         mlc_comm_free(d);
     }
+    return 0;
+}
+
+/* Rank 1 receives message m (tag m) into its row of rows. */
+static mlc_status_t post_recv(mlc_comm_t *d, uint32_t *rows, int m, mlc_request_t **q)
+{
+    return mlc_recv(rows + (size_t)m * SMALL, SMALL, MLC_UINT32, 0, m, d, NULL, q);
+}
+
+static int eager_cut(mlc_comm_t *comm, uint32_t *rows, bool post_first)
+{
+    int r = mlc_comm_rank(comm);
+    mlc_comm_t *d = NULL;
+    CHECK_OK(mlc_comm_split(comm, 0, r, &d));
+    CHECK_OK(mlc_barrier(comm, NULL));
+    int whole = 0; /* rank 0's sends that were over before the free */
+    mlc_request_t *q[SENDS] = {0};
+    if (r == 0) {
+        sleep_ms(200); /* rank 1 is asleep: nothing drains the ring */
+        for (int m = 0; m < SENDS; m++) {
+            for (size_t i = 0; i < SMALL; i++) rows[(size_t)m * SMALL + i] = value(m, i);
+            CHECK_OK(mlc_send(rows + (size_t)m * SMALL, SMALL, MLC_UINT32, 1, m, d, &q[m]));
+        }
+        CHECK_OK(mlc_comm_free(d));
+        for (int m = 0; m < SENDS; m++) {
+            mlc_status_t st = mlc_request_wait(&q[m]);
+            if (st == MLC_SUCCESS) {
+                CHECK(whole == m, "send %d succeeded, but send %d did not", m, whole);
+                whole++;
+            } else {
+                CHECK(st == MLC_ERR_ABORTED, "send %d -> %s (%s)", m, mlc_status_name(st), mlc_last_error());
+            }
+        }
+        CHECK(whole < SENDS, "all %d sends of %d bytes finished before the free: the ring never filled", SENDS,
+              SMALL * 4);
+        memset(rows, 0xEE, (size_t)SENDS * SMALL * sizeof *rows); /* ours again */
+    } else if (r == 1) {
+        sleep_ms(2000);
+        memset(rows, 0, (size_t)SENDS * SMALL * sizeof *rows);
+        if (post_first)
+            for (int m = 0; m < SENDS; m++) CHECK_OK(post_recv(d, rows, m, &q[m]));
+    }
+    CHECK_OK(mlc_broadcast(&whole, &whole, 1, MLC_INT32, 0, comm, NULL));
+    if (r == 1) {
+        for (int m = 0; m <= whole; m++) {
+            if (!post_first) CHECK_OK(post_recv(d, rows, m, &q[m]));
+            mlc_status_t st = mlc_request_wait(&q[m]);
+            uint32_t *row = rows + (size_t)m * SMALL;
+            if (m < whole) {
+                CHECK(st == MLC_SUCCESS, "message %d, sent before the free -> %s (%s)", m, mlc_status_name(st),
+                      mlc_last_error());
+                for (size_t i = 0; i < SMALL; i++)
+                    CHECK(row[i] == value(m, i), "message %d element %zu: %#x, sent %#x", m, i, row[i],
+                          value(m, i));
+                continue;
+            }
+            size_t zeros = 0;
+            for (size_t i = 0; i < SMALL; i++) zeros += row[i] == 0;
+            CHECK(st == MLC_ERR_PEER_LOST, "message %d, cut off by the free -> %s (%s); %zu of %d elements zero",
+                  m, mlc_status_name(st), mlc_last_error(), zeros, SMALL);
+            CHECK(strstr(mlc_last_error(), "freed the communicator") != NULL, "message: %s", mlc_last_error());
+        }
+    }
+    CHECK_OK(mlc_barrier(comm, NULL));
+    if (r != 0) mlc_comm_free(d); /* rank 1's receives of messages never sent end here */
+    if (r == 1 && post_first)
+        for (int m = whole + 1; m < SENDS; m++) CHECK_ERR(mlc_request_wait(&q[m]), MLC_ERR_ABORTED);
+    return 0;
+}
+
+static int body(mlc_comm_t *comm)
+{
+    int p = mlc_comm_size(comm);
+    if (p < 2) return MLC_TEST_SKIP;
+    uint32_t *buf = malloc(COUNT * sizeof *buf);
+    uint32_t *rows = malloc((size_t)SENDS * SMALL * sizeof *rows);
+    CHECK(buf && rows, "malloc");
+    int failed = rendezvous(comm, buf);
+    if (!failed) failed = eager_cut(comm, rows, false);
+    if (!failed) failed = eager_cut(comm, rows, true);
     free(buf);
-    return mlc_test_any_failed(comm, 0);
+    free(rows);
+    return mlc_test_any_failed(comm, failed);
 }
 
 int main(int argc, char **argv) { return mlc_test_main(argc, argv, body); }

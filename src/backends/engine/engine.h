@@ -68,6 +68,11 @@ typedef struct eng_ctl {
 
 typedef struct eng_ring_hdr {
     _Alignas(ENG_LINE) atomic_uint_fast64_t head; /* bytes produced */
+    /* Where the latest message cut off by a cancel ends in the stream (its
+     * remainder went as zeros): its receive fails. The sender sets it before
+     * the head passes that end, and only once the receiver is past the
+     * previous one (p2p.c). */
+    atomic_uint_fast64_t cut_end;
     _Alignas(ENG_LINE) atomic_uint_fast64_t tail; /* bytes consumed */
 } eng_ring_hdr_t;
 
@@ -226,6 +231,7 @@ typedef struct eng_unexp {
     uint64_t tag;
     uint64_t bytes;
     bool rndv, complete;
+    bool cut;              /* eager: its sender cancelled it half way (eng_ring_hdr_t.cut_end) */
     uint64_t addr, cookie; /* rndv */
     mlc_shmem_ref_t block; /* rndv: the sender's shared block (size 0: none) */
     mlc_sig_t sig;         /* collective context: the sender's call */

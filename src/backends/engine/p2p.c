@@ -102,6 +102,31 @@ static void recv_finish(eng_ep_t *ep, eng_op_t *op, int src, uint64_t tag, uint6
         op_done(op, MLC_SUCCESS);
 }
 
+static const char *rank_name(const eng_comm_t *ec, int w, char *buf, size_t len);
+
+/* Rank src cancelled the eager message of `bytes` for op half way (its
+ * remainder came as zeros): the receive fails, with the communicator's
+ * posted failure if there is one. */
+static void recv_cut(eng_ep_t *ep, eng_op_t *op, int src, uint64_t bytes)
+{
+    if (op->cancelled) {
+        eng_op_put(ep, op);
+        return;
+    }
+    eng_comm_t *ec = op->comm;
+    char who[32];
+    if (ec && eng_fail_posted(ec)) {
+        mlc_status_t fst = eng_fail_adopt(ec);
+        op_fail(op, fst != MLC_SUCCESS ? fst : MLC_ERR_ABORTED, "%.300s", ec->comm->fail_msg);
+    } else if (ec && ec->slots && atomic_load(&ec->slots[src].left)) {
+        op_fail(op, MLC_ERR_PEER_LOST, "%s freed the communicator before its message of %llu bytes was all sent "
+                "(its send was cancelled)", rank_name(ec, src, who, sizeof who), (unsigned long long)bytes);
+    } else {
+        op_fail(op, MLC_ERR_PEER_LOST, "%s cancelled its send of %llu bytes before it was all sent",
+                ec ? rank_name(ec, src, who, sizeof who) : "the sender", (unsigned long long)bytes);
+    }
+}
+
 /* ---- call signatures ------------------------------------------------------- */
 
 /* A collective step takes only a message of the same call, of the exact size
@@ -507,12 +532,22 @@ static void start_eager(eng_ep_t *ep, int src, const eng_hdr_t *h)
     in->in_msg = true;
 }
 
-static void finish_eager(eng_ep_t *ep, int src)
+/* The eager message from src ends at stream position `end` (0: no payload,
+ * never cut). */
+static void finish_eager(eng_ep_t *ep, int src, uint64_t end)
 {
     eng_inbound_t *in = &ep->in[src];
     in->in_msg = false;
-    if (in->op) recv_finish(ep, in->op, src, in->hdr.tag, in->hdr.bytes);
-    if (in->ux) in->ux->complete = true;
+    /* Read after the head that brought its last byte (acquire): a cut is marked before that. */
+    bool cut = end && atomic_load_explicit(&ring_hdr(ep, src, ep->wrank)->cut_end, memory_order_relaxed) == end;
+    if (in->op && cut)
+        recv_cut(ep, in->op, src, in->hdr.bytes);
+    else if (in->op)
+        recv_finish(ep, in->op, src, in->hdr.tag, in->hdr.bytes);
+    if (in->ux) {
+        in->ux->cut = cut;
+        in->ux->complete = true;
+    }
     in->op = NULL;
     in->ux = NULL;
 }
@@ -586,7 +621,7 @@ static int poll_inbound(eng_ep_t *ep, int src)
                 on_rndv(ep, src, &hdr, &block);
             } else {
                 start_eager(ep, src, &hdr);
-                if (hdr.bytes == 0) finish_eager(ep, src);
+                if (hdr.bytes == 0) finish_eager(ep, src, 0);
             }
             continue;
         }
@@ -600,7 +635,7 @@ static int poll_inbound(eng_ep_t *ep, int src)
         if (in->ux) in->ux->received += n;
         tail += n;
         in->remaining -= n;
-        if (in->remaining == 0) finish_eager(ep, src);
+        if (in->remaining == 0) finish_eager(ep, src, tail);
         /* Hand space back at once so a streaming sender keeps going. */
         atomic_store_explicit(&h->tail, tail, memory_order_release);
     }
@@ -651,6 +686,14 @@ static int push_sends(eng_ep_t *ep, int dst)
             }
         }
         uint64_t n = op->bytes - op->got < space ? op->bytes - op->got : space;
+        if (op->cancelled && n && op->got + n == op->bytes) {
+            /* Its last byte goes out now: mark the cut first, once the
+             * receiver is past the previous one (it read that mark). */
+            if (tail < atomic_load_explicit(&h->cut_end, memory_order_relaxed))
+                n--;
+            else
+                atomic_store_explicit(&h->cut_end, head + n, memory_order_relaxed);
+        }
         if (n) {
             ring_put(data, r, head, op->cancelled ? NULL : (const char *)op->sbuf + op->got, (size_t)n);
             head += n;
@@ -749,6 +792,8 @@ mlc_status_t eng_irecv(eng_comm_t *ec, uint32_t ctx, int peer, uint64_t tag, boo
             }
         } else if (u->rndv) {
             rndv_deliver(ep, op, u->src, u->tag, u->bytes, u->addr, &u->block, u->cookie);
+        } else if (u->cut) {
+            recv_cut(ep, op, u->src, u->bytes);
         } else if (u->complete) {
             size_t n = u->bytes < cap ? (size_t)u->bytes : cap;
             if (n) memcpy(buf, u->data, n);
