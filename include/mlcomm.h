@@ -117,7 +117,8 @@ MLC_API const char *mlc_version(void);
     X(MLC_ERR_BACKEND, -11, "error reported by the backend library")              \
     X(MLC_ERR_SYSTEM, -12, "operating-system call failed")                        \
     X(MLC_ERR_BUSY, -13, "object is in use (operation already in flight)")        \
-    X(MLC_ERR_INTERNAL, -14, "internal error (a bug in mlcomm)")
+    X(MLC_ERR_INTERNAL, -14, "internal error (a bug in mlcomm)")                  \
+    X(MLC_ERR_USER_OP, -15, "a user reduction op failed")
 
 typedef enum mlc_status {
 #define MLC_X_ENUM(name, value, text) name = value,
@@ -220,6 +221,19 @@ typedef void (*mlc_user_fn_t)(const void *in, void *inout, size_t count, mlc_dty
 MLC_API mlc_status_t mlc_op_create(mlc_user_fn_t fn, int commutative, void *ctx, mlc_op_t *op);
 /** Free a user op. INVALID_ARG for a built-in or unknown op. */
 MLC_API mlc_status_t mlc_op_free(mlc_op_t op);
+/**
+ * Called by a user op's function, from inside it, when it cannot combine
+ * its elements (`why` says why; copied). The function should return at
+ * once; what it left in `inout` is never handed out as a result. The call
+ * that ran it fails with MLC_ERR_USER_OP and `why` on this rank, and so does
+ * every other rank whose result could hold what the op left (the others may
+ * succeed: their results are exact). The communicator is then failed on
+ * every rank (like mlc_comm_abort): free it and make another. On mpi,
+ * MPI runs the op and cannot stop; there the ranks agree after the call
+ * whether an op failed, and all of them fail. mlc_reduce_local returns
+ * MLC_ERR_USER_OP. A call outside a user op's function does nothing.
+ */
+MLC_API void mlc_op_fail(const char *why);
 /** Short name of a built-in op ("sum"), "user" for user ops, NULL if unknown. */
 MLC_API const char *mlc_op_name(mlc_op_t op);
 /** Parse "sum", "prod", "max", "min", "avg". */

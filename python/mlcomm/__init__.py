@@ -17,7 +17,7 @@ from ._core import (ANY_SOURCE, ANY_TAG, COLLS, DTYPES, OPS, UNDEFINED, Comm, Re
 from ._group import group, group_end, group_start
 from ._errors import (AbortedError, BackendError, BusyError, ConfigError, Error, InternalError,
                       InvalidArgError, MismatchError, NoMemoryError, PeerLostError, SystemError,
-                      TimeoutError, TruncateError, UnavailableError, UnsupportedError)
+                      TimeoutError, TruncateError, UnavailableError, UnsupportedError, UserOpError)
 from . import exchange, tensor  # noqa: E402
 
 __version__ = _lib.version().decode()
@@ -56,5 +56,5 @@ __all__ = [
     "status_name", "status_string", "group", "group_start", "group_end", "op_name", "coll_name", "exchange", "tensor", "library_path",
     "Error", "AbortedError", "BackendError", "BusyError", "ConfigError", "InternalError",
     "InvalidArgError", "MismatchError", "NoMemoryError", "PeerLostError", "SystemError",
-    "TimeoutError", "TruncateError", "UnavailableError", "UnsupportedError",
+    "TimeoutError", "TruncateError", "UnavailableError", "UnsupportedError", "UserOpError",
 ]

@@ -283,7 +283,10 @@ def ptr(b):
 class UserOp:
     """A user reduction made by mlcomm.op_create(fn, commutative). fn(a, b)
     receives two numpy arrays of the same dtype and length and must store the
-    combination in b (b[:] = a (op) b; a holds the lower rank's data)."""
+    combination in b (b[:] = a (op) b; a holds the lower rank's data). An
+    exception fn raises fails the call on every rank whose result it could
+    reach (mlc_op_fail): this rank raises it again, the others raise
+    UserOpError naming it."""
 
     def __init__(self, fn, commutative=True):
         if not callable(fn):
@@ -307,6 +310,7 @@ class UserOp:
             self.fn(av, bv)
         except BaseException as e:  # raised again by the call that ran the op
             self.errors.append(e)
+            _lib.op_fail(("%s: %s" % (type(e).__name__, e)).encode(errors="replace"))
 
     def raise_pending(self):
         if self.errors:
@@ -334,9 +338,10 @@ def reduce_local(inbuf, inoutbuf, op="sum"):
         raise invalid("reduce_local: in (%d x %s) and inout (%d x %s) differ"
                       % (bi.count, bi.native, bo.count, bo.native))
     dt, n = reduce_dtype(bo, op, "reduce_local")
-    check(_lib.reduce_local(bi.ptr, bo.ptr, n, dt, as_op(op)))
+    st = _lib.reduce_local(bi.ptr, bo.ptr, n, dt, as_op(op))
     if isinstance(op, UserOp):
         op.raise_pending()
+    check(st)
     return inoutbuf
 
 
@@ -378,10 +383,10 @@ class Request(concurrent.futures.Future):
         if self._in_flight is not None:
             self._in_flight.remove(self)
         err = None
-        if st != 0:
-            err = error(st)
-        elif isinstance(self._op, UserOp) and self._op.errors:
+        if isinstance(self._op, UserOp) and self._op.errors:  # this rank's op raised: that, not the status
             err = self._op.errors.pop(0)
+        elif st != 0:
+            err = error(st)
         if err is not None:
             self.set_exception(err)
         else:
@@ -791,6 +796,8 @@ class Comm:
         self._in_flight.sweep()
         st = fn(*args, h, None)
         if st != 0:
+            if isinstance(op, UserOp):
+                op.raise_pending()  # this rank's op raised: that, not the status it caused
             raise error(st)
         if _group.hold(keep, op):  # runs at the group's end: keep its buffers until then
             return None if callable(value) else value

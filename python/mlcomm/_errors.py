@@ -38,6 +38,7 @@ _TABLE = [
     (-12, "MLC_ERR_SYSTEM", "SystemError", OSError),
     (-13, "MLC_ERR_BUSY", "BusyError", None),
     (-14, "MLC_ERR_INTERNAL", "InternalError", None),
+    (-15, "MLC_ERR_USER_OP", "UserOpError", None),
 ]
 
 BY_STATUS = {}

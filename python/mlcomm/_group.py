@@ -73,9 +73,9 @@ def group_end():
                     op.raise_pending()
                 except Exception as e:  # noqa: B902
                     pending.append(e)
-            check(st)
-            if pending:
+            if pending:  # an op's own exception before the status it caused
                 raise pending[0]
+            check(st)
             return
     check(st)
 

@@ -182,6 +182,7 @@ _sigs = {
     "mlc_dtype_from_name": (S, [ctypes.c_char_p, ctypes.POINTER(c_dtype)]),
     "mlc_op_create": (S, [USER_FN, ctypes.c_int, vp, ctypes.POINTER(c_op)]),
     "mlc_op_free": (S, [c_op]),
+    "mlc_op_fail": (None, [ctypes.c_char_p]),
     "mlc_op_name": (ctypes.c_char_p, [c_op]),
     "mlc_op_from_name": (S, [ctypes.c_char_p, ctypes.POINTER(c_op)]),
     "mlc_reduce_local": (S, [vp, vp, sz, c_dtype, c_op]),

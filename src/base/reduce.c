@@ -36,6 +36,7 @@
 #include "dtype.h"
 #include "error.h"
 #include "half.h"
+#include "op_failure.h"
 #include "reduce_impl.h"
 
 /* Integer dtypes: X(enumerator, type, unsigned type, type avg divides in, OP) */
@@ -200,7 +201,7 @@ static __attribute__((noinline)) void mlc_apply_self(void *inout, size_t count, 
         if (k != NULL)
             k->io(tmp, p + off * esize, m);
         else
-            fn(tmp, p + off * esize, m, dtype, ctx);
+            mlc_user_fn_call(fn, tmp, p + off * esize, m, dtype, ctx);
     }
 }
 
@@ -217,7 +218,7 @@ static __attribute__((noinline)) void mlc_user_apply_left(const void *b, void *o
         size_t m = count - off < per ? count - off : per;
         memcpy(tmp, po + off * esize, m * esize);
         memcpy(po + off * esize, pb + off * esize, m * esize);
-        fn(tmp, po + off * esize, m, dtype, ctx);
+        mlc_user_fn_call(fn, tmp, po + off * esize, m, dtype, ctx);
     }
 }
 
@@ -246,7 +247,7 @@ void mlc_reduce_apply(const void *in, void *inout, size_t count, mlc_dtype_t dty
     if (in == inout)
         mlc_apply_self(inout, count, esize, NULL, fn, ctx, dtype);
     else
-        fn(in, inout, count, dtype, ctx);
+        mlc_user_fn_call(fn, in, inout, count, dtype, ctx);
 }
 
 void mlc_reduce_apply3(const void *a, const void *b, void *out, size_t count, mlc_dtype_t dtype,
@@ -274,7 +275,7 @@ void mlc_reduce_apply3(const void *a, const void *b, void *out, size_t count, ml
         mlc_user_apply_left(b, out, count, esize, fn, ctx, dtype);
     } else {
         memcpy(out, b, count * esize);
-        fn(a, out, count, dtype, ctx);
+        mlc_user_fn_call(fn, a, out, count, dtype, ctx);
     }
 }
 
@@ -315,6 +316,10 @@ mlc_status_t mlc_reduce_local(const void *in, void *inout, size_t count, mlc_dty
                          "mlc_reduce_local: in [%p, +%zu) and inout [%p, +%zu) overlap without "
                          "being the same buffer",
                          in, (size_t)bytes, inout, (size_t)bytes);
+    mlc_op_scope_t scope = {0};
+    mlc_op_scope_enter(&scope);
     mlc_reduce_apply(in, inout, count, dtype, op);
+    mlc_op_scope_leave(&scope);
+    if (scope.failed) return mlc_error(MLC_ERR_USER_OP, "mlc_reduce_local: the user op failed: %s", scope.why);
     return MLC_SUCCESS;
 }

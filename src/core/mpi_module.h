@@ -23,6 +23,7 @@
 #include "base/error.h"
 #include "devrt/gpudirect.h"
 #include "base/log.h"
+#include "base/op_failure.h"
 
 /* X(field, function): every core function the module calls, as
  * mlc_core->field(...) in the module (src/backends/mpi/mpi_impl.h). */
@@ -38,6 +39,7 @@
     X(comm_create_with, mlc_comm_create_with)        \
     X(op_commutative, mlc_op_commutative)            \
     X(reduce_apply, mlc_reduce_apply)                \
+    X(op_failures, mlc_op_failures_unscoped)         \
     X(reduce_divide, mlc_reduce_divide)              \
     X(request_desc, mlc_request_desc)                \
     X(algo_find, mlc_algo_find)                      \
@@ -55,7 +57,7 @@
     X(op_name, mlc_op_name)                          \
     X(status_name, mlc_status_name)
 
-#define MLC_MPI_ABI 7u
+#define MLC_MPI_ABI 8u
 
 typedef struct mlc_mpi_core {
     uint32_t abi;  /* MLC_MPI_ABI */

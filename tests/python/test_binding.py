@@ -313,6 +313,38 @@ def t_userop(c):
     a, b = np.ones(3), np.full(3, 2.0)
     eq(mlcomm.reduce_local(a, b, "sum"), np.full(3, 3.0), "reduce_local sum")
 
+    # An op that raises on rank 0 only: rank 0 raises its exception again,
+    # a rank that returns holds the exact sum, the others raise UserOpError
+    # naming it, and the communicator is failed on every rank afterwards.
+    def refuses_on_0(a, b):
+        if r == 0:
+            raise ZeroDivisionError("refused on rank 0")
+        np.add(a, b, out=b)
+
+    op = mlcomm.op_create(refuses_on_0, commutative=True)
+    try:
+        if r == 0:
+            raises(ZeroDivisionError, lambda: mlcomm.reduce_local(np.ones(2, np.int64), np.ones(2, np.int64), op),
+                   "reduce_local of a raising op")
+        for async_op in (False, True):
+            if p == 1:
+                break
+            with c.split(0, key=r) as d:
+                x, want = np.full(100000, r + 1, np.int64), np.full(100000, p * (p + 1) // 2, np.int64)
+                try:
+                    got = d.allreduce(x, op=op, async_op=async_op)
+                    if async_op:
+                        got = got.wait()
+                    expect(r != 0, "rank 0's op raised, yet its call returned")
+                    eq(got, want, "a call that returned while rank 0's op raised")
+                except ZeroDivisionError:
+                    expect(r == 0, "rank %d raised rank 0's exception" % r)
+                except mlcomm.UserOpError as e:
+                    expect(r != 0 and "refused on rank 0" in str(e), "UserOpError on rank %d: %s" % (r, e))
+                raises(mlcomm.UserOpError, d.barrier, "the next call after a user op failed")
+    finally:
+        op.free()
+
 
 def t_errors(c):
     p, r = c.size, c.rank

@@ -15,7 +15,7 @@ static void test_status_list(void)
     n++;
     MLC_STATUS_LIST(X_CHECK)
 #undef X_CHECK
-    CHECK(n == 15, "%d status codes", n);
+    CHECK(n == 16, "%d status codes", n);
     CHECK_STR(mlc_status_name((mlc_status_t)42), "MLC_ERR_UNKNOWN");
     CHECK_STR(mlc_status_string((mlc_status_t)42), "unknown status");
     CHECK_STR(mlc_status_name((mlc_status_t)-1000), "MLC_ERR_UNKNOWN");

@@ -120,7 +120,7 @@ mlc_status_t eng_fail_adopt(eng_comm_t *ec)
     if (st == MLC_ERR_ABORTED)
         return mlc_comm_fail(ec->comm, st, "rank %d: the communicator was aborted by rank %d (%.200s)",
                              ec->comm->rank, origin_rank, note);
-    if (st == MLC_ERR_PEER_LOST || st == MLC_ERR_TIMEOUT) /* the note names the ranks at fault, not who noticed */
+    if (st == MLC_ERR_PEER_LOST || st == MLC_ERR_TIMEOUT || st == MLC_ERR_USER_OP) /* the note names the ranks at fault */
         return mlc_comm_fail(ec->comm, st, "rank %d: %s", ec->comm->rank, note);
     return mlc_comm_fail(ec->comm, st, "%s (seen by rank %d)", note, origin_rank);
 }

@@ -16,6 +16,7 @@
 #include "engine.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "base/op_failure.h"
 
 mlc_status_t eng_async_begin(eng_ep_t *ep);          /* endpoint.c */
 void eng_op_cancel(eng_ep_t *ep, eng_op_t *op);      /* p2p.c */
@@ -145,8 +146,27 @@ static void complete(eng_ep_t *ep, mlc_request_t *req, mlc_status_t st, const ch
     eng_wake(ep, ep->wrank); /* a user thread may sleep on our doorbell waiting for this */
 }
 
+static bool runs_user_op(const mlc_request_t *req)
+{
+    return req->coll < MLC_COLL_SEND && req->args.op >= MLC_OP_BUILTIN_COUNT;
+}
+
+/* The status a collective that ended with rc (> 0 done, < 0 failed, msg
+ * saying why) returns. One with a user op fails when a member posted a
+ * failure: a member whose op failed posted it before anything the op
+ * computed left that member (user_op_failed), so this rank's result may
+ * hold what the failed op left. */
+static mlc_status_t ended_status(const mlc_request_t *req, eng_comm_t *ec, int rc, char *msg, size_t len)
+{
+    if (rc < 0) return (mlc_status_t)rc;
+    if (!runs_user_op(req) || !eng_fail_posted(ec)) return MLC_SUCCESS;
+    mlc_status_t st = eng_fail_adopt(ec);
+    snprintf(msg, len, "%.380s", ec->comm->fail_msg);
+    return st != MLC_SUCCESS ? st : MLC_ERR_INTERNAL;
+}
+
 /* Advance one entry; 1 if it moved. Removes it when complete. */
-static int entry_progress(eng_ep_t *ep, eng_coll_t *e)
+static int entry_step(eng_ep_t *ep, eng_coll_t *e)
 {
     mlc_request_t *req = e->req;
     eng_req_t *rs = req_state(req);
@@ -157,9 +177,10 @@ static int entry_progress(eng_ep_t *ep, eng_coll_t *e)
         char msg[384];
         snprintf(msg, sizeof msg, "%s", rc < 0 ? mlc_last_error() : "");
         eng_comm_t *ec = e->ec;
-        if (rc > 0) mlc_sig_copy(&ec->done_sig, &rs->sig);
+        mlc_status_t st = ended_status(req, ec, rc, msg, sizeof msg);
+        if (st == MLC_SUCCESS) mlc_sig_copy(&ec->done_sig, &rs->sig);
         entry_remove(ep, e);
-        complete(ep, req, rc < 0 ? (mlc_status_t)rc : MLC_SUCCESS, msg);
+        complete(ep, req, st, msg);
         entry_done(ec);
         return 1;
     }
@@ -172,9 +193,10 @@ static int entry_progress(eng_ep_t *ep, eng_coll_t *e)
         mlc_exec_destroy(e->exec, &eng_transport, rs);
         e->exec = NULL;
         eng_comm_t *ec = e->ec;
-        if (rc > 0) mlc_sig_copy(&ec->done_sig, &rs->sig);
+        mlc_status_t st = ended_status(req, ec, rc, msg, sizeof msg);
+        if (st == MLC_SUCCESS) mlc_sig_copy(&ec->done_sig, &rs->sig);
         entry_remove(ep, e);
-        complete(ep, req, rc < 0 ? (mlc_status_t)rc : MLC_SUCCESS, msg);
+        complete(ep, req, st, msg);
         entry_done(ec);
         return 1;
     }
@@ -197,6 +219,29 @@ static int entry_progress(eng_ep_t *ep, eng_coll_t *e)
     complete(ep, req, st, msg);
     entry_done(ec);
     return 1;
+}
+
+/* A user op of req failed on this rank, inside the op (op_failure.h): post
+ * it to the other members now, before anything the op computed leaves this
+ * rank; a member that reads it later sees the failure first (ended_status). */
+static void user_op_failed(void *arg, const char *why)
+{
+    mlc_request_t *req = arg;
+    char msg[384], note[384];
+    snprintf(msg, sizeof msg, "rank %d: its user op failed: %.300s", req->comm->rank, why);
+    snprintf(note, sizeof note, "rank %d's user op failed in %s #%llu: %.300s", req->comm->rank,
+             mlc_coll_name(req->coll), (unsigned long long)req->seq, why);
+    eng_fail_comm_note(req->comm->impl, MLC_ERR_USER_OP, msg, note);
+}
+
+static int entry_progress(eng_ep_t *ep, eng_coll_t *e)
+{
+    if (!runs_user_op(e->req)) return entry_step(ep, e);
+    mlc_op_scope_t scope = {.fail = user_op_failed, .arg = e->req};
+    mlc_op_scope_enter(&scope);
+    int moved = entry_step(ep, e);
+    mlc_op_scope_leave(&scope);
+    return moved;
 }
 
 int eng_progress_locked(eng_ep_t *ep)
@@ -278,7 +323,8 @@ static void coll_state_init(eng_req_t *rs, mlc_request_t *req, eng_comm_t *ec)
 static bool quick_without_lock(mlc_request_t *req, eng_req_t *rs)
 {
     eng_comm_t *ec = req->comm->impl;
-    if (!req->blocking || !rs->direct.quick || atomic_load_explicit(&ec->in_flight, memory_order_acquire) != 0 ||
+    if (!req->blocking || !rs->direct.quick || runs_user_op(req) ||
+        atomic_load_explicit(&ec->in_flight, memory_order_acquire) != 0 ||
         !eng_p2p_quiet(ec->ep))
         return false;
     int moved = 0;

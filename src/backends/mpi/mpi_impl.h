@@ -89,6 +89,14 @@ static inline bool mlc_mpi_use_c(void)
 
 /* Create the module's fixed types and ops (after MPI is initialized). */
 mlc_status_t mlc_mpi_types_start(void);
+/* A rank's word in the agreement after a user op's collective (mpi_op.c). */
+typedef struct mlc_mpi_verdict {
+    int32_t rank1;  /* this rank + 1 if a user op failed here, else 0 */
+    char why[252];  /* the op's reason */
+} mlc_mpi_verdict_t;
+/* Its type, and the op keeping the highest rank1's entry. */
+MPI_Datatype mlc_mpi_verdict_type(void);
+MPI_Op mlc_mpi_verdict_op(void);
 /* The MPI type moving one element of dtype. *owned = true when the caller
  * must free it (records); else a predefined or module-owned type. */
 mlc_status_t mlc_mpi_elem_type(mlc_dtype_t dtype, MPI_Datatype *type, bool *owned);
@@ -234,7 +242,14 @@ struct mlc_mpi_op {
     bool spilled;          /* recv_type runs on into the spill area (mpi_recv_size.c) */
     /* algorithms over MPI point-to-point */
     mlc_exec_t *exec;
+    /* A user op's collective: once MPI is done, the ranks agree whether a
+     * user op failed during it (mpi_op.c: agreement_over). */
+    uint8_t agree;         /* MLC_MPI_AGREE_* */
+    uint64_t op_failures;  /* the process's user-op failures when it was issued */
+    mlc_mpi_verdict_t *verdict; /* [2]: this rank's, and the one agreed on (in heap) */
 };
+
+enum { MLC_MPI_AGREE_NONE, MLC_MPI_AGREE_WANTED, MLC_MPI_AGREE_STARTED, MLC_MPI_AGREE_DONE };
 
 _Static_assert(sizeof(mlc_mpi_op_t) <= MLC_REQ_PRIV_BYTES, "mlc_mpi_op_t must fit in req->priv");
 

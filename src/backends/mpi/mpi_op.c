@@ -47,6 +47,13 @@ mlc_mpi_op_t *mlc_mpi_op_init(mlc_request_t *req)
     op->msg_bytes = 0;
     op->spilled = false;
     op->exec = NULL;
+    op->agree = MLC_MPI_AGREE_NONE;
+    op->verdict = NULL;
+    const mlc_args_t *a = &req->args;
+    if (req->coll < MLC_COLL_SEND && a->op >= MLC_OP_BUILTIN_COUNT && a->count > 0 && req->comm->size > 1) {
+        op->agree = MLC_MPI_AGREE_WANTED;
+        op->op_failures = mlc_core->op_failures(NULL, 0);
+    }
     return op;
 }
 
@@ -161,9 +168,103 @@ static mlc_status_t recv_report(mlc_mpi_op_t *op, char *msg, size_t len)
     return MLC_SUCCESS;
 }
 
+static void op_advance(mlc_mpi_op_t *op, int *moved);
+
+/* An operation before op in its communicator's list that has yet to start
+ * its agreement (advanced here, so that a wait on op alone moves it too). */
+static bool earlier_agreement_waits(mlc_mpi_op_t *op)
+{
+    bool waits = false;
+    for (mlc_mpi_op_t *e = op->prev, *prev; e; e = prev) {
+        prev = e->prev;
+        if (e->agree != MLC_MPI_AGREE_WANTED) continue;
+        int moved = 0;
+        op_advance(e, &moved);
+        if (e->agree == MLC_MPI_AGREE_WANTED) waits = true;
+    }
+    return waits;
+}
+
+/*
+ * A user op runs inside MPI, which cannot stop a collective, so a rank
+ * whose op failed (mlc_op_fail; counted process-wide) cannot keep what it
+ * left from its peers. Once MPI is done, the ranks therefore agree: an
+ * allreduce (max) on the hidden communicator of "this rank + 1 if a user op
+ * failed here since the call was issued". Those allreduces must start in
+ * the same order on every rank: in the order of the calls, which is the
+ * order of the communicator's list (an operation waits while one before it
+ * has not started its own). A failure of another call's op in this process
+ * at the same time fails this call too. True when the agreement is over (or
+ * none is needed); false while it waits or runs (op stays listed).
+ */
+static bool agreement_over(mlc_mpi_op_t *op)
+{
+    if (op->agree == MLC_MPI_AGREE_NONE || op->agree == MLC_MPI_AGREE_DONE) return true;
+    if (op->agree == MLC_MPI_AGREE_STARTED) { /* its allreduce completed: MPI is done again */
+        op->agree = MLC_MPI_AGREE_DONE;
+        return true;
+    }
+    mlc_request_t *req = op->req;
+    mlc_mpi_comm_t *c = req->comm->impl;
+    if (op->active && earlier_agreement_waits(op)) return false;
+    static mlc_mpi_verdict_t unknown[2] = {{0, ""}, {-1, ""}}; /* no memory or MPI failed: fail */
+    op->agree = MLC_MPI_AGREE_DONE;
+    op->verdict = mlc_mpi_op_alloc(op, 2 * sizeof *op->verdict);
+    if (!op->verdict) {
+        op->verdict = unknown;
+        return true;
+    }
+    mlc_mpi_verdict_t *mine = &op->verdict[0];
+    memset(op->verdict, 0, 2 * sizeof *op->verdict);
+    if (mlc_core->op_failures(mine->why, sizeof mine->why) != op->op_failures) mine->rank1 = req->comm->rank + 1;
+    op->nreq = 0;
+    op->ncoll = 0;
+    int rc;
+    if (!op->active) { /* finished at once (blocking MPI calls): agree the same way */
+        rc = MPI_Allreduce(mine, &op->verdict[1], 1, mlc_mpi_verdict_type(), mlc_mpi_verdict_op(), c->hidden);
+        if (rc != MPI_SUCCESS) op->verdict = unknown;
+        return true;
+    }
+    if (mlc_mpi_op_reserve(op, 1) != MLC_SUCCESS) {
+        op->verdict = unknown;
+        return true;
+    }
+    rc = MPI_Iallreduce(mine, &op->verdict[1], 1, mlc_mpi_verdict_type(), mlc_mpi_verdict_op(), c->hidden,
+                        mlc_mpi_op_next_req(op));
+    if (rc != MPI_SUCCESS) {
+        op->verdict = unknown;
+        return true;
+    }
+    op->ncoll = 1; /* a collective: never cancelled */
+    op->agree = MLC_MPI_AGREE_STARTED;
+    return false;
+}
+
+/* The agreement's verdict: MLC_SUCCESS, or the failure (msg says whose). */
+static mlc_status_t agreed_status(mlc_mpi_op_t *op, char *msg, size_t len)
+{
+    if (op->agree != MLC_MPI_AGREE_DONE || op->verdict[1].rank1 == 0) return MLC_SUCCESS;
+    mlc_request_t *req = op->req;
+    int r = req->comm->rank;
+    const mlc_mpi_verdict_t *v = &op->verdict[1];
+    if (op->verdict[0].rank1) {
+        snprintf(msg, len, "rank %d: %s: its user op failed: %.250s", r, mlc_core->coll_name(req->coll),
+                 op->verdict[0].why);
+    } else if (v->rank1 > 0 && v->rank1 <= req->comm->size) {
+        snprintf(msg, len, "rank %d: %s: rank %d's user op failed: %.250s", r, mlc_core->coll_name(req->coll),
+                 v->rank1 - 1, v->why);
+    } else {
+        snprintf(msg, len, "rank %d: %s: the ranks could not agree whether a user op failed (an MPI call "
+                 "failed): its result is not trusted", r, mlc_core->coll_name(req->coll));
+    }
+    /* Every rank fails the communicator alike, as on threads and shm. */
+    return mlc_core->comm_fail(req->comm, MLC_ERR_USER_OP, "%s", msg);
+}
+
 /* MPI is done with every request: finishing touches, then complete. */
 static void op_finish(mlc_mpi_op_t *op)
 {
+    if (!agreement_over(op)) return;
     mlc_request_t *req = op->req;
     char msg[384];
     msg[0] = '\0'; /* not = "": that clears all 384 bytes on every call */
@@ -171,6 +272,7 @@ static void op_finish(mlc_mpi_op_t *op)
     if (op->copy_bytes) memcpy(op->copy_dst, op->copy_src, op->copy_bytes);
     if (op->avg_count) mlc_core->reduce_divide(op->avg_buf, op->avg_count, req->args.dtype, req->comm->size);
     if (op->recv_index) st = recv_report(op, msg, sizeof msg);
+    if (st == MLC_SUCCESS) st = agreed_status(op, msg, sizeof msg);
     op_unlink(op);
     op_release(op);
     mlc_core->request_complete(req, st, "%s", msg);
@@ -218,10 +320,25 @@ static void op_fail(mlc_mpi_op_t *op, int rc, const char *what)
 
 void mlc_mpi_op_discard(mlc_mpi_op_t *op) { op_abandon(op); }
 
+/* A user op's collective that MPI finished at once agrees at once (a
+ * blocking allreduce) only where blocking calls are allowed and no earlier
+ * call's agreement waits to start; else it joins the list. */
+static bool agreement_queues(mlc_mpi_op_t *op)
+{
+    if (op->agree != MLC_MPI_AGREE_WANTED) return false;
+    if (!mlc_mpi_blocking(op->req)) return true;
+    mlc_mpi_comm_t *c = op->req->comm->impl;
+    bool queued = false;
+    mlc_mpi_lock(c);
+    for (mlc_mpi_op_t *e = c->head; e && !queued; e = e->next) queued = e->agree == MLC_MPI_AGREE_WANTED;
+    mlc_mpi_unlock(c);
+    return queued;
+}
+
 mlc_status_t mlc_mpi_op_submit(mlc_mpi_op_t *op)
 {
     mlc_mpi_comm_t *c = op->req->comm->impl;
-    if (op->nreq == 0 && !op->exec) {
+    if (op->nreq == 0 && !op->exec && !agreement_queues(op)) {
         /* Done at once. Another thread may be polling this communicator's
          * algorithm steps: completions (profiling) happen under c. */
         bool shared = atomic_load_explicit(&c->npolled, memory_order_relaxed) > 0;

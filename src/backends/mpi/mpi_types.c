@@ -54,6 +54,22 @@ static keyed_type_t keyed[MLC_MPI_KEYED_MAX];
 static atomic_int nkeyed;
 static pthread_mutex_t keyed_lock = PTHREAD_MUTEX_INITIALIZER;
 static MPI_Op user_op_commute, user_op_ordered;
+/* The agreement after a user op's collective (mpi_op.c): the entry of the
+ * highest rank whose op failed wins. */
+static MPI_Op verdict_op;
+static MPI_Datatype verdict_type;
+
+static void verdict_pick(void *in, void *inout, int *len, MPI_Datatype *dt)
+{
+    (void)dt;
+    const mlc_mpi_verdict_t *a = in;
+    mlc_mpi_verdict_t *b = inout;
+    for (int i = 0; i < *len; i++)
+        if (a[i].rank1 > b[i].rank1) b[i] = a[i];
+}
+
+MPI_Op mlc_mpi_verdict_op(void) { return verdict_op; }
+MPI_Datatype mlc_mpi_verdict_type(void) { return verdict_type; }
 
 static void keyed_reduce(void *in, void *inout, int *len, MPI_Datatype *dt)
 {
@@ -130,6 +146,8 @@ static int types_stop(MPI_Comm comm, int keyval, void *attr, void *extra)
     pthread_mutex_unlock(&keyed_lock);
     MPI_Op_free(&user_op_commute);
     MPI_Op_free(&user_op_ordered);
+    MPI_Op_free(&verdict_op);
+    MPI_Type_free(&verdict_type);
     MPI_Comm_free_keyval(&keyval);
     return MPI_SUCCESS;
 }
@@ -238,6 +256,9 @@ mlc_status_t mlc_mpi_types_start(void)
     }
     if (rc == MPI_SUCCESS) rc = MPI_Op_create(keyed_reduce, 1, &user_op_commute);
     if (rc == MPI_SUCCESS) rc = MPI_Op_create(keyed_reduce, 0, &user_op_ordered);
+    if (rc == MPI_SUCCESS) rc = MPI_Op_create(verdict_pick, 1, &verdict_op);
+    if (rc == MPI_SUCCESS) rc = MPI_Type_contiguous((int)sizeof(mlc_mpi_verdict_t), MPI_BYTE, &verdict_type);
+    if (rc == MPI_SUCCESS) rc = MPI_Type_commit(&verdict_type);
     if (rc != MPI_SUCCESS) return mlc_mpi_error(rc, "backend 'mpi': creating its datatypes and ops");
     /* Freed when MPI_Finalize deletes MPI_COMM_SELF's attributes, whoever calls it. */
     int keyval;

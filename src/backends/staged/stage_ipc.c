@@ -39,6 +39,7 @@
 #include "base/dtype.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "base/op_failure.h"
 #include "devrt/pinned.h"
 #include "stage_impl.h"
 
@@ -281,6 +282,19 @@ static mlc_status_t pull(mlc_stage_t *op, size_t k)
     return mlc_stage_record(op, &op->red_pinbuf[k % 2]);
 }
 
+/* The user op failed (mlc_op_fail) reducing this rank's block, which peers
+ * copy after the closing barrier: fail the communicator here and post it
+ * to them before anything is pushed, so their barrier fails instead. */
+static mlc_status_t user_op_failed(mlc_stage_t *op, const char *why)
+{
+    mlc_comm_t *comm = op->comm;
+    char note[384];
+    snprintf(note, sizeof note, "rank %d's user op failed in %s: %.300s", comm->rank, mlc_coll_name(op->coll), why);
+    mlc_status_t st = mlc_comm_fail(comm, MLC_ERR_USER_OP, "rank %d: its user op failed: %.300s", comm->rank, why);
+    if (comm->be->post_failure) comm->be->post_failure(comm, MLC_ERR_USER_OP, note);
+    return mlc_error(st, "%s", comm->fail_msg);
+}
+
 /* Reduce the pulled sub-chunk k (rank order: x0 op (x1 op (... op x_{p-1}))), then push it. */
 static mlc_status_t reduce_push(mlc_stage_t *op, size_t k)
 {
@@ -289,7 +303,11 @@ static mlc_status_t reduce_push(mlc_stage_t *op, size_t k)
     size_t es = a->esize, off = k * op->red_sub, stride = op->red_sub * es;
     size_t len = op->red_len - off < op->red_sub ? op->red_len - off : op->red_sub;
     char *pb = op->red_pin[k % 2], *acc = pb + (size_t)(p - 1) * stride;
+    mlc_op_scope_t scope = {0};
+    mlc_op_scope_enter(&scope);
     for (int q = p - 2; q >= 0; q--) mlc_reduce_apply(pb + (size_t)q * stride, acc, len, a->dtype, a->op);
+    mlc_op_scope_leave(&scope);
+    if (scope.failed) return user_op_failed(op, scope.why);
     if (a->op == MLC_AVG) mlc_reduce_divide(acc, len, a->dtype, p);
     size_t dst = op->coll == MLC_COLL_ALLREDUCE ? op->red_lo + off : off;
     /* The pinned buffer's next pull is queued behind this push on the same stream; the
