@@ -168,34 +168,29 @@ static mlc_status_t recv_report(mlc_mpi_op_t *op, char *msg, size_t len)
     return MLC_SUCCESS;
 }
 
-static void op_advance(mlc_mpi_op_t *op, int *moved);
-
 /* An operation before op in its communicator's list that has yet to start
- * its agreement (advanced here, so that a wait on op alone moves it too). */
-static bool earlier_agreement_waits(mlc_mpi_op_t *op)
+ * its agreement. (Lock held: listed operations are not complete.) */
+static bool earlier_agreement_waits(const mlc_mpi_op_t *op)
 {
-    bool waits = false;
-    for (mlc_mpi_op_t *e = op->prev, *prev; e; e = prev) {
-        prev = e->prev;
-        if (e->agree != MLC_MPI_AGREE_WANTED) continue;
-        int moved = 0;
-        op_advance(e, &moved);
-        if (e->agree == MLC_MPI_AGREE_WANTED) waits = true;
-    }
-    return waits;
+    for (const mlc_mpi_op_t *e = op->prev; e; e = e->prev)
+        if (e->agree == MLC_MPI_AGREE_WANTED) return true;
+    return false;
 }
 
 /*
  * A user op runs inside MPI, which cannot stop a collective, so a rank
  * whose op failed (mlc_op_fail; counted process-wide) cannot keep what it
  * left from its peers. Once MPI is done, the ranks therefore agree: an
- * allreduce (max) on the hidden communicator of "this rank + 1 if a user op
- * failed here since the call was issued". Those allreduces must start in
- * the same order on every rank: in the order of the calls, which is the
- * order of the communicator's list (an operation waits while one before it
- * has not started its own). A failure of another call's op in this process
- * at the same time fails this call too. True when the agreement is over (or
- * none is needed); false while it waits or runs (op stays listed).
+ * allreduce on the hidden communicator of each rank's verdict ("this rank
+ * + 1 and the reason, if a user op failed here since the call was
+ * issued"), keeping the highest rank's. Those allreduces must start in the
+ * same order on every rank: in the order of the calls, which is the order
+ * of the communicator's list (an operation waits while one before it has
+ * not started its own; progress passes go through the list in order, and
+ * a native wait polls while its call awaits one). A failure of another
+ * call's op in this process at the same time fails this call too. True
+ * when the agreement is over (or none is needed); false while it waits or
+ * runs (op stays listed).
  */
 static bool agreement_over(mlc_mpi_op_t *op)
 {
@@ -485,9 +480,11 @@ static int native_step_locked(void *p)
         w->ctrl_failed = true;
         return MLC_WAIT_STOP;
     }
-    if (atomic_load_explicit(&mlc_mpi_polled_ops, memory_order_relaxed) > 0 || op->polled) {
+    if (atomic_load_explicit(&mlc_mpi_polled_ops, memory_order_relaxed) > 0 || op->polled ||
+        op->agree == MLC_MPI_AGREE_WANTED) {
         /* Algorithm steps, here or on another communicator, advance only
-         * when we call: poll everything. */
+         * when we call: poll everything. So do earlier calls whose agreement
+         * must start before this one's (agreement_over). */
         int moved = 0;
         mlc_mpi_progress_all(comm, &moved);
         return moved ? MLC_WAIT_MOVED : MLC_WAIT_NOTHING;
