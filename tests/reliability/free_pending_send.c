@@ -9,7 +9,9 @@
  * buffer in place) on a communicator `d`, frees `d` at once, gets
  * MLC_ERR_ABORTED from the send's wait and overwrites the buffer. Only then
  * does rank 1 post the matching receive. It returned the bytes written after
- * the free.
+ * the free. Twice: from malloc'd memory (read by single copy) and from an
+ * mlc_mem_alloc block (on shm, read through the block mapped at the
+ * receiver).
  *
  * Eager, cut half way: while rank 1 sleeps outside the library, rank 0 posts
  * small sends (copied through the pair's ring) until the ring is full, so the
@@ -147,6 +149,12 @@ static int body(mlc_comm_t *comm)
     uint32_t *rows = malloc((size_t)SENDS * SMALL * sizeof *rows);
     CHECK(buf && rows, "malloc");
     int failed = rendezvous(comm, buf);
+    uint32_t *block = NULL;
+    if (!failed) {
+        CHECK_OK(mlc_mem_alloc(COUNT * sizeof *block, (void **)&block));
+        failed = rendezvous(comm, block);
+        mlc_mem_free(block);
+    }
     if (!failed) failed = eager_cut(comm, rows, false);
     if (!failed) failed = eager_cut(comm, rows, true);
     free(buf);

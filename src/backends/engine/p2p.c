@@ -284,14 +284,16 @@ static mlc_status_t read_failed(eng_comm_t *ec, mlc_status_t st, const char *det
 
 static mlc_status_t rndv_copy(eng_ep_t *ep, eng_comm_t *ec, int src, uint64_t addr, void *dst, size_t bytes);
 
-/* A single-copy read of rank src's memory, counted in its `readers` while it
- * lasts: src may drop the operation (its communicator failed) and give the
- * buffer back to its caller, who may unmap or reuse it at once. The count
- * goes up before this rank looks for a posted failure and src posts its
- * failure before it waits for the count (eng_readers_drain), both sequentially
- * consistent: either this read sees the failure and reads nothing, or src
- * waits for it to end. */
-mlc_status_t eng_rndv_copy(eng_ep_t *ep, eng_comm_t *ec, int src, uint64_t addr, void *dst, size_t bytes)
+/* A read of rank src's memory in place (by single copy from its address
+ * addr, or from `mapped`: its shared block mapped here), counted in its
+ * `readers` while it lasts: src may drop the operation (its communicator
+ * failed, or it freed it) and give the buffer back to its caller, who may
+ * unmap or reuse it at once. The count goes up before this rank looks for a
+ * posted failure and src posts its failure before it waits for the count
+ * (eng_readers_drain), both sequentially consistent: either this read sees
+ * the failure and reads nothing, or src waits for it to end. */
+static mlc_status_t counted_read(eng_ep_t *ep, eng_comm_t *ec, int src, uint64_t addr, const char *mapped,
+                                 void *dst, size_t bytes, void (*copy)(void *dst, const void *src, size_t n))
 {
     if (bytes == 0) return MLC_SUCCESS;
     if (src == ep->wrank) {
@@ -311,12 +313,28 @@ mlc_status_t eng_rndv_copy(eng_ep_t *ep, eng_comm_t *ec, int src, uint64_t addr,
         char who[32];
         st = mlc_error(MLC_ERR_PEER_LOST, "%s freed the communicator before its message of %zu bytes was "
                        "read (its send was cancelled)", rank_name(ec, src, who, sizeof who), bytes);
+    } else if (mapped) {
+        copy(dst, mapped, bytes);
+        st = MLC_SUCCESS;
     } else {
         st = rndv_copy(ep, ec, src, addr, dst, bytes);
     }
     atomic_fetch_sub(readers, 1);
     return st;
 }
+
+mlc_status_t eng_rndv_copy(eng_ep_t *ep, eng_comm_t *ec, int src, uint64_t addr, void *dst, size_t bytes)
+{
+    return counted_read(ep, ec, src, addr, NULL, dst, bytes, NULL);
+}
+
+mlc_status_t eng_mapped_copy(eng_ep_t *ep, eng_comm_t *ec, int src, const char *mapped, void *dst, size_t bytes,
+                             void (*copy)(void *dst, const void *src, size_t n))
+{
+    return counted_read(ep, ec, src, (uint64_t)(uintptr_t)mapped, mapped, dst, bytes, copy);
+}
+
+static void plain_copy(void *dst, const void *src, size_t n) { memcpy(dst, src, n); }
 
 /* A read takes one copy's time; a count still up after this long belongs to
  * a stopped peer. */
@@ -411,10 +429,7 @@ static mlc_status_t rndv_read(eng_ep_t *ep, eng_comm_t *ec, int src, const mlc_s
     if (block->size && !ep->threads && src != ep->wrank) {
         char why[200];
         const char *p = eng_peer_view(ep, src, block, addr, (size_t)bytes, 0, why, sizeof why);
-        if (p) {
-            memcpy(dst, p, n);
-            return MLC_SUCCESS;
-        }
+        if (p) return eng_mapped_copy(ep, ec, src, p, dst, n, plain_copy);
     }
     return eng_rndv_copy(ep, ec, src, addr, dst, n);
 }
