@@ -9,9 +9,11 @@
  * buffer in place) on a communicator `d`, frees `d` at once, gets
  * MLC_ERR_ABORTED from the send's wait and overwrites the buffer. Only then
  * does rank 1 post the matching receive. It returned the bytes written after
- * the free. Twice: from malloc'd memory (read by single copy) and from an
+ * the free. From malloc'd memory (read by single copy) and from an
  * mlc_mem_alloc block (on shm, read through the block mapped at the
- * receiver).
+ * receiver); the communicator freed or aborted (mlc_comm_abort: the same
+ * must hold, and the others fail with MLC_ERR_ABORTED); a send, and a
+ * nonblocking broadcast whose root does the same.
  *
  * Eager, cut half way: while rank 1 sleeps outside the library, rank 0 posts
  * small sends (copied through the pair's ring) until the ring is full, so the
@@ -42,31 +44,45 @@ static void sleep_ms(long ms)
 
 static uint32_t value(int msg, size_t i) { return (uint32_t)msg * 1000003u + (uint32_t)i + 1u; }
 
-static int rendezvous(mlc_comm_t *comm, uint32_t *buf)
+typedef enum { BY_FREE, BY_ABORT } how_t;
+
+/* Rank 0 sends (or, as broadcast's root, starts a nonblocking broadcast)
+ * from buf on a new communicator, frees or aborts it, waits for the request
+ * (MLC_ERR_ABORTED) and overwrites buf; the other ranks receive only then.
+ * They must fail, not return what was written after. */
+static int rendezvous(mlc_comm_t *comm, uint32_t *buf, how_t how, bool bcast)
 {
     int r = mlc_comm_rank(comm);
     mlc_comm_t *d = NULL;
     CHECK_OK(mlc_comm_split(comm, 0, r, &d));
+    const char *what = bcast ? "broadcast" : "send";
     if (r == 0) {
         for (size_t i = 0; i < COUNT; i++) buf[i] = (uint32_t)i;
         mlc_request_t *q = NULL;
-        CHECK_OK(mlc_send(buf, COUNT, MLC_UINT32, 1, 4, d, &q));
-        CHECK_OK(mlc_comm_free(d));
+        if (bcast)
+            CHECK_OK(mlc_broadcast(buf, buf, COUNT, MLC_UINT32, 0, d, &q));
+        else
+            CHECK_OK(mlc_send(buf, COUNT, MLC_UINT32, 1, 4, d, &q));
+        if (how == BY_FREE) CHECK_OK(mlc_comm_free(d));
+        if (how == BY_ABORT) CHECK_OK(mlc_comm_abort(d));
         CHECK_ERR(mlc_request_wait(&q), MLC_ERR_ABORTED);
-        for (size_t i = 0; i < COUNT; i++) buf[i] = LATE; /* the send was cancelled: the buffer is ours */
-        CHECK_OK(mlc_barrier(comm, NULL));                /* rank 1 receives only now */
+        for (size_t i = 0; i < COUNT; i++) buf[i] = LATE; /* the call was cancelled: the buffer is ours */
+        CHECK_OK(mlc_barrier(comm, NULL));                /* the others receive only now */
         CHECK_OK(mlc_barrier(comm, NULL));
+        if (how == BY_ABORT) mlc_comm_free(d);
     } else {
         CHECK_OK(mlc_barrier(comm, NULL));
-        if (r == 1) {
+        if (r == 1 || bcast) {
             memset(buf, 0, COUNT * sizeof *buf);
-            mlc_status_t st = mlc_recv(buf, COUNT, MLC_UINT32, 0, 4, d, NULL, NULL);
+            mlc_status_t st = bcast ? mlc_broadcast(NULL, buf, COUNT, MLC_UINT32, 0, d, NULL)
+                                    : mlc_recv(buf, COUNT, MLC_UINT32, 0, 4, d, NULL, NULL);
             size_t late = 0;
             for (size_t i = 0; i < COUNT; i++) late += buf[i] == LATE;
-            CHECK(st == MLC_ERR_PEER_LOST, "receive of the cancelled send -> %s (%s); %zu of %zu elements "
-                  "written by rank 0 after it freed the communicator", mlc_status_name(st), mlc_last_error(),
-                  late, COUNT);
-            CHECK(strstr(mlc_last_error(), "freed the communicator") != NULL, "message: %s", mlc_last_error());
+            mlc_status_t want = how == BY_FREE ? MLC_ERR_PEER_LOST : MLC_ERR_ABORTED;
+            CHECK(st == want, "%s %s by rank 0 -> %s (%s); %zu of %zu elements written by rank 0 after that",
+                  what, how == BY_FREE ? "freed" : "aborted", mlc_status_name(st), mlc_last_error(), late, COUNT);
+            if (how == BY_FREE)
+                CHECK(strstr(mlc_last_error(), "freed the communicator") != NULL, "message: %s", mlc_last_error());
         }
         CHECK_OK(mlc_barrier(comm, NULL));
         mlc_comm_free(d);
@@ -148,13 +164,12 @@ static int body(mlc_comm_t *comm)
     uint32_t *buf = malloc(COUNT * sizeof *buf);
     uint32_t *rows = malloc((size_t)SENDS * SMALL * sizeof *rows);
     CHECK(buf && rows, "malloc");
-    int failed = rendezvous(comm, buf);
     uint32_t *block = NULL;
-    if (!failed) {
-        CHECK_OK(mlc_mem_alloc(COUNT * sizeof *block, (void **)&block));
-        failed = rendezvous(comm, block);
-        mlc_mem_free(block);
-    }
+    CHECK_OK(mlc_mem_alloc(COUNT * sizeof *block, (void **)&block));
+    int failed = 0;
+    for (int k = 0; k < 8 && !failed; k++) /* {malloc, block} x {free, abort} x {send, broadcast} */
+        failed = rendezvous(comm, k & 1 ? block : buf, k & 2 ? BY_ABORT : BY_FREE, k & 4);
+    mlc_mem_free(block);
     if (!failed) failed = eager_cut(comm, rows, false);
     if (!failed) failed = eager_cut(comm, rows, true);
     free(buf);
