@@ -282,8 +282,9 @@ def ptr(b):
 # ---- user ops -----------------------------------------------------------------
 class UserOp:
     """A user reduction made by mlcomm.op_create(fn, commutative). fn(a, b)
-    receives two numpy arrays of the same dtype and length and must store the
-    combination in b (b[:] = a (op) b; a holds the lower rank's data). An
+    receives two numpy arrays of the same dtype and length and stores the
+    combination in b (b[:] = a (op) b; a holds the lower rank's data), or
+    returns it (an array of b's shape, copied into b). An
     exception fn raises fails the call on every rank whose result it could
     reach (mlc_op_fail): this rank raises it again, the others raise
     UserOpError naming it."""
@@ -307,7 +308,13 @@ class UserOp:
             n = count * dt.itemsize
             av = np.frombuffer((ctypes.c_char * n).from_address(a), dtype=dt) if n else np.empty(0, dt)
             bv = np.frombuffer((ctypes.c_char * n).from_address(b), dtype=dt) if n else np.empty(0, dt)
-            self.fn(av, bv)
+            out = self.fn(av, bv)
+            if out is not None and out is not bv:  # returned the combination instead of storing it
+                out = np.asarray(out)
+                if out.shape != bv.shape:
+                    raise invalid("user op %r returned an array of shape %s; it must store into b or return an "
+                                  "array of b's shape %s" % (self.fn, out.shape, bv.shape))
+                np.copyto(bv, out, casting="same_kind")
         except BaseException as e:  # raised again by the call that ran the op
             self.errors.append(e)
             _lib.op_fail(("%s: %s" % (type(e).__name__, e)).encode(errors="replace"))
@@ -328,6 +335,8 @@ class UserOp:
 
 
 def op_create(fn, commutative=True):
+    """A user reduction op: fn(a, b) stores a (op) b into b or returns it
+    (see UserOp); commutative=False applies it in rank order."""
     return UserOp(fn, commutative)
 
 

@@ -9,6 +9,10 @@ trap 'rm -rf "$tmp"' EXIT
 cmake --install "$build" --prefix "$tmp/prefix" >/dev/null
 grep -q "BSD 3-Clause License" "$tmp/prefix/share/doc/mlcomm/LICENSE" ||
     { echo "LICENSE is not installed to share/doc/mlcomm" >&2; exit 1; }
+# Every document the README points to, where its relative link leads.
+for d in $(grep -o 'docs/[A-Z]*\.md' "$src/README.md" | sort -u); do
+    [ -f "$tmp/prefix/share/doc/mlcomm/$d" ] || { echo "$d (named in the README) is not installed" >&2; exit 1; }
+done
 sed -n '/^```c$/,/^```$/p' "$src/README.md" | sed '1d;$d' >"$tmp/first.c"
 cat >"$tmp/CMakeLists.txt" <<'CM'
 cmake_minimum_required(VERSION 3.16)

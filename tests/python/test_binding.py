@@ -313,6 +313,22 @@ def t_userop(c):
     a, b = np.ones(3), np.full(3, 2.0)
     eq(mlcomm.reduce_local(a, b, "sum"), np.full(3, 3.0), "reduce_local sum")
 
+    # An op may return the combination instead of storing it (another shape fails the call).
+    op = mlcomm.op_create(lambda a, b: a + b, commutative=True)
+    try:
+        eq(c.allreduce(np.arange(4, dtype=np.int64) * (r + 1), op=op),
+           np.arange(4, dtype=np.int64) * (p * (p + 1) // 2), "user op that returns its result")
+    finally:
+        op.free()
+    if p > 1:
+        op = mlcomm.op_create(lambda a, b: a[:1] + b[:1], commutative=True)
+        try:
+            with c.split(0, key=r) as d:
+                raises(mlcomm.Error, lambda: d.allreduce(np.ones(4, np.int64), op=op), "user op returning a slice",
+                       "shape")
+        finally:
+            op.free()
+
     # An op that raises on rank 0 only: rank 0 raises its exception again,
     # a rank that returns holds the exact sum, the others raise UserOpError
     # naming it, and the communicator is failed on every rank afterwards.
