@@ -61,9 +61,8 @@ typedef struct eng_ctl {
     atomic_uint_fast64_t beat;               /* CLOCK_MONOTONIC ns of this rank's last wait check */
     atomic_uint light_fences;                /* 1: this rank's process registered for membarrier */
     uint64_t cpus[ENG_CPU_WORDS];            /* the cpus this rank may run on, a bit each (host_cpus.c) */
-    /* Peers' reads of this rank's memory in place in progress (p2p.c:
-     * eng_rndv_copy, eng_mapped_copy); an operation this rank drops waits
-     * for them to end. */
+    /* Peers' single-copy reads of this rank's memory in progress (p2p.c:
+     * eng_rndv_copy); an operation this rank drops waits for them to end. */
     _Alignas(ENG_LINE) atomic_uint readers;
 } eng_ctl_t;
 
@@ -548,7 +547,8 @@ bool eng_p2p_quiet(eng_ep_t *ep);
  * that is gone, if one is, by its rank in ec (may be NULL: world ranks). */
 mlc_status_t eng_rndv_copy(eng_ep_t *ep, eng_comm_t *ec, int src, uint64_t addr, void *dst, size_t bytes);
 /* The same from `mapped`, src's shared block mapped here (eng_peer_view),
- * with `copy` doing the copy (plain or streamed). */
+ * with `copy` doing the copy (plain or streamed): not counted, but failed
+ * when src dropped the operation before or during the copy. */
 mlc_status_t eng_mapped_copy(eng_ep_t *ep, eng_comm_t *ec, int src, const char *mapped, void *dst, size_t bytes,
                              void (*copy)(void *dst, const void *src, size_t n));
 

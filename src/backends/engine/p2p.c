@@ -284,16 +284,33 @@ static mlc_status_t read_failed(eng_comm_t *ec, mlc_status_t st, const char *det
 
 static mlc_status_t rndv_copy(eng_ep_t *ep, eng_comm_t *ec, int src, uint64_t addr, void *dst, size_t bytes);
 
-/* A read of rank src's memory in place (by single copy from its address
- * addr, or from `mapped`: its shared block mapped here), counted in its
- * `readers` while it lasts: src may drop the operation (its communicator
- * failed, or it freed it) and give the buffer back to its caller, who may
- * unmap or reuse it at once. The count goes up before this rank looks for a
- * posted failure and src posts its failure before it waits for the count
- * (eng_readers_drain), both sequentially consistent: either this read sees
- * the failure and reads nothing, or src waits for it to end. */
-static mlc_status_t counted_read(eng_ep_t *ep, eng_comm_t *ec, int src, uint64_t addr, const char *mapped,
-                                 void *dst, size_t bytes, void (*copy)(void *dst, const void *src, size_t n))
+/* Why a read of rank src's buffer must not happen (or count) now: a member
+ * posted ec's failure, or src freed ec (its pending operations were
+ * cancelled and their buffers went back to its caller: eng_be_destroy).
+ * MLC_SUCCESS when it may. */
+static mlc_status_t read_refused(eng_comm_t *ec, int src, size_t bytes)
+{
+    if (!ec) return MLC_SUCCESS;
+    if (eng_fail_posted(ec)) {
+        mlc_status_t fst = eng_fail_adopt(ec);
+        return mlc_error(fst ? fst : MLC_ERR_ABORTED, "%.300s", ec->comm->fail_msg);
+    }
+    if (ec->slots && atomic_load(&ec->slots[src].left)) {
+        char who[32];
+        return mlc_error(MLC_ERR_PEER_LOST, "%s freed the communicator before its message of %zu bytes was "
+                         "read (its send was cancelled)", rank_name(ec, src, who, sizeof who), bytes);
+    }
+    return MLC_SUCCESS;
+}
+
+/* A single-copy read of rank src's memory, counted in its `readers` while it
+ * lasts: src may drop the operation (its communicator failed) and give the
+ * buffer back to its caller, who may unmap or reuse it at once. The count
+ * goes up before this rank looks for a posted failure and src posts its
+ * failure before it waits for the count (eng_readers_drain), both sequentially
+ * consistent: either this read sees the failure and reads nothing, or src
+ * waits for it to end. */
+mlc_status_t eng_rndv_copy(eng_ep_t *ep, eng_comm_t *ec, int src, uint64_t addr, void *dst, size_t bytes)
 {
     if (bytes == 0) return MLC_SUCCESS;
     if (src == ep->wrank) {
@@ -303,35 +320,31 @@ static mlc_status_t counted_read(eng_ep_t *ep, eng_comm_t *ec, int src, uint64_t
     atomic_uint *readers = &eng_ctl(ep, src)->readers;
     atomic_fetch_add(readers, 1);
     atomic_thread_fence(memory_order_seq_cst);
-    mlc_status_t st;
-    if (ec && eng_fail_posted(ec)) {
-        mlc_status_t fst = eng_fail_adopt(ec);
-        st = mlc_error(fst ? fst : MLC_ERR_ABORTED, "%.300s", ec->comm->fail_msg);
-    } else if (ec && ec->slots && atomic_load(&ec->slots[src].left)) {
-        /* It freed the communicator: what it had pending was cancelled and
-         * its buffers went back to its caller (eng_be_destroy). */
-        char who[32];
-        st = mlc_error(MLC_ERR_PEER_LOST, "%s freed the communicator before its message of %zu bytes was "
-                       "read (its send was cancelled)", rank_name(ec, src, who, sizeof who), bytes);
-    } else if (mapped) {
-        copy(dst, mapped, bytes);
-        st = MLC_SUCCESS;
-    } else {
-        st = rndv_copy(ep, ec, src, addr, dst, bytes);
-    }
+    mlc_status_t st = read_refused(ec, src, bytes);
+    if (st == MLC_SUCCESS) st = rndv_copy(ep, ec, src, addr, dst, bytes);
     atomic_fetch_sub(readers, 1);
     return st;
 }
 
-mlc_status_t eng_rndv_copy(eng_ep_t *ep, eng_comm_t *ec, int src, uint64_t addr, void *dst, size_t bytes)
-{
-    return counted_read(ep, ec, src, addr, NULL, dst, bytes, NULL);
-}
-
+/* A copy out of src's shared block mapped here is not counted: the mapping
+ * stays valid whatever src does with its block, and a peer stopped mid-copy
+ * must not hold src's failure up. It is checked before and after instead:
+ * src posts its failure (or leaves) and fences (eng_readers_drain) before
+ * the buffer goes back to its caller, so a copy that read anything written
+ * after that finds the failure when it looks again, and fails. */
 mlc_status_t eng_mapped_copy(eng_ep_t *ep, eng_comm_t *ec, int src, const char *mapped, void *dst, size_t bytes,
                              void (*copy)(void *dst, const void *src, size_t n))
 {
-    return counted_read(ep, ec, src, (uint64_t)(uintptr_t)mapped, mapped, dst, bytes, copy);
+    if (bytes == 0) return MLC_SUCCESS;
+    if (src == ep->wrank) {
+        copy(dst, mapped, bytes);
+        return MLC_SUCCESS;
+    }
+    mlc_status_t st = read_refused(ec, src, bytes);
+    if (st != MLC_SUCCESS) return st;
+    copy(dst, mapped, bytes);
+    atomic_thread_fence(memory_order_acquire);
+    return read_refused(ec, src, bytes);
 }
 
 static void plain_copy(void *dst, const void *src, size_t n) { memcpy(dst, src, n); }
