@@ -522,6 +522,12 @@ void eng_be_destroy(mlc_comm_t *comm)
     if (!ec) return;
     eng_ep_t *ep = ec->ep;
     pthread_mutex_lock(&ep->lock);
+    /* An operation the engine already finished (a send all written into the
+     * ring) completes as what it was, not as cancelled: its peer gets it. */
+    for (eng_coll_t *e = ep->colls, *next; e; e = next) {
+        next = e->next; /* e may be removed */
+        if (e->ec == ec) entry_progress(ep, e);
+    }
     /* Cancel this communicator's pending operations: their buffers are no longer touched. */
     eng_coll_t *e = ep->colls;
     while (e) {
