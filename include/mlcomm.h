@@ -498,10 +498,12 @@ MLC_API mlc_status_t mlc_comm_split(mlc_comm_t *comm, int color, int key, mlc_co
 /**
  * Release a communicator. Local: does not wait for peers. Pending requests
  * are cancelled (their buffers are no longer touched; on mpi, operations
- * MPI cannot cancel keep theirs until MPI completes them: docs/MPI.md), but their handles stay
+ * MPI cannot cancel keep theirs until MPI completes them, and their message
+ * says so: docs/MPI.md), but their handles stay
  * valid: mlc_request_wait / mlc_request_test on one returns MLC_ERR_ABORTED
- * with a message and releases it (a request that had completed returns its
- * own status). The communicator's memory goes with the last such handle, so
+ * with a message and releases it (a request that had completed, or whose
+ * operation was already done, such as a send handed over whole, returns its
+ * own status: its peer gets it). The communicator's memory goes with the last such handle, so
  * wait or test every request you hold. Until then a call on the freed
  * communicator fails with MLC_ERR_INVALID_ARG ("freed this communicator"),
  * or with the error it had failed with before (a second mlc_comm_free:

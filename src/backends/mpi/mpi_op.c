@@ -286,21 +286,24 @@ bool mlc_mpi_drop_request(MPI_Request *r)
 
 /* Stop an operation MPI failed or that is abandoned: cancel what can be
  * cancelled (point-to-point: mlc_mpi_drop_request, local), leave a
- * collective's requests to MPI (they can be neither cancelled nor freed). */
-static void op_abandon(mlc_mpi_op_t *op)
+ * collective's requests to MPI (they can be neither cancelled nor freed).
+ * True when MPI keeps some of them (and the buffers they use). */
+static bool op_abandon(mlc_mpi_op_t *op)
 {
+    bool kept = false;
     if (op->exec) mlc_mpi_algo_abandon(op);
     for (int i = 1; i <= op->nreq; i++) {
         if (op->reqs[i] == MPI_REQUEST_NULL) continue;
         if (i <= op->ncoll) {
             if (!op->mpi_owns_heap) ((mlc_mpi_comm_t *)op->req->comm->impl)->left_to_mpi++;
-            op->mpi_owns_heap = true;
+            op->mpi_owns_heap = kept = true;
             continue;
         }
-        if (!mlc_mpi_drop_request(&op->reqs[i])) op->mpi_owns_heap = true;
+        if (!mlc_mpi_drop_request(&op->reqs[i])) op->mpi_owns_heap = kept = true;
     }
     op_unlink(op);
     op_release(op);
+    return kept;
 }
 
 static void op_fail(mlc_mpi_op_t *op, int rc, const char *what)
@@ -449,7 +452,16 @@ int mlc_mpi_abandon_all(mlc_comm_t *comm)
     mlc_mpi_lock(c);
     for (mlc_mpi_op_t *op = c->head, *next; op; op = next) {
         next = op->next;
-        op_abandon(op);
+        /* One that MPI has finished completes as what it was (its peer got it). */
+        int moved = 0;
+        if (!op->exec && op->agree == MLC_MPI_AGREE_NONE) op_advance(op, &moved);
+        if (!op->active) continue;
+        mlc_request_t *req = op->req;
+        if (op_abandon(op))
+            mlc_core->request_complete(req, MLC_ERR_ABORTED, "rank %d: %s (%zu bytes) was still pending when "
+                                       "mlc_comm_free freed its communicator, and MPI could not cancel it: MPI may "
+                                       "still complete it, using its buffers until then", comm->rank,
+                                       mlc_core->coll_name(req->coll), req->bytes);
     }
     int left = c->left_to_mpi;
     mlc_mpi_unlock(c);
