@@ -384,7 +384,7 @@ static mlc_status_t peer_read(const mlc_request_t *req, int r, int which, size_t
     const char *src = peer_in_place(req, r, which, at, &st);
     if (st != MLC_SUCCESS) return st;
     if (!src) return single_copy(req, r, which, at, dst, n);
-    /* Counted like a single copy: r may drop the call and reuse its block meanwhile. */
+    /* Checked before and after (eng_mapped_copy): r may drop the call and reuse its block meanwhile. */
     eng_comm_t *ec = req->comm->impl;
     return eng_mapped_copy(ec->ep, ec, ec->world_of[r], src, dst, n, stream ? mlc_copy_stream : plain_copy);
 }
