@@ -93,6 +93,10 @@ static int core_api(mlc_comm_t *comm, unsigned char *a, unsigned char *b, size_t
     BAD(mlc_op_free, mlc_op_free(MLC_SUM), E);
     BAD(mlc_op_free, mlc_op_free((mlc_op_t)-7), E);
     BADV(mlc_op_name, mlc_op_name((mlc_op_t)-7) == NULL);
+    /* Outside a user op's function (and with no reason) it does nothing: later calls are unaffected. */
+    BADV(mlc_op_fail, (mlc_op_fail(NULL), mlc_op_fail("not inside an op"),
+                       mlc_reduce_local((int32_t[1]){1}, (int32_t[1]){2}, 1, MLC_INT32, MLC_SUM) == MLC_SUCCESS &&
+                           mlc_barrier(comm, NULL) == MLC_SUCCESS));
     BAD(mlc_op_from_name, mlc_op_from_name(NULL, &op), E);
     BAD(mlc_op_from_name, mlc_op_from_name("sum", NULL), E);
     BAD(mlc_op_from_name, mlc_op_from_name("median", &op), E);
