@@ -124,7 +124,7 @@ static int eager_cut(mlc_comm_t *comm, uint32_t *rows, bool post_first)
               SMALL * 4);
         memset(rows, 0xEE, (size_t)SENDS * SMALL * sizeof *rows); /* ours again */
     } else if (r == 1) {
-        sleep_ms(2000);
+        sleep_ms(1000);
         memset(rows, 0, (size_t)SENDS * SMALL * sizeof *rows);
         if (post_first)
             for (int m = 0; m < SENDS; m++) CHECK_OK(post_recv(d, rows, m, &q[m]));
@@ -183,7 +183,7 @@ static int status_is_delivery(mlc_comm_t *comm, uint32_t *rows)
     CHECK_OK(mlc_broadcast(&sent, &sent, 1, MLC_INT32, 0, comm, NULL));
     if (r == 1) {
         /* What arrived arrives by now; the rest never will (the free ends those receives). */
-        sleep_ms(500);
+        sleep_ms(300);
         mlc_comm_free(d);
         for (int m = 0; m < SENDS; m++) counted += mlc_request_wait(&q[m]) == MLC_SUCCESS;
         CHECK(counted == sent, "rank 0's sends: %d succeeded; rank 1 received %d of them", sent, counted);
