@@ -296,6 +296,9 @@ class UserOp:
             raise invalid("op_create needs numpy")
         self.fn = fn
         self.commutative = bool(commutative)
+        # (thread, exception) of the calls of fn that raised. Ranks that are
+        # threads of one process share this op: a blocking call raises only
+        # what fn raised on its own thread.
         self.errors = []
         self._cb = _lib.USER_FN(self._call)
         code = _lib.c_op()
@@ -316,13 +319,24 @@ class UserOp:
                                   "array of b's shape %s" % (self.fn, out.shape, bv.shape))
                 np.copyto(bv, out, casting="same_kind")
         except BaseException as e:  # raised again by the call that ran the op
-            self.errors.append(e)
+            self.errors.append((threading.get_ident(), e))
             _lib.op_fail(("%s: %s" % (type(e).__name__, e)).encode(errors="replace"))
 
+    def take_error(self, any_thread=False):
+        """The first exception fn raised on this thread (on any, for a
+        request another thread may have progressed), dropping that thread's
+        others; None if there is none."""
+        me = threading.get_ident()
+        mine = [x for x in self.errors if x[0] == me]
+        if not mine and not (any_thread and self.errors):
+            return None
+        who, e = (mine or self.errors)[0]
+        self.errors = [x for x in self.errors if x[0] != who]
+        return e
+
     def raise_pending(self):
-        if self.errors:
-            e = self.errors[0]
-            self.errors.clear()
+        e = self.take_error()
+        if e is not None:
             raise e
 
     def free(self):
@@ -392,9 +406,9 @@ class Request(concurrent.futures.Future):
         if self._in_flight is not None:
             self._in_flight.remove(self)
         err = None
-        if isinstance(self._op, UserOp) and self._op.errors:  # this rank's op raised: that, not the status
-            err = self._op.errors.pop(0)
-        elif st != 0:
+        if st != 0 and isinstance(self._op, UserOp):  # this rank's op raised: that, not the status
+            err = self._op.take_error(any_thread=True)
+        if err is None and st != 0:
             err = error(st)
         if err is not None:
             self.set_exception(err)
