@@ -100,8 +100,6 @@ static void copy_streamed_if(bool stream, void *dst, const void *src, size_t n)
         memcpy(dst, src, n);
 }
 
-static void plain_copy(void *dst, const void *src, size_t n) { memcpy(dst, src, n); }
-
 /* Copy a result no peer reads: streamed past the caches when it is large. */
 static void copy_result(const eng_comm_t *ec, void *dst, const void *src, size_t n)
 {
@@ -386,7 +384,7 @@ static mlc_status_t peer_read(const mlc_request_t *req, int r, int which, size_t
     if (!src) return single_copy(req, r, which, at, dst, n);
     /* Checked before and after (eng_mapped_copy): r may drop the call and reuse its block meanwhile. */
     eng_comm_t *ec = req->comm->impl;
-    return eng_mapped_copy(ec->ep, ec, ec->world_of[r], src, dst, n, stream ? mlc_copy_stream : plain_copy);
+    return eng_mapped_copy(ec->ep, ec, ec->world_of[r], src, dst, n, stream ? mlc_copy_stream : NULL);
 }
 
 /* Bytes [at, at + n) of comm rank r's send buffer: in place, else copied

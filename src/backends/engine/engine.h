@@ -547,7 +547,7 @@ bool eng_p2p_quiet(eng_ep_t *ep);
  * that is gone, if one is, by its rank in ec (may be NULL: world ranks). */
 mlc_status_t eng_rndv_copy(eng_ep_t *ep, eng_comm_t *ec, int src, uint64_t addr, void *dst, size_t bytes);
 /* The same from `mapped`, src's shared block mapped here (eng_peer_view),
- * with `copy` doing the copy (plain or streamed): not counted, but failed
+ * with `copy` doing the copy (NULL: memcpy): not counted, but failed
  * when src dropped the operation before or during the copy. */
 mlc_status_t eng_mapped_copy(eng_ep_t *ep, eng_comm_t *ec, int src, const char *mapped, void *dst, size_t bytes,
                              void (*copy)(void *dst, const void *src, size_t n));

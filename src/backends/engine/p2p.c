@@ -103,6 +103,7 @@ static void recv_finish(eng_ep_t *ep, eng_op_t *op, int src, uint64_t tag, uint6
 }
 
 static const char *rank_name(const eng_comm_t *ec, int w, char *buf, size_t len);
+static mlc_status_t read_refused(eng_comm_t *ec, int src, size_t bytes, const char *before);
 
 /* Rank src cancelled the eager message of `bytes` for op half way (its
  * remainder came as zeros): the receive fails, with the communicator's
@@ -113,18 +114,13 @@ static void recv_cut(eng_ep_t *ep, eng_op_t *op, int src, uint64_t bytes)
         eng_op_put(ep, op);
         return;
     }
-    eng_comm_t *ec = op->comm;
-    char who[32];
-    if (ec && eng_fail_posted(ec)) {
-        mlc_status_t fst = eng_fail_adopt(ec);
-        op_fail(op, fst != MLC_SUCCESS ? fst : MLC_ERR_ABORTED, "%.300s", ec->comm->fail_msg);
-    } else if (ec && ec->slots && atomic_load(&ec->slots[src].left)) {
-        op_fail(op, MLC_ERR_PEER_LOST, "%s freed the communicator before its message of %llu bytes was all sent "
-                "(its send was cancelled)", rank_name(ec, src, who, sizeof who), (unsigned long long)bytes);
-    } else {
-        op_fail(op, MLC_ERR_PEER_LOST, "%s cancelled its send of %llu bytes before it was all sent",
-                ec ? rank_name(ec, src, who, sizeof who) : "the sender", (unsigned long long)bytes);
+    mlc_status_t st = read_refused(op->comm, src, (size_t)bytes, "all sent");
+    if (st == MLC_SUCCESS) {
+        char who[32];
+        st = mlc_error(MLC_ERR_PEER_LOST, "%s cancelled its send of %llu bytes before it was all sent",
+                       op->comm ? rank_name(op->comm, src, who, sizeof who) : "the sender", (unsigned long long)bytes);
     }
+    op_fail(op, st, "%s", mlc_last_error());
 }
 
 /* ---- call signatures ------------------------------------------------------- */
@@ -284,11 +280,12 @@ static mlc_status_t read_failed(eng_comm_t *ec, mlc_status_t st, const char *det
 
 static mlc_status_t rndv_copy(eng_ep_t *ep, eng_comm_t *ec, int src, uint64_t addr, void *dst, size_t bytes);
 
-/* Why a read of rank src's buffer must not happen (or count) now: a member
- * posted ec's failure, or src freed ec (its pending operations were
- * cancelled and their buffers went back to its caller: eng_be_destroy).
- * MLC_SUCCESS when it may. */
-static mlc_status_t read_refused(eng_comm_t *ec, int src, size_t bytes)
+/* Why a read of rank src's message of `bytes` must not happen (or count)
+ * now: a member posted ec's failure, or src freed ec before the message was
+ * `before` ("read", "all sent"; its pending operations were cancelled and
+ * their buffers went back to its caller: eng_be_destroy). MLC_SUCCESS when
+ * it may. */
+static mlc_status_t read_refused(eng_comm_t *ec, int src, size_t bytes, const char *before)
 {
     if (!ec) return MLC_SUCCESS;
     if (eng_fail_posted(ec)) {
@@ -298,7 +295,7 @@ static mlc_status_t read_refused(eng_comm_t *ec, int src, size_t bytes)
     if (ec->slots && atomic_load(&ec->slots[src].left)) {
         char who[32];
         return mlc_error(MLC_ERR_PEER_LOST, "%s freed the communicator before its message of %zu bytes was "
-                         "read (its send was cancelled)", rank_name(ec, src, who, sizeof who), bytes);
+                         "%s (its send was cancelled)", rank_name(ec, src, who, sizeof who), bytes, before);
     }
     return MLC_SUCCESS;
 }
@@ -320,7 +317,7 @@ mlc_status_t eng_rndv_copy(eng_ep_t *ep, eng_comm_t *ec, int src, uint64_t addr,
     atomic_uint *readers = &eng_ctl(ep, src)->readers;
     atomic_fetch_add(readers, 1);
     atomic_thread_fence(memory_order_seq_cst);
-    mlc_status_t st = read_refused(ec, src, bytes);
+    mlc_status_t st = read_refused(ec, src, bytes, "read");
     if (st == MLC_SUCCESS) st = rndv_copy(ep, ec, src, addr, dst, bytes);
     atomic_fetch_sub(readers, 1);
     return st;
@@ -336,18 +333,16 @@ mlc_status_t eng_mapped_copy(eng_ep_t *ep, eng_comm_t *ec, int src, const char *
                              void (*copy)(void *dst, const void *src, size_t n))
 {
     if (bytes == 0) return MLC_SUCCESS;
-    if (src == ep->wrank) {
-        copy(dst, mapped, bytes);
-        return MLC_SUCCESS;
-    }
-    mlc_status_t st = read_refused(ec, src, bytes);
+    mlc_status_t st = src == ep->wrank ? MLC_SUCCESS : read_refused(ec, src, bytes, "read");
     if (st != MLC_SUCCESS) return st;
-    copy(dst, mapped, bytes);
+    if (copy)
+        copy(dst, mapped, bytes);
+    else
+        memcpy(dst, mapped, bytes);
+    if (src == ep->wrank) return MLC_SUCCESS;
     atomic_thread_fence(memory_order_acquire);
-    return read_refused(ec, src, bytes);
+    return read_refused(ec, src, bytes, "read");
 }
-
-static void plain_copy(void *dst, const void *src, size_t n) { memcpy(dst, src, n); }
 
 /* A read takes one copy's time; a count still up after this long belongs to
  * a stopped peer. */
@@ -442,7 +437,7 @@ static mlc_status_t rndv_read(eng_ep_t *ep, eng_comm_t *ec, int src, const mlc_s
     if (block->size && !ep->threads && src != ep->wrank) {
         char why[200];
         const char *p = eng_peer_view(ep, src, block, addr, (size_t)bytes, 0, why, sizeof why);
-        if (p) return eng_mapped_copy(ep, ec, src, p, dst, n, plain_copy);
+        if (p) return eng_mapped_copy(ep, ec, src, p, dst, n, NULL);
     }
     return eng_rndv_copy(ep, ec, src, addr, dst, n);
 }
