@@ -21,6 +21,12 @@
  * `d`. The sends that finished before the free must arrive whole; the one cut
  * off returned its remainder as zeros with success. Twice: rank 1's receives
  * posted after the messages arrived, and before.
+ * Reduced in place: a reduce-scatter of mlc_mem_alloc blocks reduces a
+ * peer's block where it is mapped, with no copy first. Rank 1's op sleeps in
+ * its first call, before it reads rank 0's data; meanwhile rank 0 reduces
+ * its own block, frees the communicator (its request ends MLC_ERR_ABORTED)
+ * and overwrites its buffer. Rank 1 then combined the overwritten data and
+ * returned success.
  * Exit 0 = pass.
  */
 #include <stdint.h>
@@ -193,6 +199,66 @@ static int status_is_delivery(mlc_comm_t *comm, uint32_t *rows)
     return 0;
 }
 
+/* Rank 1's op sleeps once, on entry, before it reads `in` (rank 0's data). */
+static _Thread_local bool slow_once;
+
+static void slow_sum(const void *in, void *inout, size_t count, mlc_dtype_t dtype, void *ctx)
+{
+    (void)dtype, (void)ctx;
+    if (slow_once) {
+        slow_once = false;
+        sleep_ms(400);
+    }
+    for (size_t i = 0; i < count; i++) ((uint32_t *)inout)[i] += ((const uint32_t *)in)[i];
+}
+
+static int in_place_reduction(mlc_comm_t *comm, uint32_t *block, uint32_t *out)
+{
+    int r = mlc_comm_rank(comm), p = mlc_comm_size(comm);
+    size_t n = COUNT / (size_t)p; /* each rank's block of the result */
+    mlc_op_t op;
+    CHECK_OK(mlc_op_create(slow_sum, 1, NULL, &op));
+    mlc_comm_t *d = NULL;
+    CHECK_OK(mlc_comm_split(comm, 0, r, &d));
+    for (size_t i = 0; i < COUNT; i++) block[i] = value(r, i);
+    CHECK_OK(mlc_barrier(comm, NULL));
+    if (r == 0) {
+        mlc_request_t *q = NULL;
+        CHECK_OK(mlc_reduce_scatter(block, out, n, MLC_UINT32, op, d, &q));
+        struct timespec t0, t;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        int done = 0;
+        do { /* reduce rank 0's block (rank 1 sleeps in its op meanwhile) */
+            CHECK_OK(mlc_request_test(&q, &done));
+            clock_gettime(CLOCK_MONOTONIC, &t);
+        } while (!done && (t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < 150);
+        CHECK(!done, "rank 0's reduce-scatter finished while rank 1 slept in its op");
+        CHECK_OK(mlc_comm_free(d));
+        CHECK_ERR(mlc_request_wait(&q), MLC_ERR_ABORTED);
+        for (size_t i = 0; i < COUNT; i++) block[i] = LATE; /* ours again */
+    } else {
+        slow_once = r == 1;
+        memset(out, 0, n * sizeof *out);
+        mlc_status_t st = mlc_reduce_scatter(block, out, n, MLC_UINT32, op, d, NULL);
+        slow_once = false;
+        size_t wrong = 0;
+        for (size_t i = 0; i < n; i++) {
+            uint32_t want = 0;
+            for (int k = 0; k < p; k++) want += value(k, (size_t)r * n + i);
+            wrong += out[i] != want;
+        }
+        CHECK(st != MLC_SUCCESS || wrong == 0, "rank %d: reduce-scatter -> success with %zu of %zu elements wrong "
+              "(rank 0 freed the communicator and overwrote its block before rank 1 read it)", r, wrong, n);
+        if (r == 1)
+            CHECK(st == MLC_ERR_PEER_LOST && strstr(mlc_last_error(), "freed the communicator"),
+                  "rank 1 read rank 0's block after the free -> %s (%s)", mlc_status_name(st), mlc_last_error());
+        mlc_comm_free(d);
+    }
+    CHECK_OK(mlc_barrier(comm, NULL));
+    CHECK_OK(mlc_op_free(op));
+    return 0;
+}
+
 static int body(mlc_comm_t *comm)
 {
     int p = mlc_comm_size(comm);
@@ -205,6 +271,7 @@ static int body(mlc_comm_t *comm)
     int failed = 0;
     for (int k = 0; k < 8 && !failed; k++) /* {malloc, block} x {free, abort} x {send, broadcast} */
         failed = rendezvous(comm, k & 1 ? block : buf, k & 2 ? BY_ABORT : BY_FREE, k & 4);
+    if (!failed) failed = in_place_reduction(comm, block, buf);
     mlc_mem_free(block);
     if (!failed) failed = eager_cut(comm, rows, false);
     if (!failed) failed = eager_cut(comm, rows, true);

@@ -397,6 +397,15 @@ static const char *peer_send_bytes(const mlc_request_t *req, int r, size_t at, s
     return *st == MLC_SUCCESS ? bounce : NULL;
 }
 
+/* After a reduction read n bytes of comm rank r's send buffer in place:
+ * whether r dropped the call meanwhile and gave that memory back to its
+ * caller (eng_mapped_read_check). */
+static mlc_status_t in_place_read_done(const mlc_request_t *req, int r, size_t n)
+{
+    eng_comm_t *ec = req->comm->impl;
+    return eng_mapped_read_check(ec->ep, ec, ec->world_of[r], n);
+}
+
 /* Whether a call takes the quick path (its payload fits an announcement line). */
 static bool quick_fits(const mlc_request_t *req)
 {
@@ -537,13 +546,16 @@ static mlc_status_t reduce_block(mlc_request_t *req, size_t off, size_t len, cha
         size_t n = len - c < chunk ? len - c : chunk;
         char *out = stream ? bounce + 2 * chunk : acc + c;
         const char *src[2] = {NULL, NULL};
+        bool in_place[2] = {false, false}; /* read from the peer's mapped block, not a bounce copy */
+        mlc_status_t st;
         for (int r = 0; r < 2 && r < p; r++) {
             if (r == me) {
                 src[r] = (const char *)a->sendbuf + off + c;
             } else {
-                mlc_status_t st;
-                src[r] = peer_send_bytes(req, r, off + c, n, r == 0 ? b0 : b1, &st);
+                char *b = r == 0 ? b0 : b1;
+                src[r] = peer_send_bytes(req, r, off + c, n, b, &st);
                 if (!src[r]) return st;
+                in_place[r] = src[r] != b;
             }
         }
         if (p == 1) {
@@ -551,15 +563,13 @@ static mlc_status_t reduce_block(mlc_request_t *req, size_t off, size_t len, cha
             continue;
         }
         mlc_reduce_apply3(src[0], src[1], out, n / a->esize, a->dtype, a->op);
+        for (int r = 0; r < 2; r++)
+            if (in_place[r] && (st = in_place_read_done(req, r, n)) != MLC_SUCCESS) return st;
         for (int r = 2; r < p; r++) {
-            const char *b;
-            if (r == me) {
-                b = (const char *)a->sendbuf + off + c;
-            } else {
-                mlc_status_t st;
-                if (!(b = peer_send_bytes(req, r, off + c, n, b1, &st))) return st;
-            }
+            const char *b = (const char *)a->sendbuf + off + c;
+            if (r != me && !(b = peer_send_bytes(req, r, off + c, n, b1, &st))) return st;
             mlc_reduce_apply3(out, b, out, n / a->esize, a->dtype, a->op);
+            if (r != me && b != b1 && (st = in_place_read_done(req, r, n)) != MLC_SUCCESS) return st;
         }
         if (a->op == MLC_AVG) mlc_reduce_divide(out, n / a->esize, a->dtype, p);
         if (stream) mlc_copy_stream(acc + c, out, n);

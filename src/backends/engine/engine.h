@@ -551,6 +551,10 @@ mlc_status_t eng_rndv_copy(eng_ep_t *ep, eng_comm_t *ec, int src, uint64_t addr,
  * when src dropped the operation before or during the copy. */
 mlc_status_t eng_mapped_copy(eng_ep_t *ep, eng_comm_t *ec, int src, const char *mapped, void *dst, size_t bytes,
                              void (*copy)(void *dst, const void *src, size_t n));
+/* After reading `bytes` of src's mapped block in place (a reduction that
+ * combines them with no copy first): failed when src dropped the operation
+ * before or during the read, as eng_mapped_copy's second look. */
+mlc_status_t eng_mapped_read_check(eng_ep_t *ep, eng_comm_t *ec, int src, size_t bytes);
 
 /* --- peers' shared blocks (peer_mem.c; caller holds ep->lock) --------------- */
 /* A read-only local pointer to byte `at` of world rank w's buffer [buf,

@@ -339,6 +339,11 @@ mlc_status_t eng_mapped_copy(eng_ep_t *ep, eng_comm_t *ec, int src, const char *
         copy(dst, mapped, bytes);
     else
         memcpy(dst, mapped, bytes);
+    return eng_mapped_read_check(ep, ec, src, bytes);
+}
+
+mlc_status_t eng_mapped_read_check(eng_ep_t *ep, eng_comm_t *ec, int src, size_t bytes)
+{
     if (src == ep->wrank) return MLC_SUCCESS;
     atomic_thread_fence(memory_order_acquire);
     return read_refused(ec, src, bytes, "read");
