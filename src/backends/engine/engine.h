@@ -35,7 +35,7 @@
  * to what lives in shared memory (eng_seg_t, eng_ctl_t, eng_slot_t, ...),
  * so that a rank of a build that lays it out otherwise fails at once
  * (shm.c) instead of reading its peers' fields wrong. */
-#define ENG_LAYOUT 3u
+#define ENG_LAYOUT 4u
 #define ENG_MAGIC (0x4d4c4300u | ENG_LAYOUT)
 #define ENG_LINE 64
 /* Failed communicators (aborted, mismatched calls): every rank has its
@@ -104,9 +104,12 @@ typedef struct eng_seg {
 } eng_seg_t;
 
 /*
- * Direct collectives (src/backends/engine/direct.c): each communicator whose
- * context pair k < slot_areas owns area k; each of its ranks owns one slot
- * there. Flags hold the communicator's direct-collective sequence + 1.
+ * Direct collectives (src/backends/engine/direct.c): each communicator gets
+ * a slot area its members agree on when it is made (slot_areas.c: one that
+ * every rank's slot there is unused or left; none when all are taken); each
+ * of its ranks owns one slot there, indexed by world rank, so communicators
+ * with no member in common may share an area. Flags hold the communicator's
+ * direct-collective sequence + 1.
  */
 #define ENG_SLOT_DATA 8192
 #define ENG_BOARD 4
@@ -163,7 +166,8 @@ typedef struct eng_slot {
     mlc_shmem_ref_t sref, rref; /* the shared blocks (mlc_mem_alloc) saddr and raddr lie in; size 0: none */
     uint32_t via_stage;         /* large broadcast root: streams op pub through its stage */
     uint32_t inplace;           /* op pub is in place here (ranks may differ: it is not in the signature) */
-    atomic_uint left;           /* this rank freed the communicator (liveness.c); slot areas are never reused */
+    atomic_uint used;           /* this rank has a communicator here (eng_comm_create) */
+    atomic_uint left;           /* ... and freed it (liveness.c); an area is reused once every used slot has left */
     mlc_sig_t sig;              /* the direct call this rank published with pub (names both sides) */
     struct eng_board {          /* every call this rank started, the latest ENG_BOARD by call number */
         atomic_uint_fast64_t v; /* seqlock: 0 while written, then call + 1 */
@@ -321,6 +325,7 @@ struct eng_ep {
     struct eng_coll *colls;
     int refs;              /* communicators using this endpoint */
     atomic_uint ctx_next;  /* next context pair to hand out */
+    uint32_t areas_held;   /* slot areas offered by a split under way here (slot_areas.c; lock) */
     /* progress thread (asynchronous operations progress while the caller computes) */
     pthread_t thread;
     bool thread_started, thread_stop;
@@ -504,6 +509,20 @@ int eng_peer_gone(eng_ep_t *ep, int w, char *why, size_t len);
  * alive: for evidence that w may be dying (its files closed, as when a
  * block of it cannot be opened any more). Caller holds ep->lock. */
 int eng_peer_gone_within(eng_ep_t *ep, int w, double max_s, char *why, size_t len);
+/* --- slot areas for new communicators (slot_areas.c) ------------------------ */
+#define ENG_MAX_AREAS 32 /* slot_areas never exceeds it (segment.c): one bit each */
+#define ENG_NO_AREA UINT32_MAX
+/* The areas this rank may give a communicator being made: every rank's slot
+ * there unused or left, none offered by another split under way here. Its
+ * own left slots among them are cleared for their next user; they stay
+ * held until eng_areas_take. Lock NOT held. */
+uint32_t eng_areas_offer(eng_ep_t *ep);
+/* The area every rank offered (the lowest not in `busy`, the union of what
+ * the ranks did not offer), ENG_NO_AREA if none. The others this rank offered
+ * are given back; the one taken stays held until eng_areas_release. */
+uint32_t eng_areas_take(eng_ep_t *ep, uint32_t offered, uint32_t busy);
+void eng_areas_release(eng_ep_t *ep, uint32_t area);
+
 /* This rank frees ec: members still waiting for it there learn that it left. */
 void eng_member_leave(eng_comm_t *ec);
 /* Record that this rank is alive and checking (the timeout's "heard from"). */
@@ -610,7 +629,8 @@ const mlc_sig_t *eng_active_sig(eng_ep_t *ep, uint32_t coll_ctx, uint64_t call, 
 const mlc_sig_t *eng_latest_sig(eng_ep_t *ep, uint32_t coll_ctx, eng_comm_t **ec);
 
 /* --- the backend table entries shared by threads and shm -------------------- */
-mlc_status_t eng_comm_create(mlc_comm_t *comm, eng_ep_t *ep, uint32_t ctx, const int *world_of);
+/* area: its slot area (ENG_NO_AREA: none), agreed by eng_areas_offer/take. */
+mlc_status_t eng_comm_create(mlc_comm_t *comm, eng_ep_t *ep, uint32_t ctx, uint32_t area, const int *world_of);
 void eng_be_destroy(mlc_comm_t *comm);
 void eng_be_abort(mlc_comm_t *comm);
 void eng_be_forget(mlc_request_t *req);

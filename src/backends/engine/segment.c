@@ -26,7 +26,7 @@ static uint32_t slot_areas_for(int n)
 {
     size_t per_area = sizeof(eng_slot_t) * (size_t)n;
     size_t areas = ((size_t)64 << 20) / per_area;
-    return (uint32_t)(areas > 32 ? 32 : areas);
+    return (uint32_t)(areas > ENG_MAX_AREAS ? ENG_MAX_AREAS : areas);
 }
 
 /* Stages (direct.c): for the first slot areas, at most 16 MiB in all. Each

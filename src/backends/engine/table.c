@@ -427,7 +427,7 @@ mlc_status_t eng_start_sendrecv(mlc_request_t *req) { return start_p2p(req, true
 
 /* ---- communicators -------------------------------------------------------------- */
 
-mlc_status_t eng_comm_create(mlc_comm_t *comm, eng_ep_t *ep, uint32_t ctx, const int *world_of)
+mlc_status_t eng_comm_create(mlc_comm_t *comm, eng_ep_t *ep, uint32_t ctx, uint32_t area, const int *world_of)
 {
     eng_comm_t *ec = calloc(1, sizeof *ec);
     if (!ec) return mlc_error(MLC_ERR_NO_MEMORY, "engine: out of memory");
@@ -450,9 +450,10 @@ mlc_status_t eng_comm_create(mlc_comm_t *comm, eng_ep_t *ep, uint32_t ctx, const
     ec->comm = comm;
     ec->ctx = ctx;
     ec->fail_word = eng_fail_word(ep, ep->wrank, ctx / 2);
-    uint32_t area = ctx / 2;
-    if (area < ep->seg->slot_areas)
+    if (area < ep->seg->slot_areas) {
         ec->slots = (eng_slot_t *)(ep->base + ep->seg->slot_off) + (size_t)area * (size_t)ep->wsize;
+        atomic_store_explicit(&ec->slots[ep->wrank].used, 1, memory_order_release);
+    }
     for (int r = 0; r < comm->size; r++) ec->member_slot[r] = ec->slots ? &ec->slots[ec->world_of[r]] : NULL;
     if (area < ep->seg->stage_areas) {
         ec->stage_bytes = ep->seg->stage_bytes;
@@ -578,19 +579,34 @@ mlc_status_t eng_be_split(mlc_comm_t *parent, int color, int key, const int *mem
 {
     eng_comm_t *pec = parent->impl;
     eng_ep_t *ep = pec->ep;
-    /* A context pair unused by every member: the maximum of their next free ones. */
-    uint32_t mine = atomic_load(&ep->ctx_next), k = 0;
-    mlc_status_t st = mlc_allreduce(&mine, &k, 1, MLC_UINT32, MLC_MAX, parent, NULL);
-    if (st != MLC_SUCCESS) return st;
-    uint32_t cur = atomic_load(&ep->ctx_next);
+    /* One allreduce (max) agrees on both: a context pair unused by every
+     * member (the maximum of their next free ones), and a slot area every
+     * member offered (element 1 + a: 1 where a rank did not offer area a). */
+    uint32_t mine[1 + ENG_MAX_AREAS], all[1 + ENG_MAX_AREAS];
+    uint32_t offered = eng_areas_offer(ep);
+    mine[0] = atomic_load(&ep->ctx_next);
+    for (int a = 0; a < ENG_MAX_AREAS; a++) mine[1 + a] = !(offered >> a & 1u);
+    mlc_status_t st = mlc_allreduce(mine, all, 1 + ENG_MAX_AREAS, MLC_UINT32, MLC_MAX, parent, NULL);
+    uint32_t busy = 0;
+    for (int a = 0; a < ENG_MAX_AREAS; a++) busy |= (st != MLC_SUCCESS || all[1 + a]) ? 1u << a : 0;
+    uint32_t area = eng_areas_take(ep, offered, busy);
+    if (st != MLC_SUCCESS) return st; /* busy: no area taken */
+    uint32_t k = all[0], cur = atomic_load(&ep->ctx_next);
     while (cur < k + 1 && !atomic_compare_exchange_weak(&ep->ctx_next, &cur, k + 1)) {
     }
-    if (!child) return MLC_SUCCESS;
+    if (!child) {
+        eng_areas_release(ep, area);
+        return MLC_SUCCESS;
+    }
     int *world_of = malloc(sizeof(int) * (size_t)n);
-    if (!world_of) return mlc_error(MLC_ERR_NO_MEMORY, "mlc_comm_split: out of memory");
-    for (int i = 0; i < n; i++) world_of[i] = pec->world_of[members[i]];
-    st = eng_comm_create(child, ep, 2 * k, world_of);
-    free(world_of);
+    if (world_of) {
+        for (int i = 0; i < n; i++) world_of[i] = pec->world_of[members[i]];
+        st = eng_comm_create(child, ep, 2 * k, area, world_of);
+        free(world_of);
+    } else {
+        st = mlc_error(MLC_ERR_NO_MEMORY, "mlc_comm_split: out of memory");
+    }
+    eng_areas_release(ep, area);
     return st;
 }
 

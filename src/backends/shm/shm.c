@@ -371,7 +371,7 @@ static mlc_status_t shm_init(mlc_comm_t *comm, const mlc_boot_t *boot)
              ep->light_fences ? "sleepers fence for wakers (membarrier)" : "wakers fence (no membarrier on every rank)");
     ep->peer_dead = shm_peer_dead;
     ep->release = shm_release;
-    st = eng_comm_create(comm, ep, 0, NULL);
+    st = eng_comm_create(comm, ep, 0, 0, NULL);
     if (st != MLC_SUCCESS) goto fail;
     return MLC_SUCCESS;
 fail:

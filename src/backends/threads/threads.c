@@ -57,7 +57,7 @@ static mlc_status_t attach(mlc_comm_t *comm, eng_seg_t *seg, int rank)
     eng_ep_count_cpus(ep); /* every rank has published its cpus */
     ep->release = heap_seg_release;
     ep->light_fences = eng_light_fences_register(); /* every rank is this process */
-    st = eng_comm_create(comm, ep, 0, NULL);
+    st = eng_comm_create(comm, ep, 0, 0, NULL);
     if (st != MLC_SUCCESS) {
         ep->refs = 1;
         eng_ep_unref(ep);

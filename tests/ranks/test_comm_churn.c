@@ -1,0 +1,105 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * A program that makes and frees communicators all its life (a group per
+ * step, a split per layer) keeps what its first ones had. Each round splits
+ * the test's communicator (halves from 3 ranks on, every other round: the
+ * children are disjoint), keeps up to KEEP of them alive at once, and frees
+ * the oldest; ROUNDS rounds in all, far more than the engine has slot areas.
+ * On every child:
+ * - the engine's own algorithm takes small and large allreduces (on threads
+ *   and shm: it needs a slot area; the 33rd communicator had none),
+ * - results are exact (an area reused must hold nothing of its last user),
+ * - a member that frees the child and lives on is reported
+ *   (MLC_ERR_PEER_LOST, "freed the communicator") long before MLC_TIMEOUT:
+ *   without a slot area there was no mark for it, and the wait timed out
+ *   (threads and shm).
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include "harness.h"
+
+#define ROUNDS 80
+#define KEEP 4
+#define LARGE (256 * 1024) /* floats: 1 MiB, the engine's single-copy path */
+
+static bool on_engine(mlc_comm_t *comm)
+{
+    const char *b = mlc_comm_backend(comm);
+    return strcmp(b, "shm") == 0 || strcmp(b, "threads") == 0;
+}
+
+/* Allreduces of 1 and LARGE floats on comm, each rank's values from its rank and the round. */
+static int use_child(mlc_comm_t *comm, int round, float *in, float *out)
+{
+    int p = mlc_comm_size(comm), r = mlc_comm_rank(comm);
+    const char *algo = NULL;
+    if (on_engine(comm)) {
+        for (int k = 0; k < 2; k++) {
+            size_t bytes = k ? LARGE * sizeof(float) : sizeof(float);
+            CHECK_OK(mlc_comm_get_algo(comm, MLC_COLL_ALLREDUCE, bytes, &algo));
+            CHECK(algo && strcmp(algo, "direct") == 0, "round %d: an allreduce of %zu bytes on a new communicator "
+                  "takes '%s', not the engine's own 'direct'", round, bytes, algo ? algo : "(null)");
+        }
+    }
+    for (int k = 0; k < 2; k++) {
+        size_t n = k ? LARGE : 1;
+        for (size_t i = 0; i < n; i++) in[i] = (float)((r + 1) * 100 + round) + (float)(i % 7);
+        memset(out, 0, n * sizeof *out);
+        CHECK_OK(mlc_allreduce(in, out, n, MLC_FLOAT32, MLC_SUM, comm, NULL));
+        for (size_t i = 0; i < n; i++) {
+            float want = (float)(100 * p * (p + 1) / 2 + p * round) + (float)p * (float)(i % 7);
+            CHECK(out[i] == want, "round %d: allreduce of %zu floats, element %zu: %g, want %g", round, n, i,
+                  (double)out[i], (double)want);
+        }
+    }
+    return 0;
+}
+
+/* The last rank frees a fresh child at once; the others' allreduce on it must fail promptly. */
+static int member_freed(mlc_comm_t *comm)
+{
+    int p = mlc_comm_size(comm), r = mlc_comm_rank(comm);
+    mlc_comm_t *child = NULL;
+    CHECK_OK(mlc_comm_split(comm, 0, r, &child));
+    if (r == p - 1) {
+        CHECK_OK(mlc_comm_free(child));
+    } else {
+        float a = 1, b = 0;
+        mlc_status_t st = mlc_allreduce(&a, &b, 1, MLC_FLOAT32, MLC_SUM, child, NULL);
+        CHECK(st == MLC_ERR_PEER_LOST && strstr(mlc_last_error(), "freed the communicator"),
+              "after %d communicators: an allreduce waiting for a member that freed the communicator -> %s (%s), "
+              "expected MLC_ERR_PEER_LOST", ROUNDS, mlc_status_name(st), mlc_last_error());
+        CHECK_OK(mlc_comm_free(child));
+    }
+    CHECK_OK(mlc_barrier(comm, NULL));
+    return 0;
+}
+
+static int body(mlc_comm_t *comm)
+{
+    int p = mlc_comm_size(comm), r = mlc_comm_rank(comm);
+    float *in = malloc(LARGE * sizeof *in), *out = malloc(LARGE * sizeof *out);
+    CHECK(in && out, "malloc");
+    mlc_comm_t *alive[KEEP] = {0};
+    int failed = 0;
+    for (int i = 0; i < ROUNDS && !failed; i++) {
+        int color = p >= 3 && i % 2 ? r % 2 : 0;
+        mlc_comm_t **slot = &alive[i % KEEP];
+        if (*slot) CHECK_OK(mlc_comm_free(*slot));
+        *slot = NULL;
+        CHECK_OK(mlc_comm_split(comm, color, r, slot));
+        failed = use_child(*slot, i, in, out);
+        /* The older children still work. */
+        for (int k = 0; k < KEEP && !failed; k++)
+            if (alive[k] && k != i % KEEP) failed = use_child(alive[k], i, in, out);
+    }
+    for (int k = 0; k < KEEP; k++)
+        if (alive[k]) mlc_comm_free(alive[k]);
+    if (!failed && p >= 2 && on_engine(comm)) failed = member_freed(comm); /* mpi: MPI.md, no such mark */
+    free(in);
+    free(out);
+    return mlc_test_any_failed(comm, failed);
+}
+
+int main(int argc, char **argv) { return mlc_test_main(argc, argv, body); }
