@@ -13,7 +13,14 @@
  *   (MLC_ERR_PEER_LOST, "freed the communicator") long before MLC_TIMEOUT:
  *   without a slot area there was no mark for it, and the wait timed out
  *   (threads and shm).
+ * Two races on the way a new communicator gets its area:
+ * - a fast rank finishes its part of a call on C (a broadcast root), frees
+ *   C and makes D, while a slower member of C has not yet set C up: D took
+ *   C's area and the slower member read D's data as C's (from 3 ranks);
+ * - two threads of each rank split two parents at once: the communicators
+ *   got one context, and their calls mixed each other's data.
  */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,6 +83,84 @@ static int member_freed(mlc_comm_t *comm)
     return 0;
 }
 
+/* Rank 0, root of a broadcast on C = {0, 1}, frees C at once and makes D =
+ * {0, 2} from P = {0, 2}; rank 1 must get rank 0's C data. */
+#define FAST_REPS 40
+static int fast_peer(mlc_comm_t *comm)
+{
+    int r = mlc_comm_rank(comm);
+    for (int rep = 0; rep < FAST_REPS; rep++) {
+        mlc_comm_t *P = NULL, *C = NULL, *D = NULL;
+        CHECK_OK(mlc_comm_split(comm, r == 0 || r == 2 ? 0 : MLC_UNDEFINED, r, &P));
+        CHECK_OK(mlc_comm_split(comm, r < 2 ? 0 : 1, r, &C));
+        uint64_t c_data = 0xC000000000000000ull + (uint64_t)rep, d_data = 0xD000000000000000ull + (uint64_t)rep;
+        if (r == 0 || r == 1) {
+            uint64_t x = r == 0 ? c_data : 0;
+            CHECK_OK(mlc_broadcast(&x, &x, 1, MLC_UINT64, 0, C, NULL));
+            CHECK(x == c_data, "rep %d: broadcast on C = {0, 1} gave %#llx, rank 0 sent %#llx (%s)", rep,
+                  (unsigned long long)x, (unsigned long long)c_data,
+                  x == d_data ? "its data for D, made after it freed C" : "neither C's nor D's");
+        }
+        CHECK_OK(mlc_comm_free(C));
+        if (P) {
+            CHECK_OK(mlc_comm_split(P, 0, r, &D));
+            for (int k = 0; k < 3; k++) {
+                uint64_t y = r == 0 ? d_data : 0;
+                CHECK_OK(mlc_broadcast(&y, &y, 1, MLC_UINT64, 0, D, NULL));
+                CHECK(y == d_data, "rep %d: broadcast on D gave %#llx", rep, (unsigned long long)y);
+            }
+            CHECK_OK(mlc_comm_free(D));
+            CHECK_OK(mlc_comm_free(P));
+        }
+        CHECK_OK(mlc_barrier(comm, NULL));
+    }
+    return 0;
+}
+
+/* Two threads of each rank: each splits its own parent, allreduces, frees, again and again. */
+#define THREAD_SPLITS 60
+typedef struct {
+    mlc_comm_t *parent;
+    int which, failed;
+} splitter_t;
+
+static int split_again(splitter_t *t)
+{
+    mlc_comm_t *comm = t->parent;
+    int p = mlc_comm_size(comm), r = mlc_comm_rank(comm);
+    for (int i = 0; i < THREAD_SPLITS; i++) {
+        mlc_comm_t *child = NULL;
+        CHECK_OK(mlc_comm_split(comm, 0, r, &child));
+        uint64_t x = (uint64_t)(t->which + 1) * 1000000u + (uint64_t)i, y = 0;
+        for (int k = 0; k < 2; k++) {
+            CHECK_OK(mlc_allreduce(&x, &y, 1, MLC_UINT64, MLC_SUM, child, NULL));
+            CHECK(y == x * (uint64_t)p, "thread %d, split %d: allreduce gave %llu, want %llu (another thread's "
+                  "communicator's data?)", t->which, i, (unsigned long long)y, (unsigned long long)(x * (uint64_t)p));
+        }
+        CHECK_OK(mlc_comm_free(child));
+    }
+    return 0;
+}
+
+static void *splitter(void *arg)
+{
+    splitter_t *t = arg;
+    t->failed = split_again(t);
+    return NULL;
+}
+
+static int concurrent_splits(mlc_comm_t *comm)
+{
+    splitter_t t[2] = {{NULL, 0, 1}, {NULL, 1, 1}};
+    for (int k = 0; k < 2; k++) CHECK_OK(mlc_comm_split(comm, 0, mlc_comm_rank(comm), &t[k].parent));
+    pthread_t th[2];
+    for (int k = 0; k < 2; k++) CHECK(pthread_create(&th[k], NULL, splitter, &t[k]) == 0, "pthread_create");
+    for (int k = 0; k < 2; k++) pthread_join(th[k], NULL);
+    for (int k = 0; k < 2; k++) CHECK_OK(mlc_comm_free(t[k].parent));
+    CHECK(!t[0].failed && !t[1].failed, "a splitting thread failed (above)");
+    return 0;
+}
+
 static int body(mlc_comm_t *comm)
 {
     int p = mlc_comm_size(comm), r = mlc_comm_rank(comm);
@@ -97,6 +182,9 @@ static int body(mlc_comm_t *comm)
     for (int k = 0; k < KEEP; k++)
         if (alive[k]) mlc_comm_free(alive[k]);
     if (!failed && p >= 2 && on_engine(comm)) failed = member_freed(comm); /* mpi: MPI.md, no such mark */
+    failed = mlc_test_any_failed(comm, failed);
+    if (!failed) failed = concurrent_splits(comm);
+    if (!failed && p >= 3) failed = fast_peer(comm);
     free(in);
     free(out);
     return mlc_test_any_failed(comm, failed);

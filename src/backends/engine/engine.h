@@ -167,6 +167,7 @@ typedef struct eng_slot {
     uint32_t via_stage;         /* large broadcast root: streams op pub through its stage */
     uint32_t inplace;           /* op pub is in place here (ranks may differ: it is not in the signature) */
     atomic_uint used;           /* this rank has a communicator here (eng_comm_create) */
+    atomic_uint claim;          /* parent's context pair + 1: a split of it offered this area (slot_areas.c) */
     atomic_uint left;           /* ... and freed it (liveness.c); an area is reused once every used slot has left */
     mlc_sig_t sig;              /* the direct call this rank published with pub (names both sides) */
     struct eng_board {          /* every call this rank started, the latest ENG_BOARD by call number */
@@ -325,7 +326,10 @@ struct eng_ep {
     struct eng_coll *colls;
     int refs;              /* communicators using this endpoint */
     atomic_uint ctx_next;  /* next context pair to hand out */
-    uint32_t areas_held;   /* slot areas offered by a split under way here (slot_areas.c; lock) */
+    /* Splits under way here (split.c; lock): one at a time agrees, the one
+     * whose parent has the lowest context pair first. */
+    struct eng_split_wait *splits;
+    bool split_agreeing;
     /* progress thread (asynchronous operations progress while the caller computes) */
     pthread_t thread;
     bool thread_started, thread_stop;
@@ -512,16 +516,17 @@ int eng_peer_gone_within(eng_ep_t *ep, int w, double max_s, char *why, size_t le
 /* --- slot areas for new communicators (slot_areas.c) ------------------------ */
 #define ENG_MAX_AREAS 32 /* slot_areas never exceeds it (segment.c): one bit each */
 #define ENG_NO_AREA UINT32_MAX
-/* The areas this rank may give a communicator being made: every rank's slot
- * there unused or left, none offered by another split under way here. Its
- * own left slots among them are cleared for their next user; they stay
- * held until eng_areas_take. Lock NOT held. */
-uint32_t eng_areas_offer(eng_ep_t *ep);
-/* The area every rank offered (the lowest not in `busy`, the union of what
- * the ranks did not offer), ENG_NO_AREA if none. The others this rank offered
- * are given back; the one taken stays held until eng_areas_release. */
-uint32_t eng_areas_take(eng_ep_t *ep, uint32_t offered, uint32_t busy);
-void eng_areas_release(eng_ep_t *ep, uint32_t area);
+/* The areas this rank can give a communicator split from a parent of
+ * context pair parent_ctx (every rank's slot there unused or left, and
+ * claimed by no split but one of that parent), claimed: its own slot in
+ * each is cleared for its next user and claimed, so that no rank outside
+ * the parent finds the area free until eng_areas_settle. One split at a
+ * time per rank (split.c). */
+uint32_t eng_areas_offer(eng_ep_t *ep, uint32_t parent_ctx);
+/* The lowest area in `free_all` (what every rank offered), ENG_NO_AREA if none. */
+uint32_t eng_area_lowest(uint32_t free_all);
+/* Drop the claims of `offered` (`keep`, the new communicator's, is marked used by then). */
+void eng_areas_settle(eng_ep_t *ep, uint32_t offered);
 
 /* This rank frees ec: members still waiting for it there learn that it left. */
 void eng_member_leave(eng_comm_t *ec);

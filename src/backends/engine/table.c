@@ -575,41 +575,6 @@ void eng_be_abort(mlc_comm_t *comm)
     eng_fail_comm(comm->impl, MLC_ERR_ABORTED, msg);
 }
 
-mlc_status_t eng_be_split(mlc_comm_t *parent, int color, int key, const int *members, int n, mlc_comm_t *child)
-{
-    eng_comm_t *pec = parent->impl;
-    eng_ep_t *ep = pec->ep;
-    /* One allreduce (max) agrees on both: a context pair unused by every
-     * member (the maximum of their next free ones), and a slot area every
-     * member offered (element 1 + a: 1 where a rank did not offer area a). */
-    uint32_t mine[1 + ENG_MAX_AREAS], all[1 + ENG_MAX_AREAS];
-    uint32_t offered = eng_areas_offer(ep);
-    mine[0] = atomic_load(&ep->ctx_next);
-    for (int a = 0; a < ENG_MAX_AREAS; a++) mine[1 + a] = !(offered >> a & 1u);
-    mlc_status_t st = mlc_allreduce(mine, all, 1 + ENG_MAX_AREAS, MLC_UINT32, MLC_MAX, parent, NULL);
-    uint32_t busy = 0;
-    for (int a = 0; a < ENG_MAX_AREAS; a++) busy |= (st != MLC_SUCCESS || all[1 + a]) ? 1u << a : 0;
-    uint32_t area = eng_areas_take(ep, offered, busy);
-    if (st != MLC_SUCCESS) return st; /* busy: no area taken */
-    uint32_t k = all[0], cur = atomic_load(&ep->ctx_next);
-    while (cur < k + 1 && !atomic_compare_exchange_weak(&ep->ctx_next, &cur, k + 1)) {
-    }
-    if (!child) {
-        eng_areas_release(ep, area);
-        return MLC_SUCCESS;
-    }
-    int *world_of = malloc(sizeof(int) * (size_t)n);
-    if (world_of) {
-        for (int i = 0; i < n; i++) world_of[i] = pec->world_of[members[i]];
-        st = eng_comm_create(child, ep, 2 * k, area, world_of);
-        free(world_of);
-    } else {
-        st = mlc_error(MLC_ERR_NO_MEMORY, "mlc_comm_split: out of memory");
-    }
-    eng_areas_release(ep, area);
-    return st;
-}
-
 mlc_status_t eng_be_progress(mlc_comm_t *comm, int *progressed)
 {
     eng_comm_t *ec = comm->impl;
