@@ -167,8 +167,8 @@ typedef struct eng_slot {
     uint32_t via_stage;         /* large broadcast root: streams op pub through its stage */
     uint32_t inplace;           /* op pub is in place here (ranks may differ: it is not in the signature) */
     atomic_uint used;           /* this rank has a communicator here (eng_comm_create) */
-    atomic_uint claim;          /* parent's context pair + 1: a split of it offered this area (slot_areas.c) */
     atomic_uint left;           /* ... and freed it (liveness.c); an area is reused once every used slot has left */
+    atomic_uint claim;          /* parent's context pair + 1: a split of it offered this area (slot_areas.c) */
     mlc_sig_t sig;              /* the direct call this rank published with pub (names both sides) */
     struct eng_board {          /* every call this rank started, the latest ENG_BOARD by call number */
         atomic_uint_fast64_t v; /* seqlock: 0 while written, then call + 1 */
@@ -525,7 +525,7 @@ int eng_peer_gone_within(eng_ep_t *ep, int w, double max_s, char *why, size_t le
 uint32_t eng_areas_offer(eng_ep_t *ep, uint32_t parent_ctx);
 /* The lowest area in `free_all` (what every rank offered), ENG_NO_AREA if none. */
 uint32_t eng_area_lowest(uint32_t free_all);
-/* Drop the claims of `offered` (`keep`, the new communicator's, is marked used by then). */
+/* Drop this rank's claims of `offered` (the new communicator has marked its own area used by then). */
 void eng_areas_settle(eng_ep_t *ep, uint32_t offered);
 
 /* This rank frees ec: members still waiting for it there learn that it left. */
@@ -634,7 +634,7 @@ const mlc_sig_t *eng_active_sig(eng_ep_t *ep, uint32_t coll_ctx, uint64_t call, 
 const mlc_sig_t *eng_latest_sig(eng_ep_t *ep, uint32_t coll_ctx, eng_comm_t **ec);
 
 /* --- the backend table entries shared by threads and shm -------------------- */
-/* area: its slot area (ENG_NO_AREA: none), agreed by eng_areas_offer/take. */
+/* area: its slot area (ENG_NO_AREA: none), agreed in split.c (the world's: 0). */
 mlc_status_t eng_comm_create(mlc_comm_t *comm, eng_ep_t *ep, uint32_t ctx, uint32_t area, const int *world_of);
 void eng_be_destroy(mlc_comm_t *comm);
 void eng_be_abort(mlc_comm_t *comm);
