@@ -491,7 +491,12 @@ MLC_API mlc_status_t mlc_comm_status(const mlc_comm_t *comm);
  * gives *out = NULL. Collective over comm. Messages name the new
  * communicator's own ranks; a failure of it (timeout, lost peer, abort,
  * mismatch) adds which world ranks (of the communicator the splits began
- * from) they are, the first 16 of them.
+ * from) they are, the first 16 of them. On threads and shm, splits that
+ * threads of one rank make at once agree one at a time (the older parent
+ * first); one kept from agreeing for the parent's timeout by another that
+ * waits for its members (a member stalled inside it) fails with
+ * MLC_ERR_BUSY on every member, names what held it, makes nothing and
+ * leaves comm usable (not failed, unlike a timeout).
  */
 MLC_API mlc_status_t mlc_comm_split(mlc_comm_t *comm, int color, int key, mlc_comm_t **out);
 

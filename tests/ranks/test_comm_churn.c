@@ -18,7 +18,8 @@
  *   C and makes D, while a slower member of C has not yet set C up: D took
  *   C's area and the slower member read D's data as C's (from 3 ranks);
  * - two threads of each rank split two parents at once: the communicators
- *   got one context, and their calls mixed each other's data.
+ *   got one context, and their calls mixed each other's data; then some
+ *   got no area (another parent's claims hid every free one).
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -118,7 +119,7 @@ static int fast_peer(mlc_comm_t *comm)
 }
 
 /* Two threads of each rank: each splits its own parent, allreduces, frees, again and again. */
-#define THREAD_SPLITS 60
+#define THREAD_SPLITS 100
 typedef struct {
     mlc_comm_t *parent;
     int which, failed;
@@ -131,6 +132,11 @@ static int split_again(splitter_t *t)
     for (int i = 0; i < THREAD_SPLITS; i++) {
         mlc_comm_t *child = NULL;
         CHECK_OK(mlc_comm_split(comm, 0, r, &child));
+        const char *algo = NULL;
+        CHECK_OK(mlc_comm_get_algo(child, MLC_COLL_ALLREDUCE, 8, &algo));
+        CHECK(!on_engine(child) || (algo && strcmp(algo, "direct") == 0), "thread %d, split %d: the new "
+              "communicator takes '%s', not 'direct' (no slot area, with at most 3 alive)", t->which, i,
+              algo ? algo : "(null)");
         uint64_t x = (uint64_t)(t->which + 1) * 1000000u + (uint64_t)i, y = 0;
         for (int k = 0; k < 2; k++) {
             CHECK_OK(mlc_allreduce(&x, &y, 1, MLC_UINT64, MLC_SUM, child, NULL));

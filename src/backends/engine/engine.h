@@ -329,7 +329,7 @@ struct eng_ep {
     /* Splits under way here (split.c; lock): one at a time agrees, the one
      * whose parent has the lowest context pair first. */
     struct eng_split_wait *splits;
-    bool split_agreeing;
+    const struct eng_split_wait *split_agreeing; /* the one agreeing now, or NULL */
     /* progress thread (asynchronous operations progress while the caller computes) */
     pthread_t thread;
     bool thread_started, thread_stop;
@@ -520,9 +520,11 @@ int eng_peer_gone_within(eng_ep_t *ep, int w, double max_s, char *why, size_t le
  * context pair parent_ctx (every rank's slot there unused or left, and
  * claimed by no split but one of that parent), claimed: its own slot in
  * each is cleared for its next user and claimed, so that no rank outside
- * the parent finds the area free until eng_areas_settle. One split at a
- * time per rank (split.c). */
-uint32_t eng_areas_offer(eng_ep_t *ep, uint32_t parent_ctx);
+ * the parent finds the area free until eng_areas_settle. *claimed: an
+ * area was passed over only for another parent's claim (a claim lasts one
+ * agreement: split.c tries again rather than go without an area). One
+ * split at a time per rank (split.c). */
+uint32_t eng_areas_offer(eng_ep_t *ep, uint32_t parent_ctx, bool *claimed);
 /* The lowest area in `free_all` (what every rank offered), ENG_NO_AREA if none. */
 uint32_t eng_area_lowest(uint32_t free_all);
 /* Drop this rank's claims of `offered` (the new communicator has marked its own area used by then). */

@@ -36,26 +36,30 @@ static eng_slot_t *slot_at(const eng_ep_t *ep, uint32_t area, int w)
     return (eng_slot_t *)(ep->base + ep->seg->slot_off) + (size_t)area * (size_t)ep->wsize + (size_t)w;
 }
 
-/* Is every used slot of `area` left, and none claimed by another parent's split? */
-static bool area_free(const eng_ep_t *ep, uint32_t area, uint32_t parent_ctx)
+/* Is every used slot of `area` left, and none claimed by another parent's
+ * split (*claimed then, if the area is otherwise free)? */
+static bool area_free(const eng_ep_t *ep, uint32_t area, uint32_t parent_ctx, bool *claimed)
 {
+    bool foreign = false;
     for (int w = 0; w < ep->wsize; w++) {
         const eng_slot_t *s = slot_at(ep, area, w);
         uint32_t claim = atomic_load_explicit(&s->claim, memory_order_acquire);
-        if (claim && claim != parent_ctx + 1) return false;
+        foreign |= claim && claim != parent_ctx + 1;
         if (atomic_load_explicit(&s->used, memory_order_acquire) &&
             !atomic_load_explicit(&s->left, memory_order_acquire))
             return false;
     }
-    return true;
+    *claimed |= foreign;
+    return !foreign;
 }
 
-uint32_t eng_areas_offer(eng_ep_t *ep, uint32_t parent_ctx)
+uint32_t eng_areas_offer(eng_ep_t *ep, uint32_t parent_ctx, bool *claimed)
 {
     uint32_t offered = 0;
+    *claimed = false;
     pthread_mutex_lock(&ep->lock);
     for (uint32_t k = 0; k < ep->seg->slot_areas; k++) {
-        if (!area_free(ep, k, parent_ctx)) continue;
+        if (!area_free(ep, k, parent_ctx, claimed)) continue;
         eng_slot_t *mine = slot_at(ep, k, ep->wrank);
         if (atomic_load_explicit(&mine->left, memory_order_relaxed)) memset(mine, 0, sizeof *mine);
         atomic_store_explicit(&mine->claim, parent_ctx + 1, memory_order_relaxed);

@@ -15,7 +15,13 @@
  * among the splits under way on that rank. The lowest parent among all
  * splits under way anywhere then agrees on every one of its ranks, so each
  * split gets its turn. A split that waits longer than the parent's timeout
- * fails with MLC_ERR_TIMEOUT on every member alike.
+ * fails with MLC_ERR_BUSY on every member alike, naming what held it up on
+ * this rank, and leaves the parent usable (every member saw the same).
+ *
+ * A claim lasts one agreement, so an agreement that found no area free
+ * because other parents' splits had claimed them is tried again: those
+ * claims are gone by the next try, and a communicator without an area has
+ * no engine algorithm and learns late that a member freed it.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,11 +32,12 @@
 
 struct eng_split_wait {
     uint32_t parent_ctx;
+    int parent_size;
     struct eng_split_wait *next;
 };
 
 /* What each member says in the agreement; max over the members. */
-enum { SAY_NOT_NOW, SAY_OUT_OF_TIME, SAY_CTX, SAY_BUSY, SAY_WORDS = SAY_BUSY + ENG_MAX_AREAS };
+enum { SAY_NOT_NOW, SAY_OUT_OF_TIME, SAY_CLAIMED, SAY_CTX, SAY_BUSY, SAY_WORDS = SAY_BUSY + ENG_MAX_AREAS };
 
 static void enlist(eng_ep_t *ep, struct eng_split_wait *w)
 {
@@ -51,15 +58,17 @@ static void delist(eng_ep_t *ep, struct eng_split_wait *w)
     pthread_mutex_unlock(&ep->lock);
 }
 
-/* This split's turn to agree: none agrees now, and its parent is the lowest under way. */
-static bool take_turn(eng_ep_t *ep, const struct eng_split_wait *w)
+/* This split's turn to agree: none agrees now, and its parent is the
+ * lowest under way. Else *held says which split has the turn or goes first. */
+static bool take_turn(eng_ep_t *ep, const struct eng_split_wait *w, struct eng_split_wait *held)
 {
     pthread_mutex_lock(&ep->lock);
-    bool lowest = true;
-    for (const struct eng_split_wait *o = ep->splits; o && lowest; o = o->next)
-        lowest = o->parent_ctx >= w->parent_ctx;
-    bool turn = lowest && !ep->split_agreeing;
-    if (turn) ep->split_agreeing = true;
+    const struct eng_split_wait *first = w;
+    for (const struct eng_split_wait *o = ep->splits; o; o = o->next)
+        if (o->parent_ctx < first->parent_ctx) first = o;
+    bool turn = first == w && !ep->split_agreeing;
+    if (turn) ep->split_agreeing = w;
+    else *held = *(ep->split_agreeing ? ep->split_agreeing : first);
     pthread_mutex_unlock(&ep->lock);
     return turn;
 }
@@ -67,7 +76,7 @@ static bool take_turn(eng_ep_t *ep, const struct eng_split_wait *w)
 static void end_turn(eng_ep_t *ep)
 {
     pthread_mutex_lock(&ep->lock);
-    ep->split_agreeing = false;
+    ep->split_agreeing = NULL;
     pthread_mutex_unlock(&ep->lock);
 }
 
@@ -87,22 +96,27 @@ mlc_status_t eng_be_split(mlc_comm_t *parent, int color, int key, const int *mem
     (void)color, (void)key;
     eng_comm_t *pec = parent->impl;
     eng_ep_t *ep = pec->ep;
-    struct eng_split_wait me = {pec->ctx, NULL};
+    struct eng_split_wait me = {pec->ctx, parent->size, NULL}, held = {0, 0, NULL};
+    bool held_here = false; /* a split of this rank held this one up */
     enlist(ep, &me);
     double start = mlc_now(), timeout = parent->cfg.timeout_s;
     mlc_status_t st;
     for (;;) {
-        bool turn = take_turn(ep, &me);
-        uint32_t offered = turn ? eng_areas_offer(ep, pec->ctx) : 0, mine[SAY_WORDS], all[SAY_WORDS];
+        bool turn = take_turn(ep, &me, &held), claimed = false;
+        held_here |= !turn;
+        uint32_t offered = turn ? eng_areas_offer(ep, pec->ctx, &claimed) : 0, mine[SAY_WORDS], all[SAY_WORDS];
         mine[SAY_NOT_NOW] = !turn;
         mine[SAY_OUT_OF_TIME] = timeout > 0 && mlc_now() - start > timeout;
+        mine[SAY_CLAIMED] = claimed;
         mine[SAY_CTX] = atomic_load(&ep->ctx_next);
         for (int a = 0; a < ENG_MAX_AREAS; a++) mine[SAY_BUSY + a] = !(offered >> a & 1u);
         st = mlc_allreduce(mine, all, SAY_WORDS, MLC_UINT32, MLC_MAX, parent, NULL);
-        if (st == MLC_SUCCESS && !all[SAY_NOT_NOW]) {
-            uint32_t busy = 0;
-            for (int a = 0; a < ENG_MAX_AREAS; a++) busy |= all[SAY_BUSY + a] ? 1u << a : 0;
-            uint32_t area = eng_area_lowest(offered & ~busy), k = all[SAY_CTX], cur = atomic_load(&ep->ctx_next);
+        uint32_t busy = 0;
+        for (int a = 0; a < ENG_MAX_AREAS && st == MLC_SUCCESS; a++) busy |= all[SAY_BUSY + a] ? 1u << a : 0;
+        uint32_t area = eng_area_lowest(offered & ~busy);
+        bool agreed = st == MLC_SUCCESS && !all[SAY_NOT_NOW];
+        if (agreed && (area != ENG_NO_AREA || !all[SAY_CLAIMED] || all[SAY_OUT_OF_TIME])) {
+            uint32_t k = all[SAY_CTX], cur = atomic_load(&ep->ctx_next);
             while (cur < k + 1 && !atomic_compare_exchange_weak(&ep->ctx_next, &cur, k + 1)) {
             }
             if (child) st = make_child(pec, members, n, 2 * k, area, child);
@@ -114,8 +128,12 @@ mlc_status_t eng_be_split(mlc_comm_t *parent, int color, int key, const int *mem
         if (turn) end_turn(ep);
         if (st != MLC_SUCCESS) break;
         if (all[SAY_OUT_OF_TIME]) {
-            st = mlc_error(MLC_ERR_TIMEOUT, "mlc_comm_split: other splits made at the same time by other threads "
-                           "kept this one from agreeing for %g s (MLC_TIMEOUT)", timeout);
+            char why[200] = "splits on other members held it up";
+            if (held_here)
+                snprintf(why, sizeof why, "on this rank, another thread's split of a communicator of %d ranks "
+                         "went first and waited for its members", held.parent_size);
+            st = mlc_error(MLC_ERR_BUSY, "mlc_comm_split: the members could not agree for %g s (MLC_TIMEOUT): "
+                           "%s; nothing was made, and the communicator split stays usable", timeout, why);
             break;
         }
         struct timespec pause = {0, 100000}; /* let the split whose turn it is agree */
