@@ -34,8 +34,11 @@ static mlc_status_t check_comm(const mlc_comm_t *comm, const char *fn)
     if (!comm) return mlc_error(MLC_ERR_INVALID_ARG, "mlc_%s: comm is NULL", fn);
     mlc_status_t st = mlc_comm_check(comm);
     if (__builtin_expect(st == MLC_SUCCESS, 1)) return st;
-    char name[48]; /* name the call that found it */
-    snprintf(name, sizeof name, "mlc_%s", fn);
+    char name[128]; /* name the call that found it, and the user's call it ran inside */
+    if (comm->comm_call)
+        snprintf(name, sizeof name, "mlc_%s inside %s", fn, mlc_comm_call_name(comm->comm_call));
+    else
+        snprintf(name, sizeof name, "mlc_%s", fn);
     return mlc_error_in(name, st);
 }
 

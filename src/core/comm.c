@@ -421,7 +421,7 @@ mlc_status_t mlc_comm_split(mlc_comm_t *comm, int color, int key, mlc_comm_t **o
     if (color < 0 && color != MLC_UNDEFINED)
         return mlc_error(MLC_ERR_INVALID_ARG, "mlc_comm_split: color %d is negative (use MLC_UNDEFINED)", color);
     mlc_status_t st = mlc_comm_check(comm);
-    if (st != MLC_SUCCESS) return st;
+    if (st != MLC_SUCCESS) return mlc_error_in("mlc_comm_split", st);
     int p = comm->size;
     split_entry_t mine = {color, key};
     split_entry_t *all = malloc(sizeof *all * (size_t)p);

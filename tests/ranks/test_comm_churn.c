@@ -167,6 +167,25 @@ static int concurrent_splits(mlc_comm_t *comm)
     return 0;
 }
 
+/* A split of a communicator another rank aborted names the split, not the
+ * collectives it runs inside ("mlc_allreduce: communicator has failed
+ * earlier" to a caller that never called mlc_allreduce). */
+static int split_of_aborted(mlc_comm_t *comm)
+{
+    int r = mlc_comm_rank(comm);
+    mlc_comm_t *P = NULL, *child = NULL;
+    CHECK_OK(mlc_comm_split(comm, 0, r, &P));
+    if (r == 0) CHECK_OK(mlc_comm_abort(P));
+    CHECK_OK(mlc_barrier(comm, NULL));
+    mlc_status_t st = mlc_comm_split(P, 0, r, &child);
+    const char *m = mlc_last_error();
+    CHECK(st == MLC_ERR_ABORTED && child == NULL, "split of an aborted communicator -> %s (%s)", mlc_status_name(st), m);
+    CHECK(strncmp(m, "mlc_comm_split: ", 16) == 0 || strstr(m, " inside mlc_comm_split: ") != NULL,
+          "the message does not name mlc_comm_split as the call: %s", m);
+    mlc_comm_free(P);
+    return 0;
+}
+
 static int body(mlc_comm_t *comm)
 {
     int p = mlc_comm_size(comm), r = mlc_comm_rank(comm);
@@ -191,6 +210,7 @@ static int body(mlc_comm_t *comm)
     failed = mlc_test_any_failed(comm, failed);
     if (!failed) failed = concurrent_splits(comm);
     if (!failed && p >= 3) failed = fast_peer(comm);
+    if (!failed && p >= 2) failed = split_of_aborted(comm);
     free(in);
     free(out);
     return mlc_test_any_failed(comm, failed);
