@@ -20,6 +20,8 @@
  * - two threads of each rank split two parents at once: the communicators
  *   got one context, and their calls mixed each other's data; then some
  *   got no area (another parent's claims hid every free one).
+ * And a split of a communicator another rank aborted names mlc_comm_split
+ * as the call that failed.
  */
 #include <pthread.h>
 #include <stdint.h>
