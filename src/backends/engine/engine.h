@@ -525,6 +525,8 @@ int eng_peer_gone_within(eng_ep_t *ep, int w, double max_s, char *why, size_t le
  * agreement: split.c tries again rather than go without an area). One
  * split at a time per rank (split.c). */
 uint32_t eng_areas_offer(eng_ep_t *ep, uint32_t parent_ctx, bool *claimed);
+/* Area `area`'s slots, indexed by world rank. */
+eng_slot_t *eng_area_slots(const eng_ep_t *ep, uint32_t area);
 /* The lowest area in `free_all` (what every rank offered), ENG_NO_AREA if none. */
 uint32_t eng_area_lowest(uint32_t free_all);
 /* Drop this rank's claims of `offered` (the new communicator has marked its own area used by then). */

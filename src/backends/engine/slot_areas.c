@@ -31,10 +31,12 @@
 #include <string.h>
 #include "engine.h"
 
-static eng_slot_t *slot_at(const eng_ep_t *ep, uint32_t area, int w)
+eng_slot_t *eng_area_slots(const eng_ep_t *ep, uint32_t area)
 {
-    return (eng_slot_t *)(ep->base + ep->seg->slot_off) + (size_t)area * (size_t)ep->wsize + (size_t)w;
+    return (eng_slot_t *)(ep->base + ep->seg->slot_off) + (size_t)area * (size_t)ep->wsize;
 }
+
+static eng_slot_t *slot_at(const eng_ep_t *ep, uint32_t area, int w) { return eng_area_slots(ep, area) + w; }
 
 /* Is every used slot of `area` left, and none claimed by another parent's
  * split (*claimed then, if the area is otherwise free)? */

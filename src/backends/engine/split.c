@@ -59,8 +59,9 @@ static void delist(eng_ep_t *ep, struct eng_split_wait *w)
 }
 
 /* This split's turn to agree: none agrees now, and its parent is the
- * lowest under way. Else *held says which split has the turn or goes first. */
-static bool take_turn(eng_ep_t *ep, const struct eng_split_wait *w, struct eng_split_wait *held)
+ * lowest under way. Else *held_size: the size of the parent of the split
+ * that has the turn or goes first. */
+static bool take_turn(eng_ep_t *ep, const struct eng_split_wait *w, int *held_size)
 {
     pthread_mutex_lock(&ep->lock);
     const struct eng_split_wait *first = w;
@@ -68,7 +69,7 @@ static bool take_turn(eng_ep_t *ep, const struct eng_split_wait *w, struct eng_s
         if (o->parent_ctx < first->parent_ctx) first = o;
     bool turn = first == w && !ep->split_agreeing;
     if (turn) ep->split_agreeing = w;
-    else *held = *(ep->split_agreeing ? ep->split_agreeing : first);
+    else *held_size = (ep->split_agreeing ? ep->split_agreeing : first)->parent_size;
     pthread_mutex_unlock(&ep->lock);
     return turn;
 }
@@ -96,14 +97,13 @@ mlc_status_t eng_be_split(mlc_comm_t *parent, int color, int key, const int *mem
     (void)color, (void)key;
     eng_comm_t *pec = parent->impl;
     eng_ep_t *ep = pec->ep;
-    struct eng_split_wait me = {pec->ctx, parent->size, NULL}, held = {0, 0, NULL};
-    bool held_here = false; /* a split of this rank held this one up */
+    struct eng_split_wait me = {pec->ctx, parent->size, NULL};
+    int held_size = 0; /* > 0: a split of this rank held this one up, its parent this size */
     enlist(ep, &me);
     double start = mlc_now(), timeout = parent->cfg.timeout_s;
     mlc_status_t st;
     for (;;) {
-        bool turn = take_turn(ep, &me, &held), claimed = false;
-        held_here |= !turn;
+        bool turn = take_turn(ep, &me, &held_size), claimed = false;
         uint32_t offered = turn ? eng_areas_offer(ep, pec->ctx, &claimed) : 0, mine[SAY_WORDS], all[SAY_WORDS];
         mine[SAY_NOT_NOW] = !turn;
         mine[SAY_OUT_OF_TIME] = timeout > 0 && mlc_now() - start > timeout;
@@ -129,9 +129,9 @@ mlc_status_t eng_be_split(mlc_comm_t *parent, int color, int key, const int *mem
         if (st != MLC_SUCCESS) break;
         if (all[SAY_OUT_OF_TIME]) {
             char why[200] = "splits on other members held it up";
-            if (held_here)
+            if (held_size)
                 snprintf(why, sizeof why, "on this rank, another thread's split of a communicator of %d ranks "
-                         "went first and waited for its members", held.parent_size);
+                         "went first and waited for its members", held_size);
             st = mlc_error(MLC_ERR_BUSY, "mlc_comm_split: the members could not agree for %g s (MLC_TIMEOUT): "
                            "%s; nothing was made, and the communicator split stays usable", timeout, why);
             break;

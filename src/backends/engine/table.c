@@ -451,7 +451,7 @@ mlc_status_t eng_comm_create(mlc_comm_t *comm, eng_ep_t *ep, uint32_t ctx, uint3
     ec->ctx = ctx;
     ec->fail_word = eng_fail_word(ep, ep->wrank, ctx / 2);
     if (area < ep->seg->slot_areas) {
-        ec->slots = (eng_slot_t *)(ep->base + ep->seg->slot_off) + (size_t)area * (size_t)ep->wsize;
+        ec->slots = eng_area_slots(ep, area);
         atomic_store_explicit(&ec->slots[ep->wrank].used, 1, memory_order_release);
     }
     for (int r = 0; r < comm->size; r++) ec->member_slot[r] = ec->slots ? &ec->slots[ec->world_of[r]] : NULL;
