@@ -21,12 +21,19 @@
  *   got one context, and their calls mixed each other's data; then some
  *   got no area (another parent's claims hid every free one).
  * And a split of a communicator another rank aborted names mlc_comm_split
- * as the call that failed.
+ * as the call that failed; a split held up on one rank by another thread's
+ * split, which waits for its members, fails with MLC_ERR_BUSY after its
+ * parent's timeout on every member, says what held it, and leaves the
+ * parent usable (threads and shm).
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include "backends/engine/engine.h"
 #include "harness.h"
 
 #define ROUNDS 80
@@ -169,6 +176,103 @@ static int concurrent_splits(mlc_comm_t *comm)
     return 0;
 }
 
+/* A member stalled inside a split's agreement (descheduled, stopped) holds
+ * up the other splits of its ranks. Made here without a stall: rank 0's
+ * thread runs the engine's agreement for a split of A (the older parent, so
+ * it goes first) directly, past the allgather of colours that a split runs
+ * first, and so waits in it for the other members, who split B first. Rank
+ * 0's own split of B is held up by it; after B's timeout every member's
+ * split of B fails with MLC_ERR_BUSY, naming what held it up, and B stays
+ * usable; then the others join A's agreement. If rank 0's thread had not
+ * yet begun when rank 0 split B, that split succeeds everywhere and the
+ * case tries again. */
+#define HELD_TIMEOUT_S 1.0
+
+typedef struct {
+    mlc_comm_t *parent;
+    mlc_status_t st;
+    atomic_int started;
+} held_t;
+
+/* The engine's agreement of a split of `parent`, making no child. */
+static mlc_status_t agree_only(mlc_comm_t *parent) { return eng_be_split(parent, 0, 0, NULL, 0, NULL); }
+
+static void *agree_in_thread(void *arg)
+{
+    held_t *h = arg;
+    atomic_store(&h->started, 1);
+    h->st = agree_only(h->parent);
+    return NULL;
+}
+
+static void nap_ms(long ms)
+{
+    struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&t, NULL);
+}
+
+/* One try on B (`comm`): *busy = its split failed with MLC_ERR_BUSY as it
+ * should (else it succeeded: try again). 1 on a failed check. */
+static int held_split_once(mlc_comm_t *A, mlc_comm_t *comm, int *busy)
+{
+    int r = mlc_comm_rank(comm), p = mlc_comm_size(comm);
+    held_t h = {A, MLC_SUCCESS, 0};
+    pthread_t th;
+    if (r == 0) {
+        CHECK(pthread_create(&th, NULL, agree_in_thread, &h) == 0, "pthread_create");
+        while (!atomic_load(&h.started)) nap_ms(1);
+        nap_ms(200); /* its agreement on A is under way, waiting for the others */
+    }
+    mlc_comm_t *child = NULL;
+    double t0 = mlc_test_now();
+    mlc_status_t st = mlc_comm_split(comm, 0, r, &child);
+    double took = mlc_test_now() - t0;
+    char m[512];
+    snprintf(m, sizeof m, "%s", mlc_last_error());
+    *busy = st == MLC_ERR_BUSY;
+    if (st == MLC_SUCCESS) CHECK_OK(mlc_comm_free(child));
+    else {
+        CHECK(*busy && child == NULL, "held-up split of B -> %s (%s)", mlc_status_name(st), m);
+        CHECK(took > 0.5 * HELD_TIMEOUT_S && took < HELD_TIMEOUT_S + 10, "it failed after %.2f s, B's timeout is %g s",
+              took, HELD_TIMEOUT_S);
+        CHECK(strncmp(m, "mlc_comm_split: the members could not agree for 1 s (MLC_TIMEOUT): ", 67) == 0 &&
+                  strstr(m, "nothing was made, and the communicator split stays usable"),
+              "message: %s", m);
+        char why[128];
+        if (r == 0)
+            snprintf(why, sizeof why, "another thread's split of a communicator of %d ranks went first", p);
+        else
+            snprintf(why, sizeof why, "splits on other members held it up");
+        CHECK(strstr(m, why), "rank %d's message does not say \"%s\": %s", r, why, m);
+    }
+    if (r == 0) {
+        pthread_join(th, NULL);
+        CHECK(h.st == MLC_SUCCESS, "rank 0's thread: agreement on A -> %s", mlc_status_name(h.st));
+    } else {
+        CHECK_OK(agree_only(A));
+    }
+    return 0;
+}
+
+static int held_split(mlc_comm_t *comm)
+{
+    int r = mlc_comm_rank(comm), p = mlc_comm_size(comm), busy = 0;
+    mlc_comm_t *A = NULL, *B = NULL;
+    CHECK_OK(mlc_comm_split(comm, 0, r, &A));
+    CHECK_OK(mlc_comm_split(comm, 0, r, &B));
+    CHECK_OK(mlc_comm_set_timeout(B, HELD_TIMEOUT_S));
+    for (int tries = 0; tries < 3 && !busy; tries++)
+        if (held_split_once(A, B, &busy)) return 1;
+    CHECK(busy, "rank 0's thread never went first in 3 tries");
+    CHECK(mlc_comm_status(B) == MLC_SUCCESS, "B failed: %s", mlc_status_name(mlc_comm_status(B)));
+    int one = 1, sum = 0;
+    CHECK_OK(mlc_allreduce(&one, &sum, 1, MLC_INT32, MLC_SUM, B, NULL));
+    CHECK(sum == p, "allreduce on B after the held-up split: %d, not %d", sum, p);
+    CHECK_OK(mlc_comm_free(A));
+    CHECK_OK(mlc_comm_free(B));
+    return 0;
+}
+
 /* A split of a communicator another rank aborted names the split, not the
  * collectives it runs inside ("mlc_allreduce: communicator has failed
  * earlier" to a caller that never called mlc_allreduce). */
@@ -213,6 +317,7 @@ static int body(mlc_comm_t *comm)
     if (!failed) failed = concurrent_splits(comm);
     if (!failed && p >= 3) failed = fast_peer(comm);
     if (!failed && p >= 2) failed = split_of_aborted(comm);
+    if (!failed && p >= 2 && on_engine(comm)) failed = held_split(comm); /* mpi: MPI orders its own splits */
     free(in);
     free(out);
     return mlc_test_any_failed(comm, failed);
