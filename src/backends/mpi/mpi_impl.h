@@ -217,6 +217,7 @@ struct mlc_mpi_op {
     bool active;           /* linked in the communicator's list */
     bool polled;           /* advanced only by our polling (counted in npolled) */
     bool mpi_owns_heap;    /* a collective still uses heap: never free it (abandoned op) */
+    double submitted;      /* mlc_now() when it joined the list (how long a wait polls its collectives) */
     /* reqs[0] is reserved for the control receive while waiting in MPI_Waitany;
      * the operation's own requests are reqs[1..nreq]. */
     int nreq, cap;
