@@ -3,9 +3,11 @@
  * Forced algorithms (MLC_ALGO_ALLREDUCE=ring, ... set by the test) run our
  * schedules over the backend's point-to-point: on mpi, over MPI on the
  * hidden communicator. Their messages must never match a user receive
- * posted for anything (any source, any tag), and results must be right.
+ * posted for anything (any source, any tag), and results must be right,
+ * with more of them in flight at once than MPI tags can tell apart.
  */
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include "harness.h"
 
@@ -30,6 +32,37 @@ static int split_algos(mlc_comm_t *comm)
     for (size_t i = 0; i < N; i++)
         CHECK(y[i] == 5 * p * (p - 1) / 2 + p * (int64_t)i, "split ring allreduce [%zu] = %lld", i, (long long)y[i]);
     CHECK_OK(mlc_comm_free(child));
+    return 0;
+}
+
+/* More forced-algorithm collectives in flight at once than there are tag
+ * windows on mpi (MPI_TAG_UB >> 20: 2047 with Open MPI, 255 with MPICH):
+ * each must still pair its messages with its own. (They took each other's
+ * data: wrong sums and no error.) */
+enum { IN_FLIGHT = 2600, SMALL = 64 };
+
+static int many_in_flight(mlc_comm_t *comm)
+{
+    int r = mlc_comm_rank(comm), p = mlc_comm_size(comm);
+    int64_t *x = malloc(sizeof *x * IN_FLIGHT * SMALL), *y = malloc(sizeof *y * IN_FLIGHT * SMALL);
+    mlc_request_t **q = calloc(IN_FLIGHT, sizeof *q);
+    CHECK(x && y && q, "malloc");
+    for (size_t k = 0; k < IN_FLIGHT; k++)
+        for (size_t i = 0; i < SMALL; i++) x[k * SMALL + i] = (int64_t)k * 1000003 + (int64_t)i * 7 + r;
+    for (size_t k = 0; k < IN_FLIGHT; k++)
+        CHECK_OK(mlc_allreduce(x + k * SMALL, y + k * SMALL, SMALL, MLC_INT64, MLC_SUM, comm, &q[k]));
+    for (size_t k = IN_FLIGHT; k-- > 0;) CHECK_OK(mlc_request_wait(&q[k]));
+    size_t wrong = 0, first = 0;
+    for (size_t k = 0; k < IN_FLIGHT; k++)
+        for (size_t i = 0; i < SMALL; i++) {
+            int64_t want = ((int64_t)k * 1000003 + (int64_t)i * 7) * p + (int64_t)p * (p - 1) / 2;
+            if (y[k * SMALL + i] != want && wrong++ == 0) first = k;
+        }
+    CHECK(wrong == 0, "%d ring allreduces in flight at once: %zu elements wrong, the first in #%zu", IN_FLIGHT,
+          wrong, first);
+    free(x);
+    free(y);
+    free(q);
     return 0;
 }
 
@@ -103,7 +136,7 @@ static int body(mlc_comm_t *comm)
     CHECK_OK(mlc_request_wait(&catch_all));
     CHECK(st.source == (r + p - 1) % p && st.tag == 9 && box[0] == (r + p - 1) % p && box[1] == 77,
           "user message: source %d tag %d data %d %d", st.source, st.tag, box[0], box[1]);
-    return split_algos(comm) || mlc_test_any_failed(comm, 0);
+    return split_algos(comm) || many_in_flight(comm) || mlc_test_any_failed(comm, 0);
 }
 
 int main(int argc, char **argv) { return mlc_test_main(argc, argv, body); }

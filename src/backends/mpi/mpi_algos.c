@@ -8,11 +8,14 @@
  * Executor tags are (seq << MLC_SCHED_KEY_BITS) | key; MPI tags are ints up
  * to MPI_TAG_UB, so the sequence number is taken modulo a window
  * (MPI_TAG_UB >> MLC_SCHED_KEY_BITS: 2047 operations with Open MPI, 255 with
- * MPICH) and operations further apart than that never overlap in practice.
+ * MPICH). Collective S takes the tags of S - window: it starts only once
+ * that one has completed on this rank (window_wait below).
  */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "base/wait.h"
 #include "mpi_impl.h"
 
 struct mlc_mpi_handle {
@@ -138,6 +141,78 @@ static bool tp_cancel(void *tp, void *handle)
 
 static const mlc_transport_t mpi_transport = {tp_isend, tp_irecv, tp_test, tp_cancel};
 
+/* ---- the tag window ---------------------------------------------------------------------- */
+
+/* Collective `seq` would share its tags with an earlier algorithm operation
+ * still in flight on this rank (a window or more back). With 600 ring
+ * allreduces in flight on MPICH their messages crossed: wrong sums and no
+ * error. Once every such operation has completed here, `seq`'s receives are
+ * posted after all of theirs have matched, on every rank, and MPI's order
+ * between two messages of one sender and tag pairs each with its own. */
+static const mlc_mpi_op_t *window_blocker(mlc_mpi_comm_t *c, uint64_t seq)
+{
+    const mlc_mpi_op_t *found = NULL;
+    mlc_mpi_lock(c);
+    for (const mlc_mpi_op_t *op = c->head; op && !found; op = op->next)
+        if (op->exec && op->req->seq + c->seq_window <= seq) found = op;
+    mlc_mpi_unlock(c);
+    return found;
+}
+
+typedef struct window_wait {
+    mlc_comm_t *comm;
+    uint64_t seq;
+    bool ctrl_failed;
+} window_wait_t;
+
+static int window_step(void *p)
+{
+    window_wait_t *w = p;
+    mlc_mpi_comm_t *c = w->comm->impl;
+    mlc_mpi_flush_abort(c);
+    if (mlc_mpi_check_ctrl(w->comm) != MLC_SUCCESS) {
+        w->ctrl_failed = true;
+        return MLC_WAIT_STOP;
+    }
+    int moved = 0;
+    mlc_mpi_progress_all(w->comm, &moved);
+    return moved ? MLC_WAIT_MOVED : MLC_WAIT_NOTHING;
+}
+
+static int window_done(void *p)
+{
+    window_wait_t *w = p;
+    return window_blocker(w->comm->impl, w->seq) == NULL;
+}
+
+/* Before req starts: progress until no operation it would share tags with
+ * is in flight here (the caller holds the process's MPI lock, if any). */
+static mlc_status_t window_wait(mlc_request_t *req)
+{
+    mlc_mpi_comm_t *c = req->comm->impl;
+    const mlc_mpi_op_t *blocker = window_blocker(c, req->seq);
+    if (!blocker) return MLC_SUCCESS;
+    uint64_t old = blocker->req->seq;
+    window_wait_t ww = {.comm = req->comm, .seq = req->seq};
+    mlc_wait_t w = {.step = window_step, .done = window_done, .ctx = &ww, .timeout_s = req->comm->cfg.timeout_s,
+                    .what = "MPI tag window", .spin_s = 50e-6, .yield_s = 1e-3, .sleep_min_s = 50e-6,
+                    .sleep_max_s = 50e-6};
+    switch (mlc_wait_run(&w)) {
+    case MLC_WAIT_DONE: return MLC_SUCCESS;
+    case MLC_WAIT_STOPPED: return mlc_core->request_comm_failed(req);
+    case MLC_WAIT_TIMEOUT: break;
+    }
+    char note[384];
+    snprintf(note, sizeof note, "rank %d: %s #%llu waited to start until #%llu, %u collectives earlier, completed "
+             "(mlcomm's own algorithms on MPI reuse their tags every %u collectives), and it made no progress "
+             "for %g s (MLC_TIMEOUT)", req->comm->rank, mlc_core->coll_name(req->coll),
+             (unsigned long long)req->seq, (unsigned long long)old, (unsigned)(req->seq - old), c->seq_window,
+             req->comm->cfg.timeout_s);
+    mlc_mpi_post_failure(req->comm, MLC_ERR_TIMEOUT, note);
+    mlc_core->comm_fail(req->comm, MLC_ERR_TIMEOUT, "%s", note);
+    return mlc_core->error(MLC_ERR_TIMEOUT, "%s", note);
+}
+
 /* ---- operations ----------------------------------------------------------------------- */
 
 mlc_status_t mlc_mpi_start_algo(mlc_request_t *req)
@@ -149,13 +224,15 @@ mlc_status_t mlc_mpi_start_algo(mlc_request_t *req)
     if (c->seq_window == 0)
         return mlc_core->error(MLC_ERR_UNSUPPORTED, "rank %d: %s algorithm '%s': MPI_TAG_UB %d leaves no room for "
                          "algorithm tags (use native)", req->comm->rank, cn, req->algo, c->tag_ub);
+    mlc_status_t st = window_wait(req);
+    if (st != MLC_SUCCESS) return st;
     const mlc_algo_t *algo = mlc_core->algo_find(req->coll, req->algo);
     if (!algo)
         return mlc_core->error(MLC_ERR_INTERNAL, "%s: no algorithm '%s' in src/algos", cn, req->algo);
     mlc_coll_desc_t d;
     mlc_core->request_desc(req, &d);
     mlc_sched_t s;
-    mlc_status_t st = mlc_core->algo_build(algo, &d, &s);
+    st = mlc_core->algo_build(algo, &d, &s);
     if (st != MLC_SUCCESS) {
         mlc_core->sched_free(&s);
         if (st == MLC_ERR_UNSUPPORTED)
