@@ -221,8 +221,10 @@ overhead_main() {
         cmd+=("${wrap[@]}" "$@")
         local tun=()
         [ "$OV_TUNABLES" = none ] || tun=(GLIBC_TUNABLES="$OV_TUNABLES")
+        # MPI's own collective on both sides: with a deadline (--timeout) mlcomm
+        # would take its own algorithms for large reduce and reduce_scatter.
         run_logged vs-mpi.sh "$logf" "${tun[@]}" MLC_BACKEND=mpi MLC_MPI_THREAD_LEVEL="$THREAD_LEVEL" \
-            MLC_TIMEOUT="$OV_TIMEOUT" -- "${cmd[@]}"
+            MLC_TIMEOUT="$OV_TIMEOUT" MLC_ALGO_REDUCE=native MLC_ALGO_REDUCE_SCATTER=native -- "${cmd[@]}"
     }
     # rows: np,round,side,coll,size,iters,time_us
     ov_mlcomm() { # PEER NP ROUND COLL SIZE ITERS

@@ -117,7 +117,9 @@ static void print_algos(void)
         }
     }
     printf("  (* = commutative ops only; force one with MLC_ALGO_<COLLECTIVE>=name;\n"
-           "   'direct' = the shared-memory engine's own slot / single-copy algorithm)\n");
+           "   'direct' = the shared-memory engine's own slot / single-copy algorithm;\n"
+           "   'native' = MPI's own collective, which mpi runs unless one is forced, but for large\n"
+           "   reduce and reduce_scatter while it has a deadline: docs/MPI.md)\n");
 }
 
 /* GPUs, runtimes, NCCL/RCCL and GPU-direct capabilities (each with its evidence). */

@@ -249,7 +249,8 @@ const char *mlc_request_algo(const mlc_request_t *req)
     if (comm->no_own_algos) return NULL;
     const char *forced = comm->algo_forced[req->coll];
     if (forced) return strcmp(forced, "native") == 0 ? NULL : forced;
-    return comm->algo_selects[req->coll] ? mlc_request_default_algo(req) : NULL;
+    const char *chosen = comm->algo_selects[req->coll] ? mlc_request_default_algo(req) : NULL;
+    return chosen && strcmp(chosen, "native") == 0 ? NULL : chosen;
 }
 
 /* *dst = *src, just after the caller stored src's fields (base/copy_fields.h). */

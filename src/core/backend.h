@@ -136,8 +136,9 @@ typedef struct mlc_backend {
     /* Optional: algorithm names this backend can run for coll (NULL-terminated); NULL = native only. */
     const char *const *(*algos)(mlc_coll_t coll);
     /* Optional: the backend's own algorithm for req (e.g. shm's "direct"),
-     * or NULL to let the generic selector choose among src/algos. Must give
-     * every rank the same answer. */
+     * "native" (the backend's own collective, where its list starts with
+     * it), or NULL to let the generic selector choose among src/algos. Must
+     * give every rank the same answer. */
     const char *(*choose_algo)(const mlc_request_t *req);
     /* Compares call signatures itself before data moves (src/core/signature.h):
      * MLC_CHECK adds nothing. Else MLC_CHECK=1 makes core exchange them first. */

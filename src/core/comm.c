@@ -131,15 +131,24 @@ static const char *coll_env_suffix(mlc_coll_t coll)
     return names[coll];
 }
 
+/* Which collectives ask the selector per call: those with an algorithm of
+ * our own first in the backend's list, and, where the backend chooses
+ * itself (choose_algo), those with more than "native" in it. Asked once
+ * per backend table, not per call (the 8-byte path, docs/MPI.md "Overhead"). */
+static void note_algo_selection(mlc_comm_t *c)
+{
+    const mlc_backend_t *be = c->be;
+    for (mlc_coll_t k = 0; k < MLC_COLL_COUNT; k++) {
+        const char *const *list = be->algos ? be->algos(k) : NULL;
+        c->algo_selects[k] = list && list[0] && (strcmp(list[0], "native") != 0 || (be->choose_algo && list[1]));
+    }
+}
+
 static mlc_status_t setup(mlc_comm_t *c, const mlc_cfg_t *cfg, const mlc_backend_t *be)
 {
     c->cfg = *cfg;
     c->be = be;
-    for (mlc_coll_t k = 0; k < MLC_COLL_COUNT; k++) {
-        /* Asked once here, not per call (the 8-byte path, docs/MPI.md "Overhead"). */
-        const char *const *list = be->algos ? be->algos(k) : NULL;
-        c->algo_selects[k] = list && list[0] && strcmp(list[0], "native") != 0;
-    }
+    note_algo_selection(c);
     return MLC_SUCCESS;
 }
 
@@ -242,6 +251,7 @@ static mlc_status_t create(const mlc_cfg_t *cfg, const mlc_boot_t *boot, const m
     if (st != MLC_SUCCESS) goto fail;
     st = be->init(c, boot);
     if (st != MLC_SUCCESS) goto fail;
+    note_algo_selection(c); /* init may have put a loaded module's table in c->be */
     int outer = mlc_comm_own_begin(c, MLC_COMM_CALL_INIT);
     st = check_agreement(c);
     if (st == MLC_SUCCESS) st = force_algos(c);
