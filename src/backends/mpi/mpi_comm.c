@@ -249,7 +249,7 @@ out:
 
 mlc_status_t mlc_mpi_init(mlc_comm_t *comm, const mlc_boot_t *boot)
 {
-    mlc_status_t st = mlc_mpi_env_start(comm->cfg.mpi_thread_level);
+    mlc_status_t st = mlc_mpi_env_start(comm->cfg.mpi_thread_level, comm->cfg.timeout_s);
     if (st != MLC_SUCCESS) return st;
     if (boot->store) return init_by_id(comm, boot);
     if (boot->be_arg) return mlc_mpi_comm_create(comm, *(const MPI_Comm *)boot->be_arg, false);

@@ -9,12 +9,14 @@
  * would wait for ranks that may be stuck waiting for this one, whereas an
  * exit without it makes the launcher end the whole job at once.
  */
+#include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "mpi_impl.h"
 
 static pthread_mutex_t env_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -39,6 +41,103 @@ static int mpi_level_of(int cfg_level)
     static const int levels[] = {MPI_THREAD_SINGLE, MPI_THREAD_FUNNELED, MPI_THREAD_SERIALIZED,
                                  MPI_THREAD_MULTIPLE};
     return cfg_level >= 0 && cfg_level <= 3 ? levels[cfg_level] : MPI_THREAD_MULTIPLE;
+}
+
+/*
+ * Open MPI 4.1's single-copy path (btl vader: CMA or XPMEM) writes a message
+ * past the end of a contiguous receive buffer that is too short for it,
+ * while returning MPI_ERR_TRUNCATE: a collective whose ranks pass different
+ * counts wrote the root's whole message past the others' buffers (a
+ * broadcast of 4000 int32 into 1000: 12000 bytes). Point-to-point receives
+ * are bounded by the module itself (mpi_recv_size.c), MPI's collectives
+ * cannot be. So when mlcomm starts Open MPI it turns single copy off unless
+ * the environment chose (docs/MPI.md: measured no slower on one host here).
+ */
+static void single_copy_off(void)
+{
+#ifdef OPEN_MPI
+#if OMPI_MAJOR_VERSION >= 5
+    const char *var = "OMPI_MCA_btl_sm_single_copy_mechanism";
+#else
+    const char *var = "OMPI_MCA_btl_vader_single_copy_mechanism";
+#endif
+    if (getenv(var)) {
+        MLC_DEBUG("%s=%s (from the environment): truncated messages may be written past buffers", var, getenv(var));
+        return;
+    }
+    setenv(var, "none", 0);
+    MLC_DEBUG("%s=none: Open MPI's single copy would write truncated messages past buffers", var);
+#endif
+}
+
+/*
+ * MPI_Init_thread waits for every rank of the job (Open MPI's PMIx fence)
+ * and has no deadline: a rank that failed before it (a bad setting on that
+ * rank only) or started late held the others there, silent, for as long as
+ * it lived. So where any thread may initialize MPI (thread level multiple
+ * or serialized) and there is a deadline, it runs on a thread of its own and
+ * the caller waits at most MLC_TIMEOUT. Past that the call is left running
+ * and MPI is unusable in this process: every later start says so.
+ */
+typedef struct init_call {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    bool done;
+    int want, got, rc;
+} init_call_t;
+
+static init_call_t init_call = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, 0, 0, 0};
+static double init_abandoned_s; /* > 0: MPI_Init_thread did not return within this many seconds */
+
+static void *init_thread(void *arg)
+{
+    init_call_t *c = arg;
+    int got = MPI_THREAD_SINGLE;
+    int rc = MPI_Init_thread(NULL, NULL, c->want, &got);
+    pthread_mutex_lock(&c->lock);
+    c->rc = rc;
+    c->got = got;
+    c->done = true;
+    pthread_cond_signal(&c->cond);
+    pthread_mutex_unlock(&c->lock);
+    return NULL;
+}
+
+/* MPI_Init_thread(want), within timeout_s where it can be (above). */
+static mlc_status_t init_mpi(int want, double timeout_s, int *got)
+{
+    if (timeout_s <= 0 || want < MPI_THREAD_SERIALIZED) {
+        int rc = MPI_Init_thread(NULL, NULL, want, got);
+        return rc == MPI_SUCCESS ? MLC_SUCCESS : mlc_mpi_error(rc, "backend 'mpi': MPI_Init_thread(%s)", level_name(want));
+    }
+    init_call.want = want;
+    pthread_t t;
+    if (pthread_create(&t, NULL, init_thread, &init_call) != 0) {
+        int rc = MPI_Init_thread(NULL, NULL, want, got);
+        return rc == MPI_SUCCESS ? MLC_SUCCESS : mlc_mpi_error(rc, "backend 'mpi': MPI_Init_thread(%s)", level_name(want));
+    }
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += (time_t)timeout_s;
+    until.tv_nsec += (long)((timeout_s - (double)(time_t)timeout_s) * 1e9);
+    if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
+    pthread_mutex_lock(&init_call.lock);
+    while (!init_call.done)
+        if (pthread_cond_timedwait(&init_call.cond, &init_call.lock, &until) == ETIMEDOUT) break;
+    bool done = init_call.done;
+    pthread_mutex_unlock(&init_call.lock);
+    if (!done) {
+        pthread_detach(t);
+        init_abandoned_s = timeout_s;
+        return mlc_core->error(MLC_ERR_TIMEOUT, "backend 'mpi': MPI_Init_thread did not return within %g s "
+                               "(MLC_TIMEOUT): it waits for every rank of the job, and some rank has not called "
+                               "it (it failed before it, or is late); MPI cannot be used in this process", timeout_s);
+    }
+    pthread_join(t, NULL);
+    *got = init_call.got;
+    if (init_call.rc != MPI_SUCCESS)
+        return mlc_mpi_error(init_call.rc, "backend 'mpi': MPI_Init_thread(%s)", level_name(want));
+    return MLC_SUCCESS;
 }
 
 /* on_exit: finalize what we initialized, unless the program already did. */
@@ -84,10 +183,15 @@ mlc_status_t mlc_mpi_error(int rc, const char *fmt, ...)
     return mlc_core->error(cls == MPI_ERR_TRUNCATE ? MLC_ERR_TRUNCATE : MLC_ERR_BACKEND, "%s: %s", what, text);
 }
 
-mlc_status_t mlc_mpi_env_start(int cfg_level)
+mlc_status_t mlc_mpi_env_start(int cfg_level, double timeout_s)
 {
     mlc_status_t st = MLC_SUCCESS;
     pthread_mutex_lock(&env_lock);
+    if (init_abandoned_s > 0) {
+        st = mlc_core->error(MLC_ERR_UNAVAILABLE, "backend 'mpi': MPI_Init_thread did not return within %g s "
+                             "earlier in this process (MLC_TIMEOUT): MPI cannot be used here", init_abandoned_s);
+        goto out;
+    }
     int inited = 0, fin = 0;
     MPI_Initialized(&inited);
     MPI_Finalized(&fin);
@@ -97,11 +201,9 @@ mlc_status_t mlc_mpi_env_start(int cfg_level)
     }
     if (!inited) {
         int want = mpi_level_of(cfg_level), got = MPI_THREAD_SINGLE;
-        int rc = MPI_Init_thread(NULL, NULL, want, &got);
-        if (rc != MPI_SUCCESS) {
-            st = mlc_mpi_error(rc, "backend 'mpi': MPI_Init_thread(%s)", level_name(want));
-            goto out;
-        }
+        single_copy_off();
+        st = init_mpi(want, timeout_s, &got);
+        if (st != MLC_SUCCESS) goto out;
         we_initialized = true;
         on_exit(finalize_at_exit, NULL);
         /* Nobody else uses this MPI: request errors (which MPICH raises on

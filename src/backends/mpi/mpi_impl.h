@@ -43,8 +43,9 @@ const struct mlc_mpi_comm *mlc_mpi_comm_of(const mlc_comm_t *comm);
 /* ---- process-wide MPI environment (mpi_env.c) ------------------------------ */
 
 /* Initialize MPI if nobody has (at thread level `level`, 0..3), once per
- * process; log the level MPI provided. `handed_over`: the program owns MPI. */
-mlc_status_t mlc_mpi_env_start(int level);
+ * process, waiting at most timeout_s where it can (mpi_env.c); log the level
+ * MPI provided. */
+mlc_status_t mlc_mpi_env_start(int level, double timeout_s);
 /* The thread level MPI runs at (valid after mlc_mpi_env_start or a program's MPI_Init). */
 int mlc_mpi_thread_level(void);
 /* MPI can no longer be called (finalized by us at exit, or by the program). */

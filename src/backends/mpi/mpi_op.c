@@ -307,14 +307,22 @@ static bool op_abandon(mlc_mpi_op_t *op)
     return kept;
 }
 
+/* A truncation is MLC_ERR_TRUNCATE, as from a blocking call (mlc_mpi_error);
+ * in a collective it means the ranks passed different counts. */
 static void op_fail(mlc_mpi_op_t *op, int rc, const char *what)
 {
     char text[MPI_MAX_ERROR_STRING + 1];
     mlc_request_t *req = op->req;
     mlc_mpi_errtext(rc, text, sizeof text);
+    int cls = rc;
+    if (MPI_Error_class(rc, &cls) != MPI_SUCCESS) cls = rc;
+    bool truncated = cls == MPI_ERR_TRUNCATE;
+    const char *hint = truncated && req->coll < MLC_COLL_SEND
+                           ? " (did the ranks pass different counts? MLC_CHECK=1 compares every call's arguments first)"
+                           : "";
     op_abandon(op);
-    mlc_core->request_complete(req, MLC_ERR_BACKEND, "rank %d: %s (%s): %s", req->comm->rank, what,
-                         mlc_core->coll_name(req->coll), text);
+    mlc_core->request_complete(req, truncated ? MLC_ERR_TRUNCATE : MLC_ERR_BACKEND, "rank %d: %s (%s): %s%s",
+                               req->comm->rank, what, mlc_core->coll_name(req->coll), text, hint);
 }
 
 void mlc_mpi_op_discard(mlc_mpi_op_t *op) { op_abandon(op); }
