@@ -211,11 +211,35 @@ static void nap_ms(long ms)
     nanosleep(&t, NULL);
 }
 
-/* One try on B (`comm`): *busy = its split failed with MLC_ERR_BUSY as it
- * should (else it succeeded: try again). 1 on a failed check. */
-static int held_split_once(mlc_comm_t *A, mlc_comm_t *comm, int *busy)
+/* What a held-up split of B (`comm`) returned: 1 on a failed check. */
+static int check_held(mlc_comm_t *comm, mlc_status_t st, mlc_comm_t *child, double took, const char *m)
 {
     int r = mlc_comm_rank(comm), p = mlc_comm_size(comm);
+    if (st == MLC_SUCCESS) {
+        CHECK_OK(mlc_comm_free(child));
+        return 0;
+    }
+    CHECK(st == MLC_ERR_BUSY && child == NULL, "held-up split of B -> %s (%s)", mlc_status_name(st), m);
+    CHECK(took > 0.5 * HELD_TIMEOUT_S && took < HELD_TIMEOUT_S + 10, "it failed after %.2f s, B's timeout is %g s",
+          took, HELD_TIMEOUT_S);
+    CHECK(strncmp(m, "mlc_comm_split: the members could not agree for 1 s (MLC_TIMEOUT): ", 67) == 0 &&
+              strstr(m, "nothing was made, and the communicator split stays usable"),
+          "message: %s", m);
+    char why[128];
+    if (r == 0)
+        snprintf(why, sizeof why, "another thread's split of a communicator of %d ranks went first", p);
+    else
+        snprintf(why, sizeof why, "splits on other members held it up");
+    CHECK(strstr(m, why), "rank %d's message does not say \"%s\": %s", r, why, m);
+    return 0;
+}
+
+/* One try on B (`comm`): *busy = its split failed with MLC_ERR_BUSY as it
+ * should (else it succeeded: try again). 1 on a failed check; rank 0's
+ * thread is joined first either way (it holds `h`). */
+static int held_split_once(mlc_comm_t *A, mlc_comm_t *comm, int *busy)
+{
+    int r = mlc_comm_rank(comm);
     held_t h = {A, MLC_SUCCESS, 0};
     pthread_t th;
     if (r == 0) {
@@ -230,28 +254,14 @@ static int held_split_once(mlc_comm_t *A, mlc_comm_t *comm, int *busy)
     char m[512];
     snprintf(m, sizeof m, "%s", mlc_last_error());
     *busy = st == MLC_ERR_BUSY;
-    if (st == MLC_SUCCESS) CHECK_OK(mlc_comm_free(child));
-    else {
-        CHECK(*busy && child == NULL, "held-up split of B -> %s (%s)", mlc_status_name(st), m);
-        CHECK(took > 0.5 * HELD_TIMEOUT_S && took < HELD_TIMEOUT_S + 10, "it failed after %.2f s, B's timeout is %g s",
-              took, HELD_TIMEOUT_S);
-        CHECK(strncmp(m, "mlc_comm_split: the members could not agree for 1 s (MLC_TIMEOUT): ", 67) == 0 &&
-                  strstr(m, "nothing was made, and the communicator split stays usable"),
-              "message: %s", m);
-        char why[128];
-        if (r == 0)
-            snprintf(why, sizeof why, "another thread's split of a communicator of %d ranks went first", p);
-        else
-            snprintf(why, sizeof why, "splits on other members held it up");
-        CHECK(strstr(m, why), "rank %d's message does not say \"%s\": %s", r, why, m);
-    }
+    int failed = check_held(comm, st, child, took, m);
     if (r == 0) {
         pthread_join(th, NULL);
         CHECK(h.st == MLC_SUCCESS, "rank 0's thread: agreement on A -> %s", mlc_status_name(h.st));
     } else {
         CHECK_OK(agree_only(A));
     }
-    return 0;
+    return failed;
 }
 
 static int held_split(mlc_comm_t *comm)
