@@ -38,32 +38,64 @@ static int split_algos(mlc_comm_t *comm)
 /* More forced-algorithm collectives in flight at once than there are tag
  * windows on mpi (MPI_TAG_UB >> 20: 2047 with Open MPI, 255 with MPICH):
  * each must still pair its messages with its own. (They took each other's
- * data: wrong sums and no error.) */
+ * data: wrong sums and no error.) Then the same on two communicators whose
+ * collectives the ranks start in opposite orders: a start that waited for
+ * its tags to come free waited for a peer that was starting the other
+ * communicator's first. */
 enum { IN_FLIGHT = 2600, SMALL = 64 };
 
-static int many_in_flight(mlc_comm_t *comm)
+static int64_t in_value(size_t k, size_t i, int r) { return (int64_t)k * 1000003 + (int64_t)i * 7 + r; }
+
+/* Start IN_FLIGHT ring allreduces on c (the k-th: x + k * SMALL into y). */
+static int post_many(mlc_comm_t *comm, mlc_comm_t *c, const int64_t *x, int64_t *y, mlc_request_t **q)
 {
-    int r = mlc_comm_rank(comm), p = mlc_comm_size(comm);
-    int64_t *x = malloc(sizeof *x * IN_FLIGHT * SMALL), *y = malloc(sizeof *y * IN_FLIGHT * SMALL);
-    mlc_request_t **q = calloc(IN_FLIGHT, sizeof *q);
-    CHECK(x && y && q, "malloc");
     for (size_t k = 0; k < IN_FLIGHT; k++)
-        for (size_t i = 0; i < SMALL; i++) x[k * SMALL + i] = (int64_t)k * 1000003 + (int64_t)i * 7 + r;
-    for (size_t k = 0; k < IN_FLIGHT; k++)
-        CHECK_OK(mlc_allreduce(x + k * SMALL, y + k * SMALL, SMALL, MLC_INT64, MLC_SUM, comm, &q[k]));
-    for (size_t k = IN_FLIGHT; k-- > 0;) CHECK_OK(mlc_request_wait(&q[k]));
+        CHECK_OK(mlc_allreduce(x + k * SMALL, y + k * SMALL, SMALL, MLC_INT64, MLC_SUM, c, &q[k]));
+    return 0;
+}
+
+static int check_many(mlc_comm_t *comm, const int64_t *y, const char *what)
+{
+    int p = mlc_comm_size(comm);
     size_t wrong = 0, first = 0;
     for (size_t k = 0; k < IN_FLIGHT; k++)
         for (size_t i = 0; i < SMALL; i++) {
-            int64_t want = ((int64_t)k * 1000003 + (int64_t)i * 7) * p + (int64_t)p * (p - 1) / 2;
+            int64_t want = (in_value(k, i, 0)) * p + (int64_t)p * (p - 1) / 2;
             if (y[k * SMALL + i] != want && wrong++ == 0) first = k;
         }
-    CHECK(wrong == 0, "%d ring allreduces in flight at once: %zu elements wrong, the first in #%zu", IN_FLIGHT,
-          wrong, first);
+    CHECK(wrong == 0, "%d ring allreduces in flight at once (%s): %zu elements wrong, the first in #%zu", IN_FLIGHT,
+          what, wrong, first);
+    return 0;
+}
+
+static int many_in_flight(mlc_comm_t *comm)
+{
+    if (strcmp(mlc_comm_backend(comm), "mpi") != 0) return 0; /* MPI tags only */
+    int r = mlc_comm_rank(comm);
+    int64_t *x = malloc(sizeof *x * IN_FLIGHT * SMALL), *y = malloc(sizeof *y * IN_FLIGHT * SMALL * 2);
+    mlc_request_t **q = calloc(2 * IN_FLIGHT, sizeof *q);
+    CHECK(x && y && q, "malloc");
+    for (size_t k = 0; k < IN_FLIGHT; k++)
+        for (size_t i = 0; i < SMALL; i++) x[k * SMALL + i] = in_value(k, i, r);
+    int failed = post_many(comm, comm, x, y, q);
+    for (size_t k = IN_FLIGHT; k-- > 0 && !failed;) CHECK_OK(mlc_request_wait(&q[k]));
+    failed = failed || check_many(comm, y, "one communicator");
+
+    /* Rank 0 starts X's then Y's, the others Y's then X's. */
+    mlc_comm_t *c[2] = {NULL, NULL};
+    for (int k = 0; k < 2 && !failed; k++) CHECK_OK(mlc_comm_split(comm, 0, r, &c[k]));
+    for (int n = 0; n < 2 && !failed; n++) {
+        int k = r == 0 ? n : 1 - n;
+        failed = post_many(comm, c[k], x, y + (size_t)k * IN_FLIGHT * SMALL, q + (size_t)k * IN_FLIGHT);
+    }
+    for (size_t k = 2 * IN_FLIGHT; k-- > 0 && !failed;) CHECK_OK(mlc_request_wait(&q[k]));
+    for (int k = 0; k < 2 && !failed; k++)
+        failed = check_many(comm, y + (size_t)k * IN_FLIGHT * SMALL, k ? "Y, started second on rank 0" : "X");
+    for (int k = 0; k < 2; k++) mlc_comm_free(c[k]);
     free(x);
     free(y);
     free(q);
-    return 0;
+    return failed;
 }
 
 static int body(mlc_comm_t *comm)

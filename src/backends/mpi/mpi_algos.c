@@ -9,14 +9,13 @@
  * Executor tags are (seq << MLC_SCHED_KEY_BITS) | key; MPI tags are ints up
  * to MPI_TAG_UB, so the sequence number is taken modulo a window
  * (MPI_TAG_UB >> MLC_SCHED_KEY_BITS: 2047 operations with Open MPI, 255 with
- * MPICH). Collective S takes the tags of S - window: it starts only once
- * that one has completed on this rank (window_wait below).
+ * MPICH). Collective S takes the tags of S - window: it posts nothing until
+ * that one has completed on this rank (window_blocker below).
  */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "base/wait.h"
 #include "mpi_impl.h"
 
 struct mlc_mpi_handle {
@@ -144,74 +143,23 @@ static const mlc_transport_t mpi_transport = {tp_isend, tp_irecv, tp_test, tp_ca
 
 /* ---- the tag window ---------------------------------------------------------------------- */
 
-/* Collective `seq` would share its tags with an earlier algorithm operation
- * still in flight on this rank (a window or more back). With 600 ring
- * allreduces in flight on MPICH their messages crossed: wrong sums and no
- * error. Once every such operation has completed here, `seq`'s receives are
- * posted after all of theirs have matched, on every rank, and MPI's order
- * between two messages of one sender and tag pairs each with its own. */
-static const mlc_mpi_op_t *window_blocker(mlc_mpi_comm_t *c, uint64_t seq)
+/* The sequence number of an earlier algorithm operation still in flight on
+ * this rank that shares op's tags (a window or more back), or -1. With 600
+ * ring allreduces in flight on MPICH their messages crossed: wrong sums and
+ * no error. So an operation posts nothing until every such one has
+ * completed here (mlc_mpi_algo_progress); its start stays local, since MPI
+ * lets ranks start nonblocking collectives of different communicators in
+ * different orders. Then `seq`'s receives are posted after all of theirs
+ * have matched, on every rank, and MPI's order between two messages of one
+ * sender and tag pairs each with its own. The list is in start order: only
+ * operations before op can block it. Called with c locked. */
+static int64_t window_blocker(const mlc_mpi_op_t *op)
 {
-    const mlc_mpi_op_t *found = NULL;
-    mlc_mpi_lock(c);
-    for (const mlc_mpi_op_t *op = c->head; op && !found; op = op->next)
-        if (op->exec && op->req->seq + c->seq_window <= seq) found = op;
-    mlc_mpi_unlock(c);
-    return found;
-}
-
-typedef struct window_wait {
-    mlc_comm_t *comm;
-    uint64_t seq;
-    bool ctrl_failed;
-} window_wait_t;
-
-static int window_step(void *p)
-{
-    window_wait_t *w = p;
-    mlc_mpi_comm_t *c = w->comm->impl;
-    mlc_mpi_flush_abort(c);
-    if (mlc_mpi_check_ctrl(w->comm) != MLC_SUCCESS) {
-        w->ctrl_failed = true;
-        return MLC_WAIT_STOP;
-    }
-    int moved = 0;
-    mlc_mpi_progress_all(w->comm, &moved);
-    return moved ? MLC_WAIT_MOVED : MLC_WAIT_NOTHING;
-}
-
-static int window_done(void *p)
-{
-    window_wait_t *w = p;
-    return window_blocker(w->comm->impl, w->seq) == NULL;
-}
-
-/* Before req starts: progress until no operation it would share tags with
- * is in flight here (the caller holds the process's MPI lock, if any). */
-static mlc_status_t window_wait(mlc_request_t *req)
-{
-    mlc_mpi_comm_t *c = req->comm->impl;
-    const mlc_mpi_op_t *blocker = window_blocker(c, req->seq);
-    if (!blocker) return MLC_SUCCESS;
-    uint64_t old = blocker->req->seq;
-    window_wait_t ww = {.comm = req->comm, .seq = req->seq};
-    mlc_wait_t w = {.step = window_step, .done = window_done, .ctx = &ww, .timeout_s = req->comm->cfg.timeout_s,
-                    .what = "MPI tag window", .spin_s = 50e-6, .yield_s = 1e-3, .sleep_min_s = 50e-6,
-                    .sleep_max_s = 50e-6};
-    switch (mlc_wait_run(&w)) {
-    case MLC_WAIT_DONE: return MLC_SUCCESS;
-    case MLC_WAIT_STOPPED: return mlc_core->request_comm_failed(req);
-    case MLC_WAIT_TIMEOUT: break;
-    }
-    char note[384];
-    snprintf(note, sizeof note, "rank %d: %s #%llu waited to start until #%llu, %u collectives earlier, completed "
-             "(mlcomm's own algorithms on MPI reuse their tags every %u collectives), and it made no progress "
-             "for %g s (MLC_TIMEOUT)", req->comm->rank, mlc_core->coll_name(req->coll),
-             (unsigned long long)req->seq, (unsigned long long)old, (unsigned)(req->seq - old), c->seq_window,
-             req->comm->cfg.timeout_s);
-    mlc_mpi_post_failure(req->comm, MLC_ERR_TIMEOUT, note);
-    mlc_core->comm_fail(req->comm, MLC_ERR_TIMEOUT, "%s", note);
-    return mlc_core->error(MLC_ERR_TIMEOUT, "%s", note);
+    const mlc_mpi_comm_t *c = op->req->comm->impl;
+    uint64_t seq = op->req->seq;
+    for (const mlc_mpi_op_t *e = c->head; e && e != op; e = e->next)
+        if (e->exec && e->req->seq + c->seq_window <= seq) return (int64_t)e->req->seq;
+    return -1;
 }
 
 /* ---- operations ----------------------------------------------------------------------- */
@@ -225,15 +173,13 @@ mlc_status_t mlc_mpi_start_algo(mlc_request_t *req)
     if (c->seq_window == 0)
         return mlc_core->error(MLC_ERR_UNSUPPORTED, "rank %d: %s algorithm '%s': MPI_TAG_UB %d leaves no room for "
                          "algorithm tags (use native)", req->comm->rank, cn, req->algo, c->tag_ub);
-    mlc_status_t st = window_wait(req);
-    if (st != MLC_SUCCESS) return st;
     const mlc_algo_t *algo = mlc_core->algo_find(req->coll, req->algo);
     if (!algo)
         return mlc_core->error(MLC_ERR_INTERNAL, "%s: no algorithm '%s' in src/algos", cn, req->algo);
     mlc_coll_desc_t d;
     mlc_core->request_desc(req, &d);
     mlc_sched_t s;
-    st = mlc_core->algo_build(algo, &d, &s);
+    mlc_status_t st = mlc_core->algo_build(algo, &d, &s);
     if (st != MLC_SUCCESS) {
         mlc_core->sched_free(&s);
         if (st == MLC_ERR_UNSUPPORTED)
@@ -253,6 +199,7 @@ mlc_status_t mlc_mpi_start_algo(mlc_request_t *req)
 
 int mlc_mpi_algo_progress(mlc_mpi_op_t *op, int *moved)
 {
+    if (window_blocker(op) >= 0) return 0; /* its tags are still another's */
     int progressed = 0;
     int r = mlc_core->exec_progress(op->exec, &mpi_transport, op, &progressed);
     if (progressed) *moved = 1;
@@ -271,7 +218,15 @@ void mlc_mpi_algo_abandon(mlc_mpi_op_t *op)
 
 void mlc_mpi_algo_pending_peers(const mlc_mpi_op_t *op, char *buf, size_t len)
 {
-    mlc_core->exec_pending_peers(op->exec, buf, len);
+    int64_t blocker = window_blocker(op);
+    if (blocker < 0) {
+        mlc_core->exec_pending_peers(op->exec, buf, len);
+        return;
+    }
+    const mlc_mpi_comm_t *c = op->req->comm->impl;
+    snprintf(buf, len, "none yet: it has not begun, as #%lld, %llu collectives earlier, uses the same MPI tags "
+             "(they repeat every %u collectives) and has not completed here", (long long)blocker,
+             (unsigned long long)(op->req->seq - (uint64_t)blocker), c->seq_window);
 }
 
 /* ---- the algorithms this backend offers ---------------------------------------------- */
