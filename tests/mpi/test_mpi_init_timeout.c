@@ -54,5 +54,5 @@ int main(void)
            mlc_status_name(st), took, msg, mlc_status_name(again), mlc_last_error());
     fflush(stdout);
     sleep(3); /* the launcher may end the job once one rank exits: let the others print first */
-    _exit(0); /* MPI_Init_thread is still running on its thread */
+    return ok ? 0 : 1; /* as a program would, with MPI_Init_thread still running on its thread */
 }

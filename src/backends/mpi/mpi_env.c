@@ -81,13 +81,23 @@ static void single_copy_off(void)
  */
 typedef struct init_call {
     pthread_mutex_t lock;
-    pthread_cond_t cond;
+    pthread_cond_t cond; /* on CLOCK_MONOTONIC (init_call_once) */
     bool done;
     int want, got, rc;
 } init_call_t;
 
-static init_call_t init_call = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, 0, 0, 0};
+static init_call_t init_call = {.lock = PTHREAD_MUTEX_INITIALIZER};
+static pthread_once_t init_call_once = PTHREAD_ONCE_INIT;
 static double init_abandoned_s; /* > 0: MPI_Init_thread did not return within this many seconds */
+
+static void init_call_setup(void)
+{
+    pthread_condattr_t a;
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    pthread_cond_init(&init_call.cond, &a);
+    pthread_condattr_destroy(&a);
+}
 
 static void *init_thread(void *arg)
 {
@@ -103,23 +113,27 @@ static void *init_thread(void *arg)
     return NULL;
 }
 
+static mlc_status_t init_failed(int rc, int want)
+{
+    return mlc_mpi_error(rc, "backend 'mpi': MPI_Init_thread(%s)", level_name(want));
+}
+
 /* MPI_Init_thread(want), within timeout_s where it can be (above). */
 static mlc_status_t init_mpi(int want, double timeout_s, int *got)
 {
-    if (timeout_s <= 0 || want < MPI_THREAD_SERIALIZED) {
-        int rc = MPI_Init_thread(NULL, NULL, want, got);
-        return rc == MPI_SUCCESS ? MLC_SUCCESS : mlc_mpi_error(rc, "backend 'mpi': MPI_Init_thread(%s)", level_name(want));
-    }
-    init_call.want = want;
     pthread_t t;
-    if (pthread_create(&t, NULL, init_thread, &init_call) != 0) {
+    pthread_once(&init_call_once, init_call_setup);
+    init_call.want = want;
+    init_call.done = false;
+    if (timeout_s <= 0 || want < MPI_THREAD_SERIALIZED || pthread_create(&t, NULL, init_thread, &init_call) != 0) {
         int rc = MPI_Init_thread(NULL, NULL, want, got);
-        return rc == MPI_SUCCESS ? MLC_SUCCESS : mlc_mpi_error(rc, "backend 'mpi': MPI_Init_thread(%s)", level_name(want));
+        return rc == MPI_SUCCESS ? MLC_SUCCESS : init_failed(rc, want);
     }
+    double wait_s = timeout_s < 1e6 ? timeout_s : 1e6;
     struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += (time_t)timeout_s;
-    until.tv_nsec += (long)((timeout_s - (double)(time_t)timeout_s) * 1e9);
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_sec += (time_t)wait_s;
+    until.tv_nsec += (long)((wait_s - (double)(time_t)wait_s) * 1e9);
     if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
     pthread_mutex_lock(&init_call.lock);
     while (!init_call.done)
@@ -131,12 +145,18 @@ static mlc_status_t init_mpi(int want, double timeout_s, int *got)
         init_abandoned_s = timeout_s;
         return mlc_core->error(MLC_ERR_TIMEOUT, "backend 'mpi': MPI_Init_thread did not return within %g s "
                                "(MLC_TIMEOUT): it waits for every rank of the job, and some rank has not called "
-                               "it (it failed before it, or is late); MPI cannot be used in this process", timeout_s);
+                               "it (it failed before it, or is late); MPI cannot be used in this process: exit, "
+                               "and the launcher ends the job", timeout_s);
     }
     pthread_join(t, NULL);
     *got = init_call.got;
-    if (init_call.rc != MPI_SUCCESS)
-        return mlc_mpi_error(init_call.rc, "backend 'mpi': MPI_Init_thread(%s)", level_name(want));
+    if (init_call.rc != MPI_SUCCESS) return init_failed(init_call.rc, want);
+    /* Below serialized only the initializing thread, gone now, may call MPI. */
+    if (*got < MPI_THREAD_SERIALIZED)
+        return mlc_core->error(MLC_ERR_UNAVAILABLE, "backend 'mpi': MPI provided thread level %s when %s was asked "
+                               "for, on a thread of mlcomm's that has ended (only it may call MPI now); set "
+                               "MLC_MPI_THREAD_LEVEL=funneled to start MPI on the calling thread",
+                               level_name(*got), level_name(want));
     return MLC_SUCCESS;
 }
 
