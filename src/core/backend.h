@@ -140,6 +140,10 @@ typedef struct mlc_backend {
      * it), or NULL to let the generic selector choose among src/algos. Must
      * give every rank the same answer. */
     const char *(*choose_algo)(const mlc_request_t *req);
+    /* Optional, with choose_algo where the list starts with "native": the
+     * collectives choose_algo is asked for (NULL: every one with more than
+     * native in its list); the others run native without a call. */
+    bool (*chooses)(mlc_coll_t coll);
     /* Compares call signatures itself before data moves (src/core/signature.h):
      * MLC_CHECK adds nothing. Else MLC_CHECK=1 makes core exchange them first. */
     bool signs_calls;

@@ -133,14 +133,17 @@ static const char *coll_env_suffix(mlc_coll_t coll)
 
 /* Which collectives ask the selector per call: those with an algorithm of
  * our own first in the backend's list, and, where the backend chooses
- * itself (choose_algo), those with more than "native" in it. Asked once
- * per backend table, not per call (the 8-byte path, docs/MPI.md "Overhead"). */
+ * itself (choose_algo), those with more than "native" in it that it says it
+ * chooses for. Asked once per backend table, not per call: the others pay
+ * nothing on the 8-byte path (docs/MPI.md "Overhead"). */
 static void note_algo_selection(mlc_comm_t *c)
 {
     const mlc_backend_t *be = c->be;
     for (mlc_coll_t k = 0; k < MLC_COLL_COUNT; k++) {
         const char *const *list = be->algos ? be->algos(k) : NULL;
-        c->algo_selects[k] = list && list[0] && (strcmp(list[0], "native") != 0 || (be->choose_algo && list[1]));
+        bool own_first = list && list[0] && strcmp(list[0], "native") != 0;
+        bool chosen = list && list[0] && list[1] && be->choose_algo && (!be->chooses || be->chooses(k));
+        c->algo_selects[k] = own_first || chosen;
     }
 }
 

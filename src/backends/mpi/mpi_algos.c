@@ -256,18 +256,22 @@ static void build_algo_lists(void)
  * for a 16 MiB reduce_scatter, against 3-6 ms for binomial and ring over MPI
  * point-to-point (docs/MPI.md). The sizes where ours start to win here: 64
  * KiB for reduce, 256 KiB (the whole send buffer) for reduce_scatter.
- * Without a deadline on any rank, MPI's blocking collectives run: they stay.
- * Every rank gives the same answer (the deadline is agreed at creation, the
+ * Without a deadline on any rank, MPI's blocking collectives run: they stay;
+ * so do calls on device memory. Every rank gives the same answer (the deadline is agreed at creation, the
  * counts must match). An op ours cannot take falls back to MPI's. */
 #define OWN_REDUCE_MIN_BYTES ((size_t)64 << 10)
 #define OWN_REDUCE_SCATTER_MIN_BYTES ((size_t)256 << 10)
+
+bool mlc_mpi_chooses(mlc_coll_t coll) { return coll == MLC_COLL_REDUCE || coll == MLC_COLL_REDUCE_SCATTER; }
 
 const char *mlc_mpi_choose_algo(const mlc_request_t *req)
 {
     const mlc_comm_t *comm = req->comm;
     const mlc_mpi_comm_t *c = comm->impl;
     size_t bytes = req->args.count * req->args.esize;
-    if (comm->timeout_refused || comm->size < 2 || c->seq_window == 0) return "native";
+    /* Device memory (agreed at creation) goes to a CUDA-aware MPI as it is
+     * only through MPI's own collectives (mpi_gpu.c). */
+    if (comm->timeout_refused || comm->size < 2 || c->seq_window == 0 || comm->gpu_kind >= 0) return "native";
     if (req->coll == MLC_COLL_REDUCE && bytes >= OWN_REDUCE_MIN_BYTES) return "binomial";
     if (req->coll == MLC_COLL_REDUCE_SCATTER && bytes * (size_t)comm->size >= OWN_REDUCE_SCATTER_MIN_BYTES)
         return "ring";

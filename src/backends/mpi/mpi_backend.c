@@ -125,6 +125,7 @@ const mlc_backend_t mlc_mpi_backend_table = {
     .tag_max = mlc_mpi_tag_max,
     .algos = mlc_mpi_algos,
     .choose_algo = mlc_mpi_choose_algo,
+    .chooses = mlc_mpi_chooses,
     .device_capable = mlc_mpi_device_capable,
     .device_direct = mlc_mpi_device_direct,
 };

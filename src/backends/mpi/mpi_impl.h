@@ -382,6 +382,8 @@ mlc_status_t mlc_mpi_start_algo(mlc_request_t *req);
 const char *const *mlc_mpi_algos(mlc_coll_t coll);
 /* The algorithm a call runs unless forced: "native" or ours (mpi_algos.c). */
 const char *mlc_mpi_choose_algo(const mlc_request_t *req);
+/* The collectives mlc_mpi_choose_algo chooses for (the others run native without asking). */
+bool mlc_mpi_chooses(mlc_coll_t coll);
 int mlc_mpi_hidden_tag(const mlc_mpi_comm_t *c, uint64_t seq, uint32_t key);
 /* One round of the executor; returns 1 when done, 0 pending, negative on error. */
 int mlc_mpi_algo_progress(mlc_mpi_op_t *op, int *moved);

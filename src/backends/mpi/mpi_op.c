@@ -622,10 +622,12 @@ static int idle_done(void *p) { return ((idle_wait_t *)p)->over; }
  * 16 MiB reduce: 2.2 s against 5 ms for MPI_Reduce). So while one of this
  * communicator's collectives is young enough that it could still be
  * moving (NATIVE_POLL_MIN_S, plus NATIVE_POLL_S_PER_BYTE for each byte of
- * its payload: a floor of 50 MB/s), the wait tests with sched_yield, not
- * naps; past that its peers are late, and it naps. */
+ * its payload: a floor of 50 MB/s; at most NATIVE_POLL_MAX_S), the wait
+ * tests with sched_yield, not naps; past that its peers are late, and it
+ * naps. */
 #define NATIVE_POLL_MIN_S 0.01
 #define NATIVE_POLL_S_PER_BYTE 20e-9
+#define NATIVE_POLL_MAX_S 1.0 /* more ranks than cores: a yielding wait still takes a core */
 
 /* Until when a wait on comm should poll without napping (0: it should not). */
 static double native_poll_until(mlc_mpi_comm_t *c)
@@ -634,7 +636,8 @@ static double native_poll_until(mlc_mpi_comm_t *c)
     mlc_mpi_lock(c);
     for (const mlc_mpi_op_t *op = c->head; op; op = op->next)
         if (op->ncoll > 0) {
-            double t = op->submitted + NATIVE_POLL_MIN_S + (double)op->req->bytes * NATIVE_POLL_S_PER_BYTE;
+            double young = NATIVE_POLL_MIN_S + (double)op->req->bytes * NATIVE_POLL_S_PER_BYTE;
+            double t = op->submitted + (young < NATIVE_POLL_MAX_S ? young : NATIVE_POLL_MAX_S);
             if (t > until) until = t;
         }
     mlc_mpi_unlock(c);
