@@ -82,7 +82,8 @@
     X(NCCL_COMM_BLOCKING, "NCCL_COMM_BLOCKING", STR, "", 0, 0, NULL, MLC_NOPUB, MLC_LOCAL, "read: NCCL's override of the communicator's blocking mode; nccl/rccl refuse 1 (NCCL calls could then block beyond MLC_TIMEOUT and mlc_comm_abort)") \
     X(EXPORT_NCCL_ALGO, "NCCL_ALGO", STR, "", 0, 0, NULL, MLC_NOPUB, MLC_LOCAL, "set by nccl/rccl from MLC_ALGO_ALLREDUCE before the process's first NCCL communicator") \
     X(EXPORT_NCCL_BUFFSIZE, "NCCL_BUFFSIZE", STR, "", 0, 0, NULL, MLC_NOPUB, MLC_LOCAL, "set by nccl/rccl from MLC_NCCL_BUFFSIZE before the process's first NCCL communicator") \
-    X(EXPORT_NCCL_DEBUG, "NCCL_DEBUG", STR, "", 0, 0, NULL, MLC_NOPUB, MLC_LOCAL, "set to INFO by nccl/rccl at MLC_LOG_LEVEL=debug unless already set")
+    X(EXPORT_NCCL_DEBUG, "NCCL_DEBUG", STR, "", 0, 0, NULL, MLC_NOPUB, MLC_LOCAL, "set to INFO by nccl/rccl at MLC_LOG_LEVEL=debug unless already set") \
+    X(EXPORT_OMPI_SINGLE_COPY, "OMPI_MCA_btl_vader_single_copy_mechanism", STR, "", 0, 0, NULL, MLC_NOPUB, MLC_LOCAL, "set to none by mpi before it starts Open MPI 4 unless already set (its single copy wrote messages too long for a buffer past its end)")
 
 /* Identifiers of the rows: MLC_ENV_TIMEOUT, MLC_ENV_PINNED_LIMIT, ... */
 typedef enum mlc_env_id {
@@ -124,8 +125,8 @@ const char *mlc_env_text(mlc_env_id_t id);
 mlc_status_t mlc_env_int(mlc_env_id_t id, long long *out, bool *set);
 mlc_status_t mlc_env_size(mlc_env_id_t id, size_t *out, bool *set);
 mlc_status_t mlc_env_seconds(mlc_env_id_t id, double *out, bool *set);
-/* Set a variable the library exports for a library it loads (NCCL_*), unless
- * it is already set: the only write to the environment. */
+/* Set a variable the library exports for a library it loads (NCCL_*,
+ * OMPI_MCA_*), unless it is already set: the only write to the environment. */
 mlc_status_t mlc_env_export(mlc_env_id_t id, const char *value);
 /* The row's default parsed as a size / number (0 when it has none). */
 size_t mlc_env_default_size(mlc_env_id_t id);

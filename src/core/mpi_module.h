@@ -55,9 +55,11 @@
     X(dtype_name, mlc_dtype_name)                    \
     X(dtype_size, mlc_dtype_size)                    \
     X(op_name, mlc_op_name)                          \
-    X(status_name, mlc_status_name)
+    X(status_name, mlc_status_name)                  \
+    X(env_text, mlc_env_text)                        \
+    X(env_export, mlc_env_export)
 
-#define MLC_MPI_ABI 8u
+#define MLC_MPI_ABI 9u
 
 typedef struct mlc_mpi_core {
     uint32_t abi;  /* MLC_MPI_ABI */

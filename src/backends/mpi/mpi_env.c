@@ -58,13 +58,15 @@ static int mpi_level_of(int cfg_level)
 static void single_copy_off(void)
 {
 #if defined(OPEN_MPI) && OMPI_MAJOR_VERSION < 5
-    const char *var = "OMPI_MCA_btl_vader_single_copy_mechanism";
-    if (getenv(var)) {
-        MLC_DEBUG("%s=%s (from the environment): truncated messages may be written past buffers", var, getenv(var));
+    const char *set = mlc_core->env_text(MLC_ENV_EXPORT_OMPI_SINGLE_COPY);
+    if (set) {
+        MLC_DEBUG("OMPI_MCA_btl_vader_single_copy_mechanism=%s (from the environment): a message too long for "
+                  "a collective's buffer may be written past its end", set);
         return;
     }
-    setenv(var, "none", 0);
-    MLC_DEBUG("%s=none: Open MPI's single copy would write truncated messages past buffers", var);
+    if (mlc_core->env_export(MLC_ENV_EXPORT_OMPI_SINGLE_COPY, "none") == MLC_SUCCESS)
+        MLC_DEBUG("OMPI_MCA_btl_vader_single_copy_mechanism=none: Open MPI's single copy writes a message too "
+                  "long for a buffer past its end");
 #endif
 }
 
