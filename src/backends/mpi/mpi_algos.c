@@ -151,14 +151,14 @@ static const mlc_transport_t mpi_transport = {tp_isend, tp_irecv, tp_test, tp_ca
  * lets ranks start nonblocking collectives of different communicators in
  * different orders. Then `seq`'s receives are posted after all of theirs
  * have matched, on every rank, and MPI's order between two messages of one
- * sender and tag pairs each with its own. The list is in start order: only
- * operations before op can block it. Called with c locked. */
+ * sender and tag pairs each with its own. The list is in start order, which
+ * is call order (one thread at a time calls on a communicator): the oldest
+ * algorithm operation in it blocks op if any does. Called with c locked. */
 static int64_t window_blocker(const mlc_mpi_op_t *op)
 {
     const mlc_mpi_comm_t *c = op->req->comm->impl;
-    uint64_t seq = op->req->seq;
     for (const mlc_mpi_op_t *e = c->head; e && e != op; e = e->next)
-        if (e->exec && e->req->seq + c->seq_window <= seq) return (int64_t)e->req->seq;
+        if (e->exec) return e->req->seq + c->seq_window <= op->req->seq ? (int64_t)e->req->seq : -1;
     return -1;
 }
 
