@@ -51,12 +51,9 @@ static mlc_status_t issued(mlc_mpi_op_t *op, int rc, const char *call)
     if (rc != MPI_SUCCESS) {
         mlc_request_t *req = op->req;
         mlc_mpi_op_discard(op);
-        int cls = rc;
-        if (MPI_Error_class(rc, &cls) != MPI_SUCCESS) cls = rc;
         return mlc_mpi_error(rc, "rank %d: %s (%s #%llu, %zu bytes%s)", req->comm->rank, call,
                              mlc_core->coll_name(req->coll), (unsigned long long)req->seq, req->bytes,
-                             cls == MPI_ERR_TRUNCATE ? "; did the ranks pass different counts? MLC_CHECK=1 "
-                                                       "compares every call's arguments first" : "");
+                             mlc_mpi_count_hint(req, rc));
     }
     return mlc_mpi_op_submit(op);
 }

@@ -190,6 +190,20 @@ void mlc_mpi_errtext(int rc, char *buf, size_t len)
     snprintf(buf, len, "%s", s);
 }
 
+bool mlc_mpi_truncated(int rc)
+{
+    int cls = rc;
+    if (MPI_Error_class(rc, &cls) != MPI_SUCCESS) cls = rc;
+    return cls == MPI_ERR_TRUNCATE;
+}
+
+const char *mlc_mpi_count_hint(const mlc_request_t *req, int rc)
+{
+    return req->coll < MLC_COLL_SEND && mlc_mpi_truncated(rc)
+               ? "; did the ranks pass different counts? MLC_CHECK=1 compares every call's arguments first"
+               : "";
+}
+
 mlc_status_t mlc_mpi_error(int rc, const char *fmt, ...)
 {
     char what[256], text[MPI_MAX_ERROR_STRING + 1];
@@ -197,10 +211,8 @@ mlc_status_t mlc_mpi_error(int rc, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
-    int cls = rc;
-    if (MPI_Error_class(rc, &cls) != MPI_SUCCESS) cls = rc;
     mlc_mpi_errtext(rc, text, sizeof text);
-    return mlc_core->error(cls == MPI_ERR_TRUNCATE ? MLC_ERR_TRUNCATE : MLC_ERR_BACKEND, "%s: %s", what, text);
+    return mlc_core->error(mlc_mpi_truncated(rc) ? MLC_ERR_TRUNCATE : MLC_ERR_BACKEND, "%s: %s", what, text);
 }
 
 mlc_status_t mlc_mpi_env_start(int cfg_level, double timeout_s)

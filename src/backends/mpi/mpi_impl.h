@@ -65,6 +65,10 @@ bool mlc_mpi_serialized(void);
 void mlc_mpi_report_cuda(void);
 /* "MPI_ERR_TRUNCATE: message truncated" from an MPI error code, on one line. */
 void mlc_mpi_errtext(int rc, char *buf, size_t len);
+/* Whether an MPI error code is a truncation (MLC_ERR_TRUNCATE). */
+bool mlc_mpi_truncated(int rc);
+/* For a collective's truncation, "; did the ranks pass different counts? ..."; else "". */
+const char *mlc_mpi_count_hint(const mlc_request_t *req, int rc);
 /* Set the thread's error for a failed MPI call: BACKEND (TRUNCATE for
  * MPI_ERR_TRUNCATE) with MPI's text. `what` names the call and the rank. */
 mlc_status_t mlc_mpi_error(int rc, const char *fmt, ...) MLC_PRINTF(2, 3);

@@ -314,15 +314,11 @@ static void op_fail(mlc_mpi_op_t *op, int rc, const char *what)
     char text[MPI_MAX_ERROR_STRING + 1];
     mlc_request_t *req = op->req;
     mlc_mpi_errtext(rc, text, sizeof text);
-    int cls = rc;
-    if (MPI_Error_class(rc, &cls) != MPI_SUCCESS) cls = rc;
-    bool truncated = cls == MPI_ERR_TRUNCATE;
-    const char *hint = truncated && req->coll < MLC_COLL_SEND
-                           ? " (did the ranks pass different counts? MLC_CHECK=1 compares every call's arguments first)"
-                           : "";
+    const char *hint = mlc_mpi_count_hint(req, rc);
     op_abandon(op);
-    mlc_core->request_complete(req, truncated ? MLC_ERR_TRUNCATE : MLC_ERR_BACKEND, "rank %d: %s (%s): %s%s",
-                               req->comm->rank, what, mlc_core->coll_name(req->coll), text, hint);
+    mlc_core->request_complete(req, mlc_mpi_truncated(rc) ? MLC_ERR_TRUNCATE : MLC_ERR_BACKEND,
+                               "rank %d: %s (%s%s): %s", req->comm->rank, what, mlc_core->coll_name(req->coll), hint,
+                               text);
 }
 
 void mlc_mpi_op_discard(mlc_mpi_op_t *op) { op_abandon(op); }
