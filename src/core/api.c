@@ -241,6 +241,9 @@ const char *mlc_request_default_algo(const mlc_request_t *req)
     return a ? a->name : NULL;
 }
 
+/* A name, or NULL for "native" (the backend's own collective). */
+static const char *unless_native(const char *name) { return name && strcmp(name, "native") == 0 ? NULL : name; }
+
 /* The algorithm every rank will run: forced, else the selector's choice. */
 const char *mlc_request_algo(const mlc_request_t *req)
 {
@@ -248,9 +251,8 @@ const char *mlc_request_algo(const mlc_request_t *req)
     if (req->coll >= MLC_COLL_SEND) return NULL;
     if (comm->no_own_algos) return NULL;
     const char *forced = comm->algo_forced[req->coll];
-    if (forced) return strcmp(forced, "native") == 0 ? NULL : forced;
-    const char *chosen = comm->algo_selects[req->coll] ? mlc_request_default_algo(req) : NULL;
-    return chosen && strcmp(chosen, "native") == 0 ? NULL : chosen;
+    if (forced) return unless_native(forced);
+    return comm->algo_selects[req->coll] ? unless_native(mlc_request_default_algo(req)) : NULL;
 }
 
 /* *dst = *src, just after the caller stored src's fields (base/copy_fields.h). */
