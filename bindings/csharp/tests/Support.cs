@@ -25,6 +25,16 @@ namespace MLFramework.Tests
                 return _comm;
             }
         }
+        /// <summary>
+        /// Free the world communicator (the job's last step): the process then
+        /// exits with none of mlcomm's threads or shared memory left behind.
+        /// </summary>
+        public static void Free()
+        {
+            if (_comm == null) return;
+            _comm.Dispose();
+            _comm = null;
+        }
     }
 
     public static class Threads
