@@ -21,7 +21,11 @@
 struct mlc_mpi_handle {
     mlc_mpi_handle_t *next_free, *next_all;
     MPI_Request r;
-    MPI_Datatype type; /* a big type to free, or MPI_DATATYPE_NULL */
+    MPI_Datatype type; /* a big or bounded type to free, or MPI_DATATYPE_NULL */
+    bool recv;         /* a receive: its message must be `bytes` long */
+    bool capped;       /* posted with the bounded type (a longer message shows its length) */
+    int peer;
+    size_t bytes;
 };
 
 int mlc_mpi_hidden_tag(const mlc_mpi_comm_t *c, uint64_t seq, uint32_t key)
@@ -74,8 +78,21 @@ static mlc_status_t tp_post(void *tp, bool send, int peer, uint64_t tag64, void 
     int tag = mlc_mpi_hidden_tag(c, tag64 >> MLC_SCHED_KEY_BITS, key);
     mlc_mpi_handle_t *h = handle_get(c);
     if (!h) return mlc_core->error(MLC_ERR_NO_MEMORY, "rank %d: out of memory for an algorithm step", req->comm->rank);
-    int rc;
-    if (bytes <= mlc_mpi_limits.count) {
+    h->recv = !send;
+    h->peer = peer;
+    h->bytes = bytes;
+    h->capped = false;
+    int rc = MPI_ERR_NO_MEM;
+    /* A receive whose message is longer than planned (ranks that passed
+     * different counts) must not run past buf: Open MPI's single copy writes a
+     * plain receive's whole message into it. Device memory keeps MPI's own bounds. */
+    if (!send && req->comm->cfg.memory == MLC_MEMORY_HOST) {
+        rc = mlc_mpi_irecv_capped(buf, bytes, peer, tag, c->hidden, &h->r, &h->type);
+        h->capped = rc == MPI_SUCCESS;
+    }
+    if (h->capped || rc != MPI_ERR_NO_MEM) {
+        /* posted, or failed */
+    } else if (bytes <= mlc_mpi_limits.count) {
         rc = send ? MPI_Isend(buf, (int)bytes, MPI_BYTE, peer, tag, c->hidden, &h->r)
                   : MPI_Irecv(buf, (int)bytes, MPI_BYTE, peer, tag, c->hidden, &h->r);
 #if MLC_MPI_HAS_LARGE_COUNT
@@ -113,17 +130,35 @@ static mlc_status_t tp_irecv(void *tp, int peer, uint64_t tag, void *buf, size_t
 static int tp_test(void *tp, void *handle)
 {
     mlc_mpi_op_t *op = tp;
-    mlc_mpi_comm_t *c = op->req->comm->impl;
+    mlc_request_t *req = op->req;
+    mlc_mpi_comm_t *c = req->comm->impl;
     mlc_mpi_handle_t *h = handle;
     int flag = 0;
-    int rc = MPI_Test(&h->r, &flag, MPI_STATUS_IGNORE);
+    MPI_Status st;
+    int rc = MPI_Test(&h->r, &flag, h->recv ? &st : MPI_STATUS_IGNORE);
     if (rc != MPI_SUCCESS) {
         handle_put(c, h);
-        return mlc_mpi_error(rc, "rank %d: %s algorithm '%s': a step failed", op->req->comm->rank,
-                             mlc_core->coll_name(op->req->coll), op->req->algo);
+        return mlc_mpi_error(rc, "rank %d: %s algorithm '%s': a step failed (%s)", req->comm->rank,
+                             mlc_core->coll_name(req->coll), req->algo,
+                             mlc_mpi_truncated(rc) ? "a message longer than planned: did the ranks pass different "
+                                                     "counts? MLC_CHECK=1 compares every call's arguments first"
+                                                   : "MPI's error follows");
     }
     if (!flag) return 0;
+    size_t got = h->recv ? mlc_mpi_received_bytes(&st, MPI_BYTE) : h->bytes;
+    if (h->capped) mlc_mpi_spill_release(h->bytes, got);
+    bool exact = !h->recv || got == h->bytes;
+    int peer = h->peer;
+    size_t planned = h->bytes;
     handle_put(c, h);
+    if (!exact)
+        /* A piece of another length: the ranks passed different counts (the
+         * schedule's pieces follow from the count). Longer is a truncation. */
+        return mlc_core->error(got > planned ? MLC_ERR_TRUNCATE : MLC_ERR_MISMATCH,
+                               "rank %d: %s algorithm '%s': a message of %zu bytes from rank %d where this rank's "
+                               "count plans %zu; did the ranks pass different counts? MLC_CHECK=1 compares every "
+                               "call's arguments first",
+                               req->comm->rank, mlc_core->coll_name(req->coll), req->algo, got, peer, planned);
     return 1;
 }
 

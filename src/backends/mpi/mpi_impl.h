@@ -380,6 +380,15 @@ int mlc_mpi_recv_bounded(mlc_mpi_op_t *op, void *buf, size_t cap, int src, int t
 MLC_MPI_EXPORT void mlc_mpi_set_spill_bytes(size_t bytes);
 /* The receive of op is over, `got` bytes long: give back the spill pages it wrote. */
 void mlc_mpi_spill_done(const mlc_mpi_op_t *op, size_t got);
+/* Post a receive into cap bytes of host memory at buf that a longer message
+ * never overruns (the bounded type: MPI reports the message's whole length);
+ * *type is the committed type to free once it ended. MPI_ERR_NO_MEM (nothing
+ * posted) where no spill area could be reserved. Used for the receives of
+ * mlcomm's own algorithms, whose lengths the ranks' counts decide. */
+int mlc_mpi_irecv_capped(void *buf, size_t cap, int src, int tag, MPI_Comm comm, MPI_Request *r,
+                         MPI_Datatype *type);
+/* A receive into cap bytes posted so ended `got` bytes long: give back the spill pages it wrote. */
+void mlc_mpi_spill_release(size_t cap, size_t got);
 
 /* mpi_algos.c: a src/algos schedule over MPI point-to-point on the hidden comm */
 mlc_status_t mlc_mpi_start_algo(mlc_request_t *req);

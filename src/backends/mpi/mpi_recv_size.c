@@ -255,10 +255,28 @@ int mlc_mpi_recv_bounded(mlc_mpi_op_t *op, void *buf, size_t cap, int src, int t
     return irecv_cached(op, buf, cap, src, tag, comm, mreq);
 }
 
-void mlc_mpi_spill_done(const mlc_mpi_op_t *op, size_t got)
+void mlc_mpi_spill_release(size_t cap, size_t got)
 {
-    if (!op->spilled || got <= op->recv_cap) return;
-    size_t page = (size_t)sysconf(_SC_PAGESIZE), n = got - op->recv_cap + 1; /* + the gap */
+    if (!spill || got <= cap) return;
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), n = got - cap + 1; /* + the gap */
     if (n > MLC_MPI_SPILL_BYTES) n = MLC_MPI_SPILL_BYTES;
     madvise(spill, (n + page - 1) / page * page, MADV_DONTNEED);
+}
+
+void mlc_mpi_spill_done(const mlc_mpi_op_t *op, size_t got)
+{
+    if (op->spilled) mlc_mpi_spill_release(op->recv_cap, got);
+}
+
+int mlc_mpi_irecv_capped(void *buf, size_t cap, int src, int tag, MPI_Comm comm, MPI_Request *r,
+                         MPI_Datatype *type)
+{
+    *type = MPI_DATATYPE_NULL;
+    pthread_once(&spill_once, spill_map);
+    if (!spill) return MPI_ERR_NO_MEM;
+    int rc = bounded_type(buf, cap, type);
+    if (rc != MPI_SUCCESS) return rc;
+    if ((rc = MPI_Type_commit(type)) == MPI_SUCCESS) rc = MPI_Irecv(MPI_BOTTOM, 1, *type, src, tag, comm, r);
+    if (rc != MPI_SUCCESS) MPI_Type_free(type); /* sets MPI_DATATYPE_NULL */
+    return rc;
 }
