@@ -30,11 +30,12 @@ libopenmpi-dev, or -DMPI_C_COMPILER=...): the mpi backend and its tests are not 
 build time, loaded at run time (mlcomm-info --gpu)")
   if(MLC_BUILD_TESTS)
     string(REPLACE ";" " " ranks "${MLC_TEST_RANKS}")
-    set(on "threads, shm")
+    set(on "threads and shm with ${ranks} ranks")
     if(TARGET mlcomm-mpi AND MPIEXEC_EXECUTABLE)
-      string(APPEND on ", mpi (ctest -L mpi)")
+      string(REPLACE ";" " " mpi_ranks "${MLC_MPI_TEST_RANKS}")
+      string(APPEND on ", mpi with ${mpi_ranks} (ctest -L mpi)")
     endif()
-    list(APPEND lines "  tests              yes: rank tests on ${on} with ${ranks} ranks: \
+    list(APPEND lines "  tests              yes: rank tests on ${on}: \
 ctest --test-dir ${CMAKE_BINARY_DIR} -LE large")
   else()
     list(APPEND lines "  tests              no: MLC_BUILD_TESTS=OFF")
