@@ -82,16 +82,18 @@ static mlc_status_t tp_post(void *tp, bool send, int peer, uint64_t tag64, void 
     h->peer = peer;
     h->bytes = bytes;
     h->capped = false;
-    int rc = MPI_ERR_NO_MEM;
+    int rc = MPI_SUCCESS;
+    bool tried = false; /* the bounded receive was posted, or failed */
     /* A receive whose message is longer than planned (ranks that passed
      * different counts) must not run past buf: Open MPI's single copy writes a
-     * plain receive's whole message into it. Device memory keeps MPI's own bounds. */
+     * plain receive's whole message into it. Device memory keeps MPI's own
+     * bounds, and so does host memory where no spill area could be reserved. */
     if (!send && req->comm->cfg.memory == MLC_MEMORY_HOST) {
         rc = mlc_mpi_irecv_capped(buf, bytes, peer, tag, c->hidden, &h->r, &h->type);
         h->capped = rc == MPI_SUCCESS;
+        tried = rc != MPI_ERR_NO_MEM;
     }
-    if (h->capped || rc != MPI_ERR_NO_MEM) {
-        /* posted, or failed */
+    if (tried) {
     } else if (bytes <= mlc_mpi_limits.count) {
         rc = send ? MPI_Isend(buf, (int)bytes, MPI_BYTE, peer, tag, c->hidden, &h->r)
                   : MPI_Irecv(buf, (int)bytes, MPI_BYTE, peer, tag, c->hidden, &h->r);
