@@ -4,8 +4,8 @@
 // nunit-console starts a test agency whose TCP listener thread it leaves
 // blocked in accept(). At exit Mono must abort that thread and waits until it
 // has; now and then the abort is lost and the process stays for ever after
-// printing its results (one rank of csharp.shm.4 in CI; here 1 run in about
-// 70 of 4 ranks: gdb showed Mono's main thread waiting for threads and the
+// printing its results (one rank of csharp.shm.4 in CI; here once in 60
+// four-rank runs: gdb showed Mono's main thread waiting for threads and the
 // listener in accept, no thread of mlcomm's left). This runs the same console
 // with the same arguments, flushes what it printed and ends the process with
 // libc's exit(3): atexit handlers still run (the mpi backend's MPI_Finalize),
