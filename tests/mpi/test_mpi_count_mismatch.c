@@ -76,8 +76,7 @@ static int one_case(mlc_comm_t *comm, kind_t kind)
     else if (kind == ALLREDUCE) st = mlc_allreduce(send, recv, mine, MLC_INT32, MLC_SUM, c, NULL);
     else if (kind == REDUCE_SCATTER_BIG) st = mlc_reduce_scatter(send, recv, mine, MLC_INT32, MLC_SUM, c, NULL);
     else st = mlc_reduce(send, recv, mine, MLC_INT32, MLC_SUM, root, c, NULL);
-    size_t nrecv = mine;
-    size_t past = spoilt(recv_of[kind], GUARD + nrecv) + spoilt(recv_of[kind], 0);
+    size_t past = spoilt(recv_of[kind], GUARD + mine) + spoilt(recv_of[kind], 0); /* every kind receives `mine` */
     size_t past_send = spoilt(send_of[kind], GUARD + nsend) + spoilt(send_of[kind], 0);
     CHECK(past == 0 && past_send == 0,
           "%s of %zu int32 on rank %d -> %s (%s): %zu elements written outside the receive buffer, %zu outside "
