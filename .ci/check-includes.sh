@@ -45,8 +45,9 @@ allowed() {
 
 # Path $1 (relative to src/, may hold . and ..) without them, into $norm.
 normalize() {
-    local part out=() IFS=/
-    for part in $1; do
+    local part parts out=() IFS=/
+    read -ra parts <<<"$1" # no word splitting of $1 into globs
+    for part in "${parts[@]}"; do
         case "$part" in
         "" | .) ;;
         ..)

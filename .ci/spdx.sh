@@ -42,7 +42,7 @@ style_of() {
 # Whether the first 3 lines of file $1 hold the SPDX line.
 has_id() {
     local line n=0
-    while [ $n -lt 3 ] && IFS= read -r line; do
+    while [ $n -lt 3 ] && { IFS= read -r line || [ -n "$line" ]; }; do # a last line without newline too
         [[ $line == *"$id"* ]] && return 0
         n=$((n + 1))
     done <"$1"

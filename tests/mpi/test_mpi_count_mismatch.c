@@ -88,6 +88,15 @@ static int one_case(mlc_comm_t *comm, kind_t kind)
     CHECK(!((kind == REDUCE_BIG && r == root) || kind == REDUCE_SCATTER_BIG) || st != MLC_SUCCESS,
           "%s of %zu int32 on rank %d: succeeded although the ranks passed different counts", kind_name[kind], mine,
           r);
+    /* At 2 ranks each rank's one receive decides: a longer piece is a
+     * truncation (the root of the reduce, rank 0 of the ring), a shorter one
+     * a mismatch (rank 1 of the ring), and the message says what to do. */
+    if (p == 2 && ((kind == REDUCE_BIG && r == root) || kind == REDUCE_SCATTER_BIG)) {
+        mlc_status_t want = kind == REDUCE_SCATTER_BIG && r == 1 ? MLC_ERR_MISMATCH : MLC_ERR_TRUNCATE;
+        CHECK(st == want && strstr(mlc_last_error(), "MLC_CHECK") != NULL,
+              "%s of %zu int32 on rank %d -> %s, want %s naming MLC_CHECK: %s", kind_name[kind], mine, r,
+              mlc_status_name(st), mlc_status_name(want), mlc_last_error());
+    }
     /* MPI saw a truncation: that is MLC_ERR_TRUNCATE, with or without a deadline. */
     CHECK(st == MLC_SUCCESS || !strcasestr(mlc_last_error(), "truncate") || st == MLC_ERR_TRUNCATE,
           "%s -> %s: %s", kind_name[kind], mlc_status_name(st), mlc_last_error());

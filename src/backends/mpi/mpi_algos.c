@@ -83,17 +83,14 @@ static mlc_status_t tp_post(void *tp, bool send, int peer, uint64_t tag64, void 
     h->bytes = bytes;
     h->capped = false;
     int rc = MPI_SUCCESS;
-    bool tried = false; /* the bounded receive was posted, or failed */
     /* A receive whose message is longer than planned (ranks that passed
      * different counts) must not run past buf: Open MPI's single copy writes a
      * plain receive's whole message into it. Device memory keeps MPI's own
      * bounds, and so does host memory where no spill area could be reserved. */
-    if (!send && req->comm->cfg.memory == MLC_MEMORY_HOST) {
+    bool bounded = !send && req->comm->cfg.memory == MLC_MEMORY_HOST && mlc_mpi_spill_ready();
+    if (bounded) {
         rc = mlc_mpi_irecv_capped(buf, bytes, peer, tag, c->hidden, &h->r, &h->type);
         h->capped = rc == MPI_SUCCESS;
-        tried = rc != MPI_ERR_NO_MEM;
-    }
-    if (tried) {
     } else if (bytes <= mlc_mpi_limits.count) {
         rc = send ? MPI_Isend(buf, (int)bytes, MPI_BYTE, peer, tag, c->hidden, &h->r)
                   : MPI_Irecv(buf, (int)bytes, MPI_BYTE, peer, tag, c->hidden, &h->r);
@@ -139,6 +136,8 @@ static int tp_test(void *tp, void *handle)
     MPI_Status st;
     int rc = MPI_Test(&h->r, &flag, h->recv ? &st : MPI_STATUS_IGNORE);
     if (rc != MPI_SUCCESS) {
+        /* longer than buffer and spill area: the spill was written whole */
+        if (h->capped && mlc_mpi_truncated(rc)) mlc_mpi_spill_release(h->bytes, SIZE_MAX);
         handle_put(c, h);
         return mlc_mpi_error(rc, "rank %d: %s algorithm '%s': a step failed (%s)", req->comm->rank,
                              mlc_core->coll_name(req->coll), req->algo,

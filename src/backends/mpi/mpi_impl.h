@@ -380,6 +380,8 @@ int mlc_mpi_recv_bounded(mlc_mpi_op_t *op, void *buf, size_t cap, int src, int t
 MLC_MPI_EXPORT void mlc_mpi_set_spill_bytes(size_t bytes);
 /* The receive of op is over, `got` bytes long: give back the spill pages it wrote. */
 void mlc_mpi_spill_done(const mlc_mpi_op_t *op, size_t got);
+/* Whether the spill area is reserved (once per process): bounded receives need it. */
+bool mlc_mpi_spill_ready(void);
 /* Post a receive into cap bytes of host memory at buf that a longer message
  * never overruns (the bounded type: MPI reports the message's whole length);
  * *type is the committed type to free once it ended. MPI_ERR_NO_MEM (nothing

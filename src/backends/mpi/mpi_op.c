@@ -666,8 +666,8 @@ void mlc_mpi_pending_peers(const mlc_request_t *req, char *buf, size_t len)
         mlc_mpi_unlock(c);
     } else if (req->coll == MLC_COLL_SEND && a->root == req->comm->rank) {
         /* MPI holds a send too large to buffer until its receive is posted. */
-        snprintf(buf, len, "itself: MPI holds a send to self until its receive is posted (post it first, or "
-                 "use mlc_sendrecv)");
+        snprintf(buf, len, "%d itself: MPI holds a send to self until its receive is posted (post it first, "
+                 "or use mlc_sendrecv)", a->root);
     } else if (req->coll == MLC_COLL_SEND) {
         snprintf(buf, len, "%d", a->root);
     } else if (req->coll == MLC_COLL_RECV) {

@@ -268,12 +268,17 @@ void mlc_mpi_spill_done(const mlc_mpi_op_t *op, size_t got)
     if (op->spilled) mlc_mpi_spill_release(op->recv_cap, got);
 }
 
+bool mlc_mpi_spill_ready(void)
+{
+    pthread_once(&spill_once, spill_map);
+    return spill != NULL;
+}
+
 int mlc_mpi_irecv_capped(void *buf, size_t cap, int src, int tag, MPI_Comm comm, MPI_Request *r,
                          MPI_Datatype *type)
 {
     *type = MPI_DATATYPE_NULL;
-    pthread_once(&spill_once, spill_map);
-    if (!spill) return MPI_ERR_NO_MEM;
+    if (!mlc_mpi_spill_ready()) return MPI_ERR_NO_MEM;
     int rc = bounded_type(buf, cap, type);
     if (rc != MPI_SUCCESS) return rc;
     if ((rc = MPI_Type_commit(type)) == MPI_SUCCESS) rc = MPI_Irecv(MPI_BOTTOM, 1, *type, src, tag, comm, r);
