@@ -141,8 +141,7 @@ static int tp_test(void *tp, void *handle)
         handle_put(c, h);
         return mlc_mpi_error(rc, "rank %d: %s algorithm '%s': a step failed (%s)", req->comm->rank,
                              mlc_core->coll_name(req->coll), req->algo,
-                             mlc_mpi_truncated(rc) ? "a message longer than planned: did the ranks pass different "
-                                                     "counts? MLC_CHECK=1 compares every call's arguments first"
+                             mlc_mpi_truncated(rc) ? "a message longer than planned: " MLC_MPI_COUNT_QUESTION
                                                    : "MPI's error follows");
     }
     if (!flag) return 0;
@@ -157,8 +156,7 @@ static int tp_test(void *tp, void *handle)
          * schedule's pieces follow from the count). Longer is a truncation. */
         return mlc_core->error(got > planned ? MLC_ERR_TRUNCATE : MLC_ERR_MISMATCH,
                                "rank %d: %s algorithm '%s': a message of %zu bytes from rank %d where this rank's "
-                               "count plans %zu; did the ranks pass different counts? MLC_CHECK=1 compares every "
-                               "call's arguments first",
+                               "count plans %zu; " MLC_MPI_COUNT_QUESTION,
                                req->comm->rank, mlc_core->coll_name(req->coll), req->algo, got, peer, planned);
     return 1;
 }

@@ -200,7 +200,7 @@ bool mlc_mpi_truncated(int rc)
 const char *mlc_mpi_count_hint(const mlc_request_t *req, int rc)
 {
     return req->coll < MLC_COLL_SEND && mlc_mpi_truncated(rc)
-               ? "; did the ranks pass different counts? MLC_CHECK=1 compares every call's arguments first"
+               ? "; " MLC_MPI_COUNT_QUESTION
                : "";
 }
 

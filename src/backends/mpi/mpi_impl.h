@@ -67,7 +67,10 @@ void mlc_mpi_report_cuda(void);
 void mlc_mpi_errtext(int rc, char *buf, size_t len);
 /* Whether an MPI error code is a truncation (MLC_ERR_TRUNCATE). */
 bool mlc_mpi_truncated(int rc);
-/* For a collective's truncation, "; did the ranks pass different counts? ..."; else "". */
+/* What a message of the wrong length asks of the caller (every such error says it). */
+#define MLC_MPI_COUNT_QUESTION \
+    "did the ranks pass different counts? MLC_CHECK=1 compares every call's arguments first"
+/* For a collective's truncation, "; " MLC_MPI_COUNT_QUESTION; else "". */
 const char *mlc_mpi_count_hint(const mlc_request_t *req, int rc);
 /* Set the thread's error for a failed MPI call: BACKEND (TRUNCATE for
  * MPI_ERR_TRUNCATE) with MPI's text. `what` names the call and the rank. */
